@@ -1,0 +1,131 @@
+"""The catalog service: resolves three-part names to tables, and registers Delta tables.
+
+Lookups sit on the rewrite hot path, so a snapshot of every table is kept in memory and
+refreshed only when the store's generation counter moved (another process may have created
+or dropped a table): one indexed SQLite read per statement.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+from catalog.model import CatalogInfo, SchemaInfo, TableInfo
+from catalog.store import CatalogStore
+
+
+class CatalogError(Exception):
+    """A catalog object is missing or already exists."""
+
+
+class Catalog:
+    def __init__(self, store: CatalogStore, warehouse: str | Path) -> None:
+        self.store = store
+        self.warehouse = Path(warehouse).resolve()
+        self._lock = threading.Lock()
+        self._generation = -1
+        self._tables: dict[tuple[str, str, str], TableInfo] = {}
+        self._schemas: set[tuple[str, str]] = set()
+        self._catalogs: set[str] = set()
+
+    # snapshot ---------------------------------------------------------------------------
+
+    def _snapshot(self) -> None:
+        gen = self.store.generation()
+        if gen == self._generation:
+            return
+        with self._lock:
+            tables = {(t.catalog, t.schema, t.name): t for t in self.store.list_tables()}
+            schemas = {(s.catalog, s.name) for s in self.store.list_schemas()}
+            catalogs = {c.name for c in self.store.list_catalogs()}
+            self._tables, self._schemas, self._catalogs = tables, schemas, catalogs
+            self._generation = gen
+
+    def refresh(self) -> None:
+        self._snapshot()
+
+    # reads ------------------------------------------------------------------------------
+
+    def table(self, catalog: str, schema: str, name: str) -> TableInfo | None:
+        self._snapshot()
+        return self._tables.get((catalog.lower(), schema.lower(), name.lower()))
+
+    def tables(self, catalog: str | None = None, schema: str | None = None) -> list[TableInfo]:
+        self._snapshot()
+        return [
+            t for (c, s, _), t in sorted(self._tables.items())
+            if (catalog is None or c == catalog.lower()) and (schema is None or s == schema.lower())
+        ]
+
+    def has_schema(self, catalog: str, schema: str) -> bool:
+        self._snapshot()
+        return (catalog.lower(), schema.lower()) in self._schemas
+
+    def has_catalog(self, catalog: str) -> bool:
+        self._snapshot()
+        return catalog.lower() in self._catalogs
+
+    def schemas(self, catalog: str | None = None) -> list[SchemaInfo]:
+        return self.store.list_schemas(catalog)
+
+    def catalogs(self) -> list[CatalogInfo]:
+        return self.store.list_catalogs()
+
+    def locations(self) -> dict[str, TableInfo]:
+        """Normalised location -> table, for the plan verifier."""
+        self._snapshot()
+        return {normalise_location(t.location): t for t in self._tables.values()}
+
+    def managed_location(self, catalog: str, schema: str, name: str) -> str:
+        return str(self.warehouse / catalog.lower() / schema.lower() / name.lower())
+
+    # writes -----------------------------------------------------------------------------
+
+    def create_catalog(self, name: str, comment: str | None = None, *,
+                       if_not_exists: bool = False) -> None:
+        if self.store.get_catalog(name):
+            if if_not_exists:
+                return
+            raise CatalogError(f"catalog {name.lower()} already exists")
+        self.store.put_catalog(CatalogInfo(name.lower(), comment, time.time()))
+
+    def create_schema(self, catalog: str, name: str, comment: str | None = None, *,
+                      if_not_exists: bool = False) -> None:
+        if not self.store.get_catalog(catalog):
+            raise CatalogError(f"catalog {catalog.lower()} does not exist")
+        if self.store.get_schema(catalog, name):
+            if if_not_exists:
+                return
+            raise CatalogError(f"schema {catalog.lower()}.{name.lower()} already exists")
+        self.store.put_schema(SchemaInfo(catalog.lower(), name.lower(), comment, time.time()))
+
+    def register_table(self, info: TableInfo, *, replace: bool = False) -> TableInfo:
+        if not self.store.get_schema(info.catalog, info.schema):
+            raise CatalogError(f"schema {info.catalog}.{info.schema} does not exist")
+        old = self.store.get_table(info.catalog, info.schema, info.name)
+        if old and not replace:
+            raise CatalogError(f"table {info.full_name} already exists")
+        now = time.time()
+        created = old.created_at if old else (info.created_at or now)
+        from dataclasses import replace as dc_replace
+
+        stored = dc_replace(
+            info, catalog=info.catalog.lower(), schema=info.schema.lower(),
+            name=info.name.lower(), created_at=created, updated_at=now,
+        )
+        self.store.put_table(stored)
+        return stored
+
+    def drop_table(self, catalog: str, schema: str, name: str) -> bool:
+        return self.store.delete_table(catalog, schema, name)
+
+
+def normalise_location(location: str) -> str:
+    """`file:/x/`, `file:///x` and `/x` are one place."""
+    loc = location
+    if loc.startswith("file://"):
+        loc = loc[len("file://") :]
+    elif loc.startswith("file:"):
+        loc = loc[len("file:") :]
+    return loc.rstrip("/") or "/"

@@ -1,0 +1,93 @@
+"""Refuse what the layer does not govern, and resolve identity functions to literals.
+
+Runs over the user's statement and over every policy expression. Identity is decided by
+the layer, never by Spark: `current_user()` and friends become string literals and
+`is_member('g')` becomes TRUE or FALSE for the governed user.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from sqlglot import exp
+
+from governance.errors import Refused
+
+# Functions that run code, read files, or turn errors into a channel for hidden values.
+DENIED_FUNCTIONS = frozenset({
+    "reflect", "java_method", "try_reflect", "input_file_name", "input_file_block_start",
+    "input_file_block_length", "raise_error", "assert_true", "read_files", "from_avro",
+    "to_avro", "url_decode", "spark_partition_id", "monotonically_increasing_id",
+    "current_database", "current_schema", "current_catalog",
+})
+IDENTITY_USER = frozenset({"current_user", "session_user", "user"})
+IDENTITY_MEMBER = frozenset({"is_member", "is_account_group_member"})
+METADATA_COLUMNS = frozenset({"_metadata", "_row_id", "_change_type", "_commit_version",
+                              "_commit_timestamp"})
+
+
+def function_name(node: exp.Expression) -> str:
+    if isinstance(node, exp.Anonymous):
+        return str(node.this).lower()
+    if isinstance(node, exp.Func):
+        return node.sql_name().lower()
+    return ""
+
+
+def govern_expression(
+    tree: exp.Expression,
+    user: str,
+    is_member: Callable[[str], bool],
+    *,
+    where: str = "statement",
+    namespace: tuple[str, str] | None = None,
+) -> exp.Expression:
+    """Check constructs and replace identity functions in place; returns the (new) root."""
+    replacements: list[tuple[exp.Expression, exp.Expression]] = []
+    for node in tree.walk():
+        if isinstance(node, exp.Parameter) and isinstance(node.parent, exp.TableAlias):
+            raise Refused(f"the `table@{node.name}` time-travel spelling is not governed; "
+                          "write VERSION AS OF / TIMESTAMP AS OF")
+        if isinstance(node, exp.Placeholder | exp.Parameter | exp.SessionParameter):
+            raise Refused(f"parameters and variables ({node.sql('spark')}) in a {where} are "
+                          "not governed; inline the value")
+        if isinstance(node, exp.QueryTransform):
+            raise Refused(f"TRANSFORM ... USING in a {where} is refused: it runs a program")
+        if isinstance(node, exp.Directory):
+            raise Refused("writing to a DIRECTORY is refused; write into a governed table")
+        if isinstance(node, exp.Column | exp.Dot):
+            name = node.name.lower() if isinstance(node, exp.Column) else ""
+            if name in METADATA_COLUMNS or any(
+                isinstance(p, exp.Identifier) and p.this.lower() in METADATA_COLUMNS
+                for p in node.find_all(exp.Identifier)
+            ):
+                raise Refused(f"file metadata columns ({name or '_metadata'}) are not readable")
+        if isinstance(node, exp.CurrentUser | exp.SessionUser):
+            replacements.append((node, exp.Literal.string(user)))
+            continue
+        if isinstance(node, exp.CurrentDatabase | exp.CurrentSchema) and namespace:
+            replacements.append((node, exp.Literal.string(namespace[1])))
+            continue
+        if isinstance(node, exp.CurrentCatalog) and namespace:
+            replacements.append((node, exp.Literal.string(namespace[0])))
+            continue
+        name = function_name(node)
+        if not name:
+            continue
+        if name in IDENTITY_USER:
+            if node.expressions:
+                raise Refused(f"{name}() takes no arguments")
+            replacements.append((node, exp.Literal.string(user)))
+        elif name in IDENTITY_MEMBER:
+            args = node.expressions
+            if len(args) != 1 or not isinstance(args[0], exp.Literal) or not args[0].is_string:
+                raise Refused(f"{name}() takes one string literal (a group name)")
+            replacements.append((node, exp.Boolean(this=is_member(args[0].this))))
+        elif name in DENIED_FUNCTIONS:
+            raise Refused(f"function {name}() is refused in a {where}")
+    for old, new in replacements:
+        if old is tree:
+            tree = new
+        else:
+            old.replace(new)
+    return tree

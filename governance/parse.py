@@ -1,0 +1,95 @@
+"""Step 1: statement text -> one sqlglot expression, or a one-line refusal.
+
+Everything that is not exactly one statement sqlglot fully understands is refused here:
+empty text, several statements, NUL bytes and invalid UTF-8, text longer than the limit,
+nesting too deep for the parser, and anything sqlglot could only keep as an opaque Command.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+from sqlglot import exp
+from sqlglot.dialects.spark import Spark
+from sqlglot.errors import ErrorLevel, ParseError, TokenError
+from sqlglot.tokens import TokenType
+
+from governance.errors import Refused, SqlParseError
+
+MAX_STATEMENT_CHARS = 1_000_000
+# sqlglot's parser and generator recurse per nesting level. Deeper statements are refused
+# from the token stream, before the parser can hit a RecursionError or the C stack.
+MAX_NESTING = 256
+_RECURSION_LIMIT = 10_000
+if sys.getrecursionlimit() < _RECURSION_LIMIT:
+    sys.setrecursionlimit(_RECURSION_LIMIT)
+_TOKENIZER = Spark.Tokenizer
+# sqlglot warns on stderr before falling back to a Command, which we refuse anyway
+logging.getLogger("sqlglot").setLevel(logging.ERROR)
+
+
+def decode_statement(text: str | bytes) -> str:
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise SqlParseError(f"statement is not valid UTF-8 (byte {e.start})") from None
+    if not isinstance(text, str):
+        raise SqlParseError("statement must be text")
+    if "\x00" in text:
+        raise SqlParseError("statement contains a NUL character")
+    if any(0xD800 <= ord(ch) <= 0xDFFF for ch in text):
+        raise SqlParseError("statement contains an unpaired UTF-16 surrogate (invalid UTF-8)")
+    if len(text) > MAX_STATEMENT_CHARS:
+        raise SqlParseError(
+            f"statement is {len(text)} characters long; the limit is {MAX_STATEMENT_CHARS}"
+        )
+    return text
+
+
+def parse_statement(text: str | bytes) -> exp.Expression:
+    text = decode_statement(text)
+    try:
+        tokens = _TOKENIZER().tokenize(text)
+        _check_nesting(tokens)
+        statements = Spark().parser(error_level=ErrorLevel.RAISE).parse(tokens, text)
+    except SqlParseError:
+        raise
+    except (ParseError, TokenError) as e:
+        raise SqlParseError(f"cannot parse statement: {_first_line(e)}") from None
+    except RecursionError:
+        raise SqlParseError("statement is nested too deeply to govern") from None
+    except Exception as e:  # the parser must never be the reason a statement runs
+        raise SqlParseError(f"cannot parse statement: {type(e).__name__}") from None
+    statements = [s for s in statements if s is not None]
+    if not statements:
+        raise SqlParseError("empty statement")
+    if len(statements) > 1:
+        raise Refused(f"multiple statements ({len(statements)}) in one call; send one at a time")
+    stmt = statements[0]
+    if isinstance(stmt, exp.Command):
+        word = str(stmt.this).split()[0].upper() if stmt.this else "?"
+        raise Refused(f"statement kind {word} is not governed by Lakegate")
+    return stmt
+
+
+def _check_nesting(tokens: list) -> None:
+    depth = peak = 0
+    for t in tokens:
+        if t.token_type in (TokenType.L_PAREN, TokenType.L_BRACKET):
+            depth += 1
+            peak = max(peak, depth)
+        elif t.token_type in (TokenType.R_PAREN, TokenType.R_BRACKET):
+            depth -= 1
+    if peak > MAX_NESTING:
+        raise SqlParseError(f"statement nests {peak} levels deep; the limit is {MAX_NESTING}")
+
+
+def _first_line(e: Exception) -> str:
+    errors = getattr(e, "errors", None)
+    if errors:
+        first = errors[0]
+        desc = first.get("description", "syntax error")
+        return f"{desc} at line {first.get('line')}, column {first.get('col')}"
+    return str(e).splitlines()[0][:200] if str(e) else type(e).__name__

@@ -1,0 +1,668 @@
+"""Steps 1-4 for one statement, without Spark: what runs, what it reads, what is recorded.
+
+The statement kinds are an allow-list: queries, INSERT, UPDATE, DELETE, MERGE,
+CREATE CATALOG/SCHEMA/TABLE [AS SELECT], DROP TABLE, USE, DESCRIBE, SHOW. Everything else
+is refused, never passed through.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from sqlglot import exp
+
+from catalog.catalog import Catalog, CatalogError
+from governance.constructs import govern_expression
+from governance.errors import AccessDenied, LakegateError, Refused
+from governance.masks import quote_ident
+from governance.parse import parse_statement
+from governance.policy.enforcer import AmbiguousMask, Identity, PolicyEnforcer, TableAccess
+from governance.resolve import (
+    Namespace,
+    TableRef,
+    denied_or_missing,
+    qualify_name,
+    resolve_tables,
+    table_parts,
+)
+from governance.rewrite import (
+    PolicySql,
+    ReadView,
+    check_hidden_columns,
+    columns_named,
+    columns_read,
+    quote_path,
+    replace_reads,
+    splice,
+    view_sql,
+)
+from governance.verify import Expected
+
+if TYPE_CHECKING:
+    from governance.session import Lakegate
+
+_SHOW = re.compile(
+    r"^\s*SHOW\s+(TABLES|SCHEMAS|DATABASES|CATALOGS)(?:\s+(?:FROM|IN)\s+([`\w.]+))?\s*;?\s*$",
+    re.IGNORECASE,
+)
+_CREATE_CATALOG = re.compile(
+    r"^\s*CREATE\s+CATALOG\s+(IF\s+NOT\s+EXISTS\s+)?`?(\w+)`?\s*;?\s*$", re.IGNORECASE)
+_QUERY_TYPES = (exp.Select, exp.Union, exp.Intersect, exp.Except, exp.Subquery, exp.Values)
+_ALLOWED_TABLE_PROPS = (exp.FileFormatProperty, exp.PartitionedByProperty,
+                        exp.SchemaCommentProperty)
+
+Hook = Callable[["Lakegate", Any], None]
+
+
+@dataclass
+class Planned:
+    cmd: str
+    sql: str | None = None
+    is_query: bool = False
+    views: list[ReadView] = field(default_factory=list)
+    expected: Expected = field(default_factory=Expected)
+    target: TableAccess | None = None
+    target_name: str | None = None
+    dst: str | None = None
+    columns: dict[int, list[str]] = field(default_factory=dict)  # view index -> columns read
+    local_rows: list[tuple] | None = None
+    local_schema: str | None = None
+    before: Hook | None = None
+    after: Hook | None = None
+    namespace: Namespace | None = None
+
+    @property
+    def placeholders(self) -> list[str]:
+        return [v.placeholder for v in self.views]
+
+    def hidden_column(self, name: str) -> tuple[str, str] | None:
+        low = name.lower()
+        accesses = [v.access for v in self.views] + ([self.target] if self.target else [])
+        for a in accesses:
+            for h in a.hidden_columns:
+                if h.lower() == low:
+                    return a.table.full_name, h
+        return None
+
+    def audit_lines(self) -> list[dict[str, Any]]:
+        """One line per table touched (views of one table merge), else one with src=null."""
+        lines: list[dict[str, Any]] = []
+        merged: dict[str, dict[str, Any]] = {}
+        for i, v in enumerate(self.views):
+            name = v.access.table.full_name
+            cols = self.columns.get(i, [])
+            line = merged.get(name)
+            if line is None:
+                line = {"cmd": self.cmd, "src": name, "dst": self.dst, "columns": [],
+                        "masked": [], "row_filters": [], "policies": []}
+                merged[name] = line
+                lines.append(line)
+            for c in cols:
+                if c not in line["columns"]:
+                    line["columns"].append(c)
+                m = v.access.masks.get(c.lower())
+                if m is not None and (c, m.mask.mask) not in line["masked"]:
+                    line["masked"].append((c, m.mask.mask))
+            for f in v.access.row_filters:
+                if f.id not in line["row_filters"]:
+                    line["row_filters"].append(f.id)
+            for p in v.access.policy_ids:
+                if p not in line["policies"]:
+                    line["policies"].append(p)
+        if self.target_name is not None and self.target_name not in merged:
+            t = self.target
+            lines.append({"cmd": self.cmd, "src": self.target_name, "dst": self.dst,
+                          "row_filters": [f.id for f in t.row_filters] if t else [],
+                          "policies": list(t.policy_ids) if t else []})
+        if not lines:
+            lines.append({"cmd": self.cmd, "src": None, "dst": self.dst})
+        return lines
+
+    def describe(self) -> str:
+        return f"-- {self.cmd}: handled by Lakegate, no Spark SQL"
+
+
+class Planner:
+    def __init__(self, *, catalog: Catalog, enforcer: PolicyEnforcer, policy_sql: PolicySql,
+                 user: str, namespace: Namespace) -> None:
+        self.catalog = catalog
+        self.enforcer = enforcer
+        self.ps = policy_sql
+        self.user = user
+        self.ns = namespace
+        self.ident: Identity = enforcer.identity(user)
+
+    # entry ------------------------------------------------------------------------------
+
+    def plan(self, statement: str | bytes) -> Planned:
+        if isinstance(statement, str):
+            m = _SHOW.match(statement)
+            if m:
+                return self._show(m.group(1).upper(), m.group(2))
+            m = _CREATE_CATALOG.match(statement)
+            if m:
+                return self._create_catalog(m.group(2), bool(m.group(1)))
+        stmt = parse_statement(statement)
+        for hint in list(stmt.find_all(exp.Hint)):
+            hint.pop()  # hints name tables; they only tune plans, so they are dropped
+        try:
+            return self._dispatch(stmt)
+        except AmbiguousMask as e:
+            raise Refused(f"policy conflict, statement refused: {e}") from None
+
+    def _dispatch(self, stmt: exp.Expression) -> Planned:
+        if isinstance(stmt, _QUERY_TYPES):
+            return self._query(stmt)
+        if isinstance(stmt, exp.Insert):
+            return self._insert(stmt)
+        if isinstance(stmt, exp.Update):
+            return self._update(stmt)
+        if isinstance(stmt, exp.Delete):
+            return self._delete(stmt)
+        if isinstance(stmt, exp.Merge):
+            return self._merge(stmt)
+        if isinstance(stmt, exp.Create):
+            return self._create(stmt)
+        if isinstance(stmt, exp.Drop):
+            return self._drop(stmt)
+        if isinstance(stmt, exp.Use):
+            return self._use(stmt)
+        if isinstance(stmt, exp.Describe):
+            return self._describe(stmt)
+        raise Refused(f"statement kind {_kind(stmt)} is not governed by Lakegate")
+
+    # shared -----------------------------------------------------------------------------
+
+    def _govern(self, tree: exp.Expression) -> exp.Expression:
+        return govern_expression(tree, self.user, self.ident.is_member,
+                                 namespace=(self.ns.catalog, self.ns.schema))
+
+    def _access(self, ref: TableRef, privilege: str = "select") -> TableAccess:
+        access = self.enforcer.table_access(self.ident, ref.info)
+        if privilege not in access.privileges:
+            raise denied_or_missing(self.user, privilege, ref.info.full_name)
+        return access
+
+    def _reads(self, stmt: exp.Expression, targets: set[int] | None = None,
+               ) -> tuple[list[TableRef], list[tuple[TableRef, TableAccess]]]:
+        resolved = resolve_tables(stmt, self.catalog, self.ns, self.user, targets)
+        reads = [(r, self._access(r)) for r in resolved.reads]
+        return resolved.targets, reads
+
+    def _views_sql(self, stmt: exp.Expression, reads: list[tuple[TableRef, TableAccess]],
+                   planned: Planned, scan: exp.Expression | None = None) -> exp.Expression:
+        """Replace reads by views; `scan` is the user's part when `stmt` wraps it."""
+        stmt, views = replace_reads(stmt, reads)
+        check_hidden_columns(stmt, views, self.user)
+        names, _, star, qstars = columns_named(scan if scan is not None else stmt)
+        planned.views = views
+        for i, v in enumerate(views):
+            planned.columns[i] = columns_read(v, names, star, qstars)
+            planned.expected.add_view(v.access.table.location, v.access.visible_columns)
+        return stmt
+
+    def _generate(self, stmt: exp.Expression, planned: Planned) -> str:
+        bodies = [view_sql(self.ps, self.ident, v.access, v.ref.node) for v in planned.views]
+        return splice(stmt.sql("spark"), planned.views, bodies)
+
+    def _masked_reads(self, planned: Planned) -> list[str]:
+        out = []
+        for i, v in enumerate(planned.views):
+            for c in planned.columns.get(i, []):
+                if c.lower() in v.access.masks:
+                    out.append(f"{v.access.table.full_name}.{c}")
+        return out
+
+    def _refuse_masked_reads(self, planned: Planned) -> None:
+        masked = self._masked_reads(planned)
+        if masked:
+            raise AccessDenied(
+                f"access denied: a write may not read masked column(s) {', '.join(masked)} "
+                f"(user {self.user})", cmd=planned.cmd, tables=(planned.target_name or "",))
+
+    def _target(self, node: exp.Table, privilege: str, cmd: str) -> tuple[TableRef, TableAccess]:
+        if not isinstance(node, exp.Table):
+            raise Refused(f"{cmd.upper()} target is not a table")
+        targets, _ = self._reads(node, {id(node)})
+        if not targets:
+            c, s, t = qualify_name(table_parts(node), self.ns)
+            raise denied_or_missing(self.user, privilege, f"{c}.{s}.{t}".lower())
+        ref = targets[0]
+        access = self.enforcer.table_access(self.ident, ref.info)
+        ok, _ = self.enforcer.has_privilege(self.ident, privilege, ref.info.catalog,
+                                            ref.info.schema, ref.info.name)
+        if not ok:
+            raise denied_or_missing(self.user, privilege, ref.info.full_name)
+        return ref, access
+
+    # queries ----------------------------------------------------------------------------
+
+    def _query(self, stmt: exp.Expression) -> Planned:
+        planned = Planned(cmd="select", is_query=True)
+        stmt = self._govern(stmt)
+        _, reads = self._reads(stmt)
+        stmt = self._views_sql(stmt, reads, planned)
+        planned.sql = self._generate(stmt, planned)
+        return planned
+
+    # writes -----------------------------------------------------------------------------
+
+    def _insert(self, stmt: exp.Insert) -> Planned:
+        if isinstance(stmt.this, exp.Directory) or stmt.args.get("directory"):
+            raise Refused("INSERT OVERWRITE DIRECTORY is refused; write into a governed table")
+        for key in ("partition", "by_name", "where", "alternative", "conflict", "returning"):
+            if stmt.args.get(key):
+                raise Refused(f"INSERT with {key.upper().replace('_', ' ')} is not governed")
+        stmt = self._govern(stmt)
+        schema = stmt.this
+        column_list: list[str] | None = None
+        table_node = schema
+        if isinstance(schema, exp.Schema):
+            table_node = schema.this
+            column_list = [c.name for c in schema.expressions]
+        ref, access = self._target(table_node, "modify", "insert")
+        info = ref.info
+        planned = Planned(cmd="insert", target=access, target_name=info.full_name)
+        hidden = {h.lower() for h in access.hidden_columns}
+        if column_list is None:
+            if hidden:
+                raise AccessDenied(
+                    f"access denied: INSERT into {info.full_name} without a column list would "
+                    f"write columns hidden from user {self.user}; name the columns",
+                    cmd="insert", tables=(info.full_name,))
+            column_list = [c.name for c in info.columns]
+        for c in column_list:
+            if info.column(c) is None:
+                raise LakegateError(f"column {c} does not exist in {info.full_name}")
+            if c.lower() in hidden:
+                raise AccessDenied(f"access denied: user {self.user} may not write column {c} "
+                                   f"of table {info.full_name}", cmd="insert",
+                                   tables=(info.full_name,))
+        overwrite = bool(stmt.args.get("overwrite"))
+        if overwrite and (access.row_filters or hidden):
+            raise AccessDenied(
+                f"access denied: INSERT OVERWRITE would replace rows or columns of "
+                f"{info.full_name} hidden from user {self.user}", cmd="insert",
+                tables=(info.full_name,))
+        source = stmt.expression
+        if source is None:
+            raise Refused("INSERT without a query or VALUES is not governed")
+        _, reads = self._reads(source)
+        if reads:
+            planned.dst = info.full_name
+        wrapper = exp.Select(expressions=[exp.Star()]).from_(
+            exp.Subquery(this=source, alias=exp.TableAlias(this=exp.to_identifier("__lg_src"))))
+        # __lg_src is a subquery we build; read views are replaced inside the whole wrapper
+        wrapper = self._views_sql(wrapper, reads, planned, scan=source)
+        self._refuse_masked_reads(planned)
+        src_sql = self._generate(wrapper, planned)
+        src_sql = src_sql.replace("AS __lg_src", "AS __lg_src(" + ", ".join(
+            quote_ident(c) for c in column_list) + ")", 1)
+        cols = ", ".join(quote_ident(c) for c in column_list)
+        check = self.ps.filter_check(self.ident, access)
+        if check:
+            present = {c.lower() for c in column_list}
+            fill = ", ".join(
+                f"CAST(NULL AS {c.type_text}) AS {quote_ident(c.name)}"
+                for c in info.columns if c.name.lower() not in present)
+            inner = f"SELECT {cols}{', ' + fill if fill else ''} FROM ({src_sql}) AS __lg_in"
+            src_sql = (f"SELECT {cols} FROM ({inner}) AS __lg_chk WHERE assert_true({check}, "
+                       f"'INSERT row is outside the row filter of user {self.user}') IS NULL")
+        verb = "INSERT OVERWRITE" if overwrite else "INSERT INTO"
+        planned.sql = f"{verb} {quote_path(info.location)} ({cols}) {src_sql}"
+        planned.expected.add_target(info.location)
+        return planned
+
+    def _check_target_columns(self, expr: exp.Expression, access: TableAccess, cmd: str,
+                              alias: str | None) -> list[str]:
+        """Columns of the target a write's own expressions read; hidden ones are denied."""
+        by_low = {c.name.lower(): c.name for c in access.table.columns}
+        hidden = {h.lower() for h in access.hidden_columns}
+        read: list[str] = []
+        for col in expr.find_all(exp.Column):
+            if isinstance(col.this, exp.Star):
+                raise Refused(f"{cmd.upper()} with * is not governed; name the columns")
+            if col.table and alias and col.table.lower() != alias.lower():
+                continue
+            low = col.name.lower()
+            if low in hidden:
+                raise AccessDenied(
+                    f"access denied: user {self.user} may not use column {by_low[low]} of "
+                    f"table {access.table.full_name}", cmd=cmd, tables=(access.table.full_name,))
+            if low in by_low and by_low[low] not in read:
+                read.append(by_low[low])
+        return read
+
+    def _row_scoped(self, cmd: str, stmt: exp.Update | exp.Delete) -> Planned:
+        stmt = self._govern(stmt)
+        node = stmt.this
+        ref, access = self._target(node, "modify", cmd)
+        info = ref.info
+        planned = Planned(cmd=cmd, target=access, target_name=info.full_name)
+        alias = node.alias or None
+        # the target's own expressions: SET right-hand sides and WHERE, subqueries aside
+        own: list[exp.Expression] = [eq.expression for eq in stmt.expressions]
+        if stmt.args.get("where") is not None:
+            own.append(stmt.args["where"])
+        read: list[str] = []
+        for e in own:
+            e = e.copy()
+            for sub in list(e.find_all(exp.Subquery, exp.Select)):
+                sub.replace(exp.Null())
+            read += self._check_target_columns(e, access, cmd, alias)
+        for eq in stmt.expressions:
+            if not isinstance(eq, exp.EQ) or not isinstance(eq.this, exp.Column):
+                raise Refused(f"{cmd.upper()} SET must assign plain columns")
+            self._check_target_columns(eq.this, access, cmd, alias)
+        masked = sorted({c for c in read if c.lower() in access.masks})
+        if masked:
+            raise AccessDenied(
+                f"access denied: {cmd.upper()} may not read masked column(s) "
+                f"{', '.join(masked)} of {info.full_name} (user {self.user})",
+                cmd=cmd, tables=(info.full_name,))
+        _, reads = self._reads(stmt, {id(node)})
+        planned.dst = info.full_name if reads else None
+        stmt = self._views_sql(stmt, reads, planned)
+        self._refuse_masked_reads(planned)
+        _, where = self.ps.view(self.ident, access)
+        if where:
+            cond = stmt.args.get("where")
+            filt = exp.condition(f"({where})", dialect="spark")
+            if alias:
+                for col in filt.find_all(exp.Column):
+                    if not col.table:
+                        col.set("table", exp.to_identifier(alias))
+            combined = exp.and_(exp.paren(cond.this), filt) if cond is not None else filt
+            stmt.set("where", exp.Where(this=combined))
+        target = exp.Table(this=exp.to_identifier(info.location, quoted=True),
+                           db=exp.to_identifier("delta"))
+        if alias:
+            target.set("alias", exp.TableAlias(this=exp.to_identifier(alias)))
+        stmt.set("this", target)
+        planned.sql = self._generate(stmt, planned)
+        planned.expected.add_target(info.location)
+        return planned
+
+    def _update(self, stmt: exp.Update) -> Planned:
+        if stmt.args.get("from_") or stmt.args.get("joins"):
+            raise Refused("UPDATE ... FROM is not governed; use MERGE")
+        return self._row_scoped("update", stmt)
+
+    def _delete(self, stmt: exp.Delete) -> Planned:
+        if stmt.args.get("using") or stmt.args.get("tables"):
+            raise Refused("DELETE ... USING is not governed; use MERGE")
+        return self._row_scoped("delete", stmt)
+
+    def _merge(self, stmt: exp.Merge) -> Planned:
+        stmt = self._govern(stmt)
+        node = stmt.this
+        ref, access = self._target(node, "modify", "merge")
+        info = ref.info
+        planned = Planned(cmd="merge", target=access, target_name=info.full_name)
+        alias = node.alias or info.name
+        whens = stmt.args.get("whens")
+        clauses = whens.expressions if whens is not None else []
+        if access.row_filters and any(not w.args.get("matched") for w in clauses):
+            raise AccessDenied(
+                f"access denied: MERGE ... WHEN NOT MATCHED THEN INSERT into {info.full_name} "
+                f"is refused while row filters apply to user {self.user}; use INSERT",
+                cmd="merge", tables=(info.full_name,))
+        for w in clauses:
+            then = w.args.get("then")
+            if then is not None and any(isinstance(n, exp.Star) for n in then.walk()):
+                raise Refused("MERGE with UPDATE SET * / INSERT * is not governed; name columns")
+        own = stmt.copy()
+        own.set("this", None)
+        own.set("using", None)
+        read = self._check_target_columns(own, access, "merge", alias)
+        masked = [c for c in read if c.lower() in access.masks]
+        if masked:
+            raise AccessDenied(
+                f"access denied: MERGE may not read masked column(s) {', '.join(masked)} of "
+                f"{info.full_name} (user {self.user})", cmd="merge", tables=(info.full_name,))
+        _, reads = self._reads(stmt, {id(node)})
+        planned.dst = info.full_name
+        stmt = self._views_sql(stmt, reads, planned)
+        self._refuse_masked_reads(planned)
+        _, where = self.ps.view(self.ident, access)
+        if where:
+            filt = exp.condition(f"({where})", dialect="spark")
+            for col in filt.find_all(exp.Column):
+                if not col.table:
+                    col.set("table", exp.to_identifier(alias))
+            stmt.set("on", exp.and_(exp.paren(stmt.args["on"]), filt))
+        target = exp.Table(this=exp.to_identifier(info.location, quoted=True),
+                           db=exp.to_identifier("delta"),
+                           alias=exp.TableAlias(this=exp.to_identifier(alias)))
+        stmt.set("this", target)
+        planned.sql = self._generate(stmt, planned)
+        planned.expected.add_target(info.location)
+        return planned
+
+    # DDL --------------------------------------------------------------------------------
+
+    def _create_catalog(self, name: str, if_not_exists: bool) -> Planned:
+        ok, _ = self.enforcer.has_privilege(self.ident, "manage", name, "*", "*")
+        if not ok:
+            raise AccessDenied(f"access denied: user {self.user} may not create catalog "
+                               f"{name.lower()} (needs MANAGE on {name.lower()}.*.*)",
+                               cmd="create", tables=(f"{name.lower()}.*.*",))
+
+        def run(lg: Lakegate, _spark: Any) -> None:
+            lg.catalog.create_catalog(name, if_not_exists=if_not_exists)
+
+        return Planned(cmd="create", before=run, local_rows=[], local_schema="result string",
+                       target_name=None)
+
+    def _create(self, stmt: exp.Create) -> Planned:
+        kind = (stmt.args.get("kind") or "").upper()
+        if kind in ("SCHEMA", "DATABASE"):
+            return self._create_schema(stmt)
+        if kind != "TABLE":
+            raise Refused(f"CREATE {kind or '?'} is not governed by Lakegate "
+                          "(views, functions and temporary objects are shared across users)")
+        for key in ("clone", "replace", "unique", "indexes", "begin", "end", "shallow"):
+            value = stmt.args.get(key)
+            if value:
+                raise Refused(f"CREATE TABLE with {key.upper()} is not governed")
+        props = stmt.args.get("properties")
+        for p in props.expressions if props else []:
+            if not isinstance(p, _ALLOWED_TABLE_PROPS):
+                raise Refused(f"CREATE TABLE property {p.sql('spark')!r} is not governed")
+            if isinstance(p, exp.FileFormatProperty) and p.name.lower() != "delta":
+                raise Refused("only Delta tables can be created (USING delta)")
+        schema = stmt.this
+        node = schema.this if isinstance(schema, exp.Schema) else schema
+        c, s, t = qualify_name(table_parts(node), self.ns)
+        name = f"{c}.{s}.{t}".lower()
+        if not self.catalog.has_schema(c, s):
+            raise LakegateError(f"schema {c}.{s} does not exist")
+        ok = any(self.enforcer.has_privilege(self.ident, p, c, s, t)[0]
+                 for p in ("create", "manage"))
+        if not ok:
+            raise AccessDenied(f"access denied: user {self.user} has no CREATE privilege on "
+                               f"schema {c}.{s}", cmd="create", tables=(name,))
+        exists = self.catalog.table(c, s, t) is not None
+        if_not_exists = bool(stmt.args.get("exists"))
+        if exists and not if_not_exists:
+            raise LakegateError(f"table {name} already exists")
+        location = self.catalog.managed_location(c, s, t)
+        planned = Planned(cmd="create", target_name=name)
+        if exists:
+            planned.local_rows, planned.local_schema = [], "result string"
+            return planned
+        query = stmt.expression
+        partition = next((p for p in (props.expressions if props else [])
+                          if isinstance(p, exp.PartitionedByProperty)), None)
+        part_sql = f" PARTITIONED BY {partition.this.sql('spark')}" if partition else ""
+        comment = next((p for p in (props.expressions if props else [])
+                        if isinstance(p, exp.SchemaCommentProperty)), None)
+        if query is not None:
+            if isinstance(schema, exp.Schema):
+                raise Refused("CREATE TABLE AS SELECT with a column list is not governed")
+            query = self._govern(query)
+            _, reads = self._reads(query)
+            planned.dst = name
+            wrapper = exp.Select(expressions=[exp.Star()]).from_(
+                exp.Subquery(this=query, alias=exp.TableAlias(this=exp.to_identifier("__lg_q"))))
+            wrapper = self._views_sql(wrapper, reads, planned, scan=query)
+            body = self._generate(wrapper, planned)
+            planned.sql = (f"CREATE TABLE {quote_path(location)} USING delta{part_sql} "
+                           f"AS {body}")
+        else:
+            if not isinstance(schema, exp.Schema) or not schema.expressions:
+                raise Refused("CREATE TABLE needs a column list or AS SELECT")
+            cols = []
+            for cd in schema.expressions:
+                if not isinstance(cd, exp.ColumnDef):
+                    raise Refused(f"CREATE TABLE element {cd.sql('spark')!r} is not governed")
+                for con in cd.args.get("constraints") or []:
+                    allowed = exp.NotNullColumnConstraint | exp.CommentColumnConstraint
+                    if not isinstance(con.kind, allowed):
+                        raise Refused(f"column constraint {con.sql('spark')!r} is not governed")
+                cols.append(cd.sql("spark"))
+            planned.sql = (f"CREATE TABLE {quote_path(location)} ({', '.join(cols)}) "
+                           f"USING delta{part_sql}")
+        comment_text = comment.this.name if comment is not None else None
+        domain = self.enforcer.policy_set.domain_of_schema(c, s)
+
+        def register(lg: Lakegate, spark: Any) -> None:
+            from catalog.delta import read_delta_table
+
+            info = read_delta_table(spark, c, s, t, location, domain=domain,
+                                    comment=comment_text)
+            lg.catalog.register_table(info)
+
+        planned.after = register
+        return planned
+
+    def _create_schema(self, stmt: exp.Create) -> Planned:
+        node = stmt.this
+        parts = table_parts(node)
+        if len(parts) == 1:
+            c, s = self.ns.catalog, parts[0]
+        elif len(parts) == 2:
+            c, s = parts
+        else:
+            raise Refused(f"schema name {'.'.join(parts)} has too many parts")
+        c, s = c.lower(), s.lower()
+        if stmt.args.get("properties"):
+            raise Refused("CREATE SCHEMA with properties or LOCATION is not governed")
+        ok = any(self.enforcer.has_privilege(self.ident, p, c, s, "*")[0]
+                 for p in ("create", "manage"))
+        if not ok:
+            raise AccessDenied(f"access denied: user {self.user} may not create schema {c}.{s} "
+                               f"(needs CREATE or MANAGE on {c}.{s}.*)", cmd="create",
+                               tables=(f"{c}.{s}",))
+        if_not_exists = bool(stmt.args.get("exists"))
+
+        def run(lg: Lakegate, _spark: Any) -> None:
+            try:
+                lg.catalog.create_schema(c, s, if_not_exists=if_not_exists)
+            except CatalogError as e:
+                raise LakegateError(str(e)) from None
+
+        return Planned(cmd="create", before=run, local_rows=[], local_schema="result string",
+                       target_name=f"{c}.{s}")
+
+    def _drop(self, stmt: exp.Drop) -> Planned:
+        kind = (stmt.args.get("kind") or "").upper()
+        if kind != "TABLE":
+            raise Refused(f"DROP {kind or '?'} is not governed by Lakegate")
+        tables = stmt.args.get("tables") or []
+        if len(tables) != 1:
+            raise Refused("DROP TABLE takes one table")
+        node = tables[0]
+        c, s, t = qualify_name(table_parts(node), self.ns)
+        info = self.catalog.table(c, s, t)
+        name = f"{c}.{s}.{t}".lower()
+        if info is None:
+            if stmt.args.get("exists") and self.enforcer.has_privilege(
+                    self.ident, "manage", c, s, t)[0]:
+                return Planned(cmd="drop", local_rows=[], local_schema="result string",
+                               target_name=name)
+            raise denied_or_missing(self.user, "manage", name)
+        ok, _ = self.enforcer.has_privilege(self.ident, "manage", c, s, t)
+        if not ok:
+            raise denied_or_missing(self.user, "manage", name)
+
+        def run(lg: Lakegate, _spark: Any) -> None:
+            from governance.session import remove_managed_files
+
+            lg.catalog.drop_table(c, s, t)
+            remove_managed_files(lg, info.location)
+
+        return Planned(cmd="drop", before=run, local_rows=[], local_schema="result string",
+                       target_name=name)
+
+    # session and metadata ---------------------------------------------------------------
+
+    def _use(self, stmt: exp.Use) -> Planned:
+        kind = (stmt.args.get("kind").name.upper() if stmt.args.get("kind") else "")
+        parts = [p.lower() for p in table_parts(stmt.this)]
+        if kind == "CATALOG":
+            if len(parts) != 1 or not self.catalog.has_catalog(parts[0]):
+                raise LakegateError(f"catalog {'.'.join(parts)} does not exist")
+            ns = Namespace(parts[0], "default")
+        else:
+            if len(parts) == 1:
+                ns = Namespace(self.ns.catalog, parts[0])
+            elif len(parts) == 2:
+                ns = Namespace(parts[0], parts[1])
+            else:
+                raise LakegateError(f"USE {'.'.join(parts)}: too many name parts")
+            if not self.catalog.has_schema(ns.catalog, ns.schema):
+                raise LakegateError(f"schema {ns.catalog}.{ns.schema} does not exist")
+        return Planned(cmd="use", local_rows=[], local_schema="result string", namespace=ns)
+
+    def _describe(self, stmt: exp.Describe) -> Planned:
+        style = (stmt.args.get("style") or "").upper()
+        if style in ("HISTORY", "DETAIL") or stmt.args.get("partition"):
+            raise Refused(f"DESCRIBE {style or 'PARTITION'} is not governed by Lakegate")
+        kind = (stmt.args.get("kind") or "TABLE").upper()
+        if kind != "TABLE":
+            raise Refused(f"DESCRIBE {kind} is not governed by Lakegate")
+        node = stmt.this
+        if not isinstance(node, exp.Table):
+            raise Refused("DESCRIBE of a query is not governed")
+        _, reads = self._reads(node)
+        ref, access = reads[0]
+        planned = Planned(cmd="describe", target=access, target_name=ref.info.full_name)
+        rows = []
+        for name in access.visible_columns:
+            col = ref.info.column(name)
+            assert col is not None
+            rows.append((col.name, col.type_text, col.comment))
+        planned.local_rows = rows
+        planned.local_schema = "col_name string, data_type string, comment string"
+        return planned
+
+    def _show(self, what: str, where: str | None) -> Planned:
+        visible = [t for t in self.catalog.tables()
+                   if self.enforcer.table_access(self.ident, t).can_select]
+        planned = Planned(cmd="show")
+        if what == "TABLES":
+            parts = (where or "").replace("`", "").split(".") if where else []
+            c, s = (parts if len(parts) == 2 else [self.ns.catalog, parts[0] if parts
+                                                   else self.ns.schema])
+            rows = [(t.catalog, t.schema, t.name) for t in visible
+                    if t.catalog == c.lower() and t.schema == s.lower()]
+            planned.local_rows = rows
+            planned.local_schema = "catalog string, namespace string, tableName string"
+        elif what in ("SCHEMAS", "DATABASES"):
+            c = (where or self.ns.catalog).replace("`", "").lower()
+            rows = sorted({(t.schema,) for t in visible if t.catalog == c})
+            planned.local_rows = rows
+            planned.local_schema = "namespace string"
+        else:
+            planned.local_rows = sorted({(t.catalog,) for t in visible})
+            planned.local_schema = "catalog string"
+        return planned
+
+
+def _kind(stmt: exp.Expression) -> str:
+    return type(stmt).__name__.upper()
+

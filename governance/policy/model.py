@@ -1,0 +1,221 @@
+"""The policy set as plain data: what the YAML contract says, nothing about how it is decided.
+
+Kept free of casbin, Spark and YAML so the loader, the validator, the enforcer and the
+diff tool can all share one vocabulary (the casbin split: model apart from adapter and
+enforcer).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Literal
+
+PRIVILEGES: tuple[str, ...] = ("select", "modify", "create", "manage")
+MASKS: tuple[str, ...] = (
+    "redact",
+    "null",
+    "hash",
+    "last4",
+    "first4",
+    "email_domain",
+    "year",
+    "custom",
+)
+Effect = Literal["allow", "deny"]
+FilterKind = Literal["permissive", "restrictive"]
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """Where a rule was written, so every error and decision can point at a file and line."""
+
+    file: str
+    line: int = 0
+    column: int = 0
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.column}" if self.line else self.file
+
+
+UNKNOWN_SOURCE = Source("<memory>")
+
+
+@dataclass(frozen=True, slots=True)
+class NamePattern:
+    """`catalog.schema.table[.column]` where any part may be `*`; stored lower-case."""
+
+    catalog: str
+    schema: str
+    table: str
+    column: str | None = None
+
+    @classmethod
+    def parse(cls, text: str, *, allow_column: bool = False) -> NamePattern:
+        parts = [p.strip().strip("`").lower() for p in str(text).split(".")]
+        if len(parts) == 4 and allow_column:
+            return cls(parts[0], parts[1], parts[2], parts[3])
+        if len(parts) != 3 or any(not p for p in parts):
+            expected = "catalog.schema.table[.column]" if allow_column else "catalog.schema.table"
+            raise ValueError(f"'{text}' is not a name of the form {expected}")
+        return cls(parts[0], parts[1], parts[2])
+
+    def matches_table(self, catalog: str, schema: str, table: str) -> bool:
+        return (
+            _part_matches(self.catalog, catalog)
+            and _part_matches(self.schema, schema)
+            and _part_matches(self.table, table)
+        )
+
+    def matches_column(self, catalog: str, schema: str, table: str, column: str) -> bool:
+        if self.column is None:
+            return False
+        return self.matches_table(catalog, schema, table) and _part_matches(self.column, column)
+
+    @property
+    def table_key(self) -> tuple[str, str, str]:
+        return (self.catalog, self.schema, self.table)
+
+    def __str__(self) -> str:
+        base = f"{self.catalog}.{self.schema}.{self.table}"
+        return f"{base}.{self.column}" if self.column is not None else base
+
+
+def _part_matches(pattern: str, value: str) -> bool:
+    return pattern == "*" or pattern == value.lower()
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """`user:NAME`, `group:NAME` or `*` (every user); names compare case-insensitively."""
+
+    kind: Literal["user", "group", "any"]
+    name: str
+
+    @classmethod
+    def parse(cls, text: str) -> Principal:
+        text = str(text).strip()
+        if text == "*":
+            return ANY
+        if text.startswith("user:"):
+            return cls("user", _principal_name(text[5:], text))
+        if text.startswith("group:"):
+            return cls("group", _principal_name(text[6:], text))
+        if ":" in text:
+            raise ValueError(f"'{text}' is not a principal: use user:NAME, group:NAME, NAME or '*'")
+        return cls("user", _principal_name(text, text))
+
+    @property
+    def key(self) -> str:
+        """The casbin subject string: `user:alice`, `group:analysts` or `*`."""
+        return "*" if self.kind == "any" else f"{self.kind}:{self.name}"
+
+    def __str__(self) -> str:
+        return self.key
+
+
+def _principal_name(name: str, text: str) -> str:
+    name = name.strip()
+    if not name:
+        raise ValueError(f"'{text}' names no principal")
+    return name.lower()
+
+
+ANY = Principal("any", "*")
+
+
+@dataclass(frozen=True, slots=True)
+class Domain:
+    name: str
+    owners: tuple[Principal, ...] = ()
+    description: str = ""
+    schemas: tuple[str, ...] = ()  # lower-case `catalog.schema`
+    source: Source = UNKNOWN_SOURCE
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    id: str
+    principals: tuple[Principal, ...]
+    privileges: tuple[str, ...]
+    on: NamePattern
+    effect: Effect = "allow"
+    columns: tuple[str, ...] | None = None  # lower-case; None means the whole table
+    source: Source = UNKNOWN_SOURCE
+    file_domain: str | None = None  # the `domain:` its file declares
+
+
+@dataclass(frozen=True, slots=True)
+class RowFilter:
+    id: str
+    on: NamePattern
+    principals: tuple[Principal, ...]
+    where: str
+    kind: FilterKind = "permissive"
+    source: Source = UNKNOWN_SOURCE
+    file_domain: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ColumnMask:
+    id: str
+    on: NamePattern
+    mask: str
+    tags: tuple[str, ...] = ()  # lower-case
+    columns: tuple[str, ...] = ()  # lower-case
+    expression: str | None = None  # for mask: custom, with `{col}`
+    principals: tuple[Principal, ...] = (ANY,)
+    except_: tuple[Principal, ...] = ()
+    priority: int = 0
+    source: Source = UNKNOWN_SOURCE
+    file_domain: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TagAssignment:
+    on: NamePattern  # table pattern, or column pattern when `on.column` is set
+    tags: tuple[str, ...]  # lower-case
+    source: Source = UNKNOWN_SOURCE
+
+
+@dataclass(frozen=True)
+class PolicySet:
+    """Every policy file of one directory, merged."""
+
+    groups: dict[str, tuple[Principal, ...]] = field(default_factory=dict)  # lower-case group
+    group_sources: dict[str, Source] = field(default_factory=dict)
+    domains: dict[str, Domain] = field(default_factory=dict)
+    tags: tuple[TagAssignment, ...] = ()
+    grants: tuple[Grant, ...] = ()
+    row_filters: tuple[RowFilter, ...] = ()
+    column_masks: tuple[ColumnMask, ...] = ()
+    files: tuple[str, ...] = ()
+    content_hash: str = ""  # sha256 over the files' bytes, for reload audit lines
+
+    def column_tags(self, catalog: str, schema: str, table: str, column: str) -> set[str]:
+        out: set[str] = set()
+        for t in self.tags:
+            if t.on.column is not None and t.on.matches_column(catalog, schema, table, column):
+                out.update(t.tags)
+        return out
+
+    def table_tags(self, catalog: str, schema: str, table: str) -> set[str]:
+        out: set[str] = set()
+        for t in self.tags:
+            if t.on.column is None and t.on.matches_table(catalog, schema, table):
+                out.update(t.tags)
+        return out
+
+    def domain_of_schema(self, catalog: str, schema: str) -> str | None:
+        key = f"{catalog}.{schema}".lower()
+        for d in self.domains.values():
+            if key in d.schemas:
+                return d.name
+        return None
+
+
+def content_hash(blobs: list[tuple[str, bytes]]) -> str:
+    h = hashlib.sha256()
+    for name, data in blobs:
+        h.update(name.encode() + b"\0" + hashlib.sha256(data).digest())
+    return "sha256:" + h.hexdigest()

@@ -1,0 +1,49 @@
+"""Spark at the edge: building the embedded SparkSession with Delta Lake.
+
+The Delta jars come from Maven Central through Spark's own `spark.jars.packages` resolver
+on first start (cached under ~/.ivy2 afterwards), so a fresh machine needs nothing else.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import SparkSession
+
+# Settings the layer relies on; user-supplied conf cannot override these.
+GOVERNED_CONF = {
+    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+    # Non-ANSI casts return NULL instead of raising errors that echo (possibly hidden) values.
+    "spark.sql.ansi.enabled": "false",
+}
+DEFAULT_CONF = {
+    "spark.ui.enabled": "false",
+    "spark.sql.shuffle.partitions": "4",
+    "spark.default.parallelism": "4",
+    "spark.databricks.delta.snapshotPartitions": "2",
+    "spark.sql.sources.parallelPartitionDiscovery.parallelism": "2",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.driver.memory": "2g",
+}
+
+
+def build_spark(master: str = "local[*]", conf: dict[str, str] | None = None,
+                app_name: str = "lakegate") -> SparkSession:
+    from delta import configure_spark_with_delta_pip
+
+    builder = SparkSession.builder.master(master).appName(app_name)
+    for k, v in {**DEFAULT_CONF, **(conf or {}), **GOVERNED_CONF}.items():
+        builder = builder.config(k, v)
+    spark = configure_spark_with_delta_pip(builder).getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def check_spark(spark: SparkSession) -> None:
+    """A SparkSession handed in must have Delta and the settings governance relies on."""
+    for key, value in GOVERNED_CONF.items():
+        actual = spark.conf.get(key, None)
+        if key == "spark.sql.ansi.enabled":
+            spark.conf.set(key, value)
+        elif actual is None or value not in actual:
+            raise RuntimeError(f"SparkSession lacks {key}={value}; build it with "
+                               "governance.spark.build_spark or set it yourself")

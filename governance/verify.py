@@ -1,0 +1,111 @@
+"""Step 5: check the plan Spark itself analyzed before anything runs (defense in depth).
+
+The rewriter and Spark parse SQL with different parsers; a differential could smuggle a raw
+table read past the rewriter. So the analyzed plan is walked (subquery expressions
+included) and the statement is refused unless every leaf that reads data is one the
+rewriter built: a Delta table read at a catalog location, directly under the governed
+view's projection with exactly the expected columns, as many times as the rewriter placed
+it. Write targets are allowed once each, bare. Any other leaf reading data is refused.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from catalog.catalog import normalise_location
+from governance.errors import Refused
+
+# Leaves that read no stored data.
+_HARMLESS_LEAVES = frozenset({"OneRowRelation", "LocalRelation", "Range", "EmptyRelation",
+                              "ResolvedIdentifier"})  # the last only names a table to create
+# Nodes between a governed view's projection and its relation.
+_VIEW_INNER = frozenset({"SubqueryAlias", "Filter", "Sample"})
+
+
+@dataclass
+class Expected:
+    """What the rewriter built: per location, the column lists of its views; write targets."""
+
+    views: dict[str, list[tuple[str, ...]]] = field(default_factory=dict)
+    targets: Counter = field(default_factory=Counter)
+
+    def add_view(self, location: str, columns: tuple[str, ...]) -> None:
+        self.views.setdefault(normalise_location(location), []).append(
+            tuple(c.lower() for c in columns))
+
+    def add_target(self, location: str) -> None:
+        self.targets[normalise_location(location)] += 1
+
+
+def _seq(jseq: Any) -> list[Any]:
+    return [jseq.apply(i) for i in range(jseq.size())]
+
+
+def _name(node: Any) -> str:
+    return str(node.getClass().getSimpleName()).rstrip("$")
+
+
+def relation_location(node: Any) -> str | None:
+    """The root path of a file-based relation, else None."""
+    try:
+        relation = node.relation()
+        location = relation.location()
+        paths = _seq(location.rootPaths())
+    except Exception:
+        return None
+    if len(paths) != 1:
+        return None
+    return normalise_location(str(paths[0].toUri().getPath()))
+
+
+def verify_plan(plan: Any, expected: Expected) -> None:
+    """Raise Refused unless the analyzed plan reads exactly what the rewriter built."""
+    views = {k: list(v) for k, v in expected.views.items()}
+    targets = Counter(expected.targets)
+    # (node, ancestors as names/nodes, nearest first, at most a few)
+    stack: list[tuple[Any, tuple[Any, ...]]] = [(plan, ())]
+    seen = 0
+    while stack:
+        node, ancestors = stack.pop()
+        seen += 1
+        if seen > 100_000:
+            raise Refused("plan is too large to verify")
+        children = _seq(node.children())
+        for sub in _seq(node.subqueries()):
+            stack.append((sub, ()))
+        if children:
+            chain = (node, *ancestors[:7])
+            for c in children:
+                stack.append((c, chain))
+            continue
+        kind = _name(node)
+        if kind in _HARMLESS_LEAVES:
+            continue
+        if kind != "LogicalRelation":
+            raise Refused(f"plan verification: a {kind} leaf reads data the rewriter did not "
+                          "build; statement refused")
+        loc = relation_location(node)
+        if loc is None:
+            raise Refused("plan verification: a relation with no single known location")
+        columns = _view_columns(ancestors)
+        if columns is not None and columns in views.get(loc, []):
+            views[loc].remove(columns)
+            continue
+        if targets.get(loc, 0) > 0:
+            targets[loc] -= 1
+            continue
+        raise Refused("plan verification: a table location is read outside its governed view;"
+                      " statement refused")
+
+
+def _view_columns(ancestors: tuple[Any, ...]) -> tuple[str, ...] | None:
+    for node in ancestors:
+        kind = _name(node)
+        if kind in _VIEW_INNER:
+            continue
+        if kind == "Project":
+            return tuple(str(a.name()).lower() for a in _seq(node.projectList()))
+        return None
+    return None
