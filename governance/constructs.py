@@ -55,13 +55,13 @@ def govern_expression(
             raise Refused(f"TRANSFORM ... USING in a {where} is refused: it runs a program")
         if isinstance(node, exp.Directory):
             raise Refused("writing to a DIRECTORY is refused; write into a governed table")
-        if isinstance(node, exp.Column | exp.Dot):
-            name = node.name.lower() if isinstance(node, exp.Column) else ""
-            if name in METADATA_COLUMNS or any(
-                isinstance(p, exp.Identifier) and p.this.lower() in METADATA_COLUMNS
-                for p in node.find_all(exp.Identifier)
-            ):
-                raise Refused(f"file metadata columns ({name or '_metadata'}) are not readable")
+        if isinstance(node, exp.Column):
+            for part in node.parts:
+                if part.name.lower() in METADATA_COLUMNS:
+                    raise Refused(f"file metadata columns ({part.name}) are not readable")
+            continue
+        if isinstance(node, exp.Dot) and node.name.lower() in METADATA_COLUMNS:
+            raise Refused(f"file metadata columns ({node.name}) are not readable")
         if isinstance(node, exp.CurrentUser | exp.SessionUser):
             replacements.append((node, exp.Literal.string(user)))
             continue

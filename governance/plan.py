@@ -41,6 +41,8 @@ from governance.rewrite import (
 )
 from governance.verify import Expected
 
+ROW_FILTER_VIOLATION = "INSERT row is outside the row filter"
+
 if TYPE_CHECKING:
     from governance.session import Lakegate
 
@@ -206,7 +208,7 @@ class Planner:
 
     def _generate(self, stmt: exp.Expression, planned: Planned) -> str:
         bodies = [view_sql(self.ps, self.ident, v.access, v.ref.node) for v in planned.views]
-        return splice(stmt.sql("spark"), planned.views, bodies)
+        return splice(stmt.sql("spark", copy=False), planned.views, bodies)
 
     def _masked_reads(self, planned: Planned) -> list[str]:
         out = []
@@ -310,7 +312,7 @@ class Planner:
                 for c in info.columns if c.name.lower() not in present)
             inner = f"SELECT {cols}{', ' + fill if fill else ''} FROM ({src_sql}) AS __lg_in"
             src_sql = (f"SELECT {cols} FROM ({inner}) AS __lg_chk WHERE assert_true({check}, "
-                       f"'INSERT row is outside the row filter of user {self.user}') IS NULL")
+                       f"'{ROW_FILTER_VIOLATION}') IS NULL")
         verb = "INSERT OVERWRITE" if overwrite else "INSERT INTO"
         planned.sql = f"{verb} {quote_path(info.location)} ({cols}) {src_sql}"
         planned.expected.add_target(info.location)

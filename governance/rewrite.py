@@ -153,7 +153,7 @@ def replace_reads(
             parts = [p.this.lower() for p in (node.args.get("db"), node.this) if p is not None]
             if len(parts) == 2:
                 unaliased[(parts[0], parts[1])] = alias.this
-        placeholder = f"__lg_{nonce}_{i}"
+        placeholder = f"__lg_{nonce}_{i}__"  # terminated: `_1__` is not inside `_10__`
         new = exp.Table(this=exp.to_identifier(placeholder), alias=table_alias)
         if node.args.get("pivots"):
             new.set("pivots", node.args["pivots"])

@@ -22,7 +22,7 @@ from catalog.delta import read_delta_table
 from catalog.store import open_store
 from governance.config import Config
 from governance.errors import AccessDenied, AuditUnavailable, LakegateError
-from governance.plan import Planned, Planner
+from governance.plan import ROW_FILTER_VIOLATION, Planned, Planner
 from governance.policy.enforcer import PolicyEnforcer
 from governance.policy.loader import PolicyError, load_policy_dir
 from governance.resolve import Namespace
@@ -271,7 +271,15 @@ class GovernedSession:
     def _spark_error(self, e: Exception, planned: Planned | None) -> str | AccessDenied:
         """Spark's error as one line, or AccessDenied when it names a hidden column."""
         raw = str(getattr(e, "desc", None) or e)
-        first = raw.strip().splitlines()[0] if raw.strip() else type(e).__name__
+        if ROW_FILTER_VIOLATION in raw and planned is not None:
+            return AccessDenied(
+                f"access denied: a row written by user {self.user} is outside their row filter "
+                f"on {planned.target_name}; nothing was written", cmd=planned.cmd,
+                tables=(planned.target_name or "",))
+        lines = [ln for ln in raw.strip().splitlines() if ln.strip()]
+        first = lines[0] if lines else type(e).__name__
+        if first.startswith("An error occurred while calling") and len(lines) > 1:
+            first = lines[1].lstrip(": ")
         first = first.split("; line ")[0].split(";\n")[0]
         if planned is not None:
             m = re.search(r"name `([^`]+)`(?:\.`([^`]+)`)? cannot be resolved", first)

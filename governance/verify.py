@@ -20,6 +20,14 @@ from governance.errors import Refused
 # Leaves that read no stored data.
 _HARMLESS_LEAVES = frozenset({"OneRowRelation", "LocalRelation", "Range", "EmptyRelation",
                               "ResolvedIdentifier"})  # the last only names a table to create
+# Commands whose plans hang off fields rather than children: the fields to walk.
+_PLAN_FIELDS = {
+    "UpdateCommand": ("target",),
+    "DeleteCommand": ("target",),
+    "MergeIntoCommand": ("target", "source"),
+    "CreateTableAsSelect": ("query",),
+    "ReplaceTableAsSelect": ("query",),
+}
 # Nodes between a governed view's projection and its relation.
 _VIEW_INNER = frozenset({"SubqueryAlias", "Filter", "Sample"})
 
@@ -72,16 +80,19 @@ def verify_plan(plan: Any, expected: Expected) -> None:
         seen += 1
         if seen > 100_000:
             raise Refused("plan is too large to verify")
+        kind = _name(node)
         children = _seq(node.children())
         for sub in _seq(node.subqueries()):
             stack.append((sub, ()))
+        fields = _PLAN_FIELDS.get(kind, ())
+        for f in fields:
+            stack.append((getattr(node, f)(), ()))
         if children:
             chain = (node, *ancestors[:7])
             for c in children:
                 stack.append((c, chain))
             continue
-        kind = _name(node)
-        if kind in _HARMLESS_LEAVES:
+        if kind in _HARMLESS_LEAVES or fields:
             continue
         if kind != "LogicalRelation":
             raise Refused(f"plan verification: a {kind} leaf reads data the rewriter did not "

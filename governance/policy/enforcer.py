@@ -31,10 +31,12 @@ class Identity:
 
     user: str
     groups: frozenset[str]  # group names, lower-case, nesting resolved
+    keys: tuple[str, ...] = ()  # casbin subjects: `user:x`, `*`, `group:g` ...
 
-    @property
-    def keys(self) -> tuple[str, ...]:
-        return (f"user:{self.user}", "*", *(f"group:{g}" for g in sorted(self.groups)))
+    @classmethod
+    def of(cls, user: str, groups: frozenset[str]) -> Identity:
+        keys = (f"user:{user}", "*", *(f"group:{g}" for g in sorted(groups)))
+        return cls(user, groups, keys)
 
     def is_member(self, group: str) -> bool:
         return group.lower() in self.groups
@@ -87,6 +89,7 @@ class PolicyEnforcer:
         self.policy_set = ps
         self.casbin: casbin.Enforcer = build_enforcer(ps)
         self._filters = {f.id: f for f in ps.row_filters}
+        self._filter_order = {f.id: i for i, f in enumerate(ps.row_filters)}
         self._masks = {m.id: m for m in ps.column_masks}
         self._groups = set(ps.groups)
         # (subject, privilege) -> (cat, schema, table) -> column|_ALL -> rules
@@ -101,6 +104,7 @@ class PolicyEnforcer:
         )
         self._build_index()
         self._identities: dict[str, Identity] = {}
+        self._access_cache: dict[tuple, TableAccess] = {}
         self._lock = threading.Lock()
 
     def _build_index(self) -> None:
@@ -128,7 +132,7 @@ class PolicyEnforcer:
             roles = self.casbin.get_implicit_roles_for_user(f"user:{user}")
             roles += self.casbin.get_implicit_roles_for_user("*")
             groups = frozenset(r[6:] for r in roles if r.startswith("group:"))
-            ident = Identity(user, groups)
+            ident = Identity.of(user, groups)
             with self._lock:
                 self._identities[user] = ident
         return ident
@@ -184,6 +188,18 @@ class PolicyEnforcer:
     # table access ---------------------------------------------------------------------
 
     def table_access(self, ident: Identity, table: TableInfo) -> TableAccess:
+        """Cached per user and table version: the enforcer is immutable once built."""
+        cache_key = (ident.user, table.full_name, table.updated_at, table.location)
+        hit = self._access_cache.get(cache_key)
+        if hit is not None:
+            return hit
+        access = self._table_access(ident, table)
+        if len(self._access_cache) > 100_000:
+            self._access_cache.clear()
+        self._access_cache[cache_key] = access
+        return access
+
+    def _table_access(self, ident: Identity, table: TableInfo) -> TableAccess:
         key = (table.catalog.lower(), table.schema.lower(), table.name.lower())
         allow_all = False
         deny_all = False
@@ -244,8 +260,7 @@ class PolicyEnforcer:
     ) -> tuple[RowFilter, ...]:
         ids = self._lookup(self._filter_idx, ident, key)
         # policy order, so the generated SQL is stable
-        order = {f.id: i for i, f in enumerate(self.policy_set.row_filters)}
-        return tuple(self._filters[i] for i in sorted(ids, key=order.__getitem__))
+        return tuple(self._filters[i] for i in sorted(ids, key=self._filter_order.__getitem__))
 
     def _applicable_masks(
         self, ident: Identity, table: TableInfo, key: tuple[str, str, str], visible: list[str]
