@@ -17,9 +17,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from catalog.model import ColumnInfo, TableInfo  # noqa: E402
-from governance.policy.enforcer import PolicyEnforcer  # noqa: E402
-from governance.policy.model import (  # noqa: E402
+from catalog.model import ColumnInfo, TableInfo
+from governance.policy.enforcer import PolicyEnforcer
+from governance.policy.model import (
     ColumnMask,
     Grant,
     NamePattern,

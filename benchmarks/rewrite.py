@@ -19,14 +19,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.tpcds import BENCH_USER, spark_queries, tpcds_policy_yaml, tpcds_tables  # noqa: E402
-from catalog.catalog import Catalog  # noqa: E402
-from catalog.store import SqliteStore  # noqa: E402
-from governance.plan import Planner  # noqa: E402
-from governance.policy.enforcer import PolicyEnforcer  # noqa: E402
-from governance.policy.loader import load_policy_text  # noqa: E402
-from governance.resolve import Namespace  # noqa: E402
-from governance.rewrite import PolicySql  # noqa: E402
+from benchmarks.tpcds import BENCH_USER, spark_queries, tpcds_policy_yaml, tpcds_tables
+from catalog.catalog import Catalog
+from catalog.store import SqliteStore
+from governance.plan import Planner
+from governance.policy.enforcer import PolicyEnforcer
+from governance.policy.loader import load_policy_text
+from governance.resolve import Namespace
+from governance.rewrite import PolicySql
 
 TARGET_P50_MS = 5.0
 TARGET_MAX_MS = 25.0
