@@ -8,6 +8,7 @@ the layer, never by Spark: `current_user()` and friends become string literals a
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 from sqlglot import exp
 
@@ -22,6 +23,13 @@ DENIED_FUNCTIONS = frozenset({
 })
 IDENTITY_USER = frozenset({"current_user", "session_user", "user"})
 IDENTITY_MEMBER = frozenset({"is_member", "is_account_group_member"})
+# Spark's built-in function names; anything else (a UDF registered in the shared session,
+# say) is refused. Generated from FunctionRegistry.builtin; tests check it against Spark.
+SPARK_BUILTINS = frozenset(
+    line.strip().lower()
+    for line in (Path(__file__).parent / "spark_functions.txt").read_text().splitlines()
+    if line.strip() and not line.startswith("#")
+)
 METADATA_COLUMNS = frozenset({"_metadata", "_row_id", "_change_type", "_commit_version",
                               "_commit_timestamp"})
 
@@ -85,6 +93,9 @@ def govern_expression(
             replacements.append((node, exp.Boolean(this=is_member(args[0].this))))
         elif name in DENIED_FUNCTIONS:
             raise Refused(f"function {name}() is refused in a {where}")
+        elif (isinstance(node, exp.Anonymous) and name not in SPARK_BUILTINS
+              and not isinstance(node.parent, exp.Table)):  # table functions: resolve.py
+            raise Refused(f"function {name}() is not a Spark built-in; refused in a {where}")
     for old, new in replacements:
         if old is tree:
             tree = new

@@ -12,9 +12,13 @@ from pyspark.sql import SparkSession
 GOVERNED_CONF = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
     "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
-    # Non-ANSI casts return NULL instead of raising errors that echo (possibly hidden) values.
+    # Non-ANSI casts return NULL instead of raising errors that echo (possibly hidden) values;
+    # likewise the datetime parser's "fail to parse '<value>'" upgrade exception.
     "spark.sql.ansi.enabled": "false",
+    "spark.sql.legacy.timeParserPolicy": "CORRECTED",
 }
+# A local session talks only to itself, on loopback.
+LOCAL_CONF = {"spark.driver.bindAddress": "127.0.0.1", "spark.driver.host": "127.0.0.1"}
 DEFAULT_CONF = {
     "spark.ui.enabled": "false",
     "spark.sql.shuffle.partitions": "4",
@@ -31,7 +35,8 @@ def build_spark(master: str = "local[*]", conf: dict[str, str] | None = None,
     from delta import configure_spark_with_delta_pip
 
     builder = SparkSession.builder.master(master).appName(app_name)
-    for k, v in {**DEFAULT_CONF, **(conf or {}), **GOVERNED_CONF}.items():
+    local = LOCAL_CONF if master.startswith("local") else {}
+    for k, v in {**DEFAULT_CONF, **local, **(conf or {}), **GOVERNED_CONF}.items():
         builder = builder.config(k, v)
     spark = configure_spark_with_delta_pip(builder).getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
@@ -42,7 +47,7 @@ def check_spark(spark: SparkSession) -> None:
     """A SparkSession handed in must have Delta and the settings governance relies on."""
     for key, value in GOVERNED_CONF.items():
         actual = spark.conf.get(key, None)
-        if key == "spark.sql.ansi.enabled":
+        if key in ("spark.sql.ansi.enabled", "spark.sql.legacy.timeParserPolicy"):
             spark.conf.set(key, value)
         elif actual is None or value not in actual:
             raise RuntimeError(f"SparkSession lacks {key}={value}; build it with "

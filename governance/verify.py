@@ -18,8 +18,10 @@ from catalog.catalog import normalise_location
 from governance.errors import Refused
 
 # Leaves that read no stored data.
+# ResolvedIdentifier only names a table to create; CTERelationRef points at a CTE whose
+# definition is itself a child of the WithCTE node, and so is walked.
 _HARMLESS_LEAVES = frozenset({"OneRowRelation", "LocalRelation", "Range", "EmptyRelation",
-                              "ResolvedIdentifier"})  # the last only names a table to create
+                              "ResolvedIdentifier", "CTERelationRef"})
 # Commands whose plans hang off fields rather than children: the fields to walk.
 _PLAN_FIELDS = {
     "UpdateCommand": ("target",),
