@@ -86,7 +86,7 @@ row_filters:
 
     _write_policy(lg, "groups: {readers: [bob]}\n")
     lg.maybe_reload(min_interval=0)
-    with pytest.raises(AccessDenied, match="no SELECT privilege on table ext.raw.events"):
+    with pytest.raises(AccessDenied, match=r"no SELECT privilege on table ext\.raw\.events"):
         s.sql("SELECT * FROM ext.raw.events")
     assert "allowed=true" in _reload_lines(lg)[-1]
     assert "stmtHash=sha256:" in _reload_lines(lg)[-1]
