@@ -121,18 +121,11 @@ def build_parser() -> argparse.ArgumentParser:
     ls = csub.add_parser("list", help="list registered tables")
     ls.set_defaults(func=cmd_catalog_list)
 
-    try:
-        from governance.policy import cli as policy_cli
+    from audit import cli as audit_cli
+    from governance.policy import cli as policy_cli
 
-        policy_cli.register(sub.add_parser("policy", help="validate, test, diff, explain"))
-    except ImportError:
-        pass
-    try:
-        from audit import cli as audit_cli
-
-        audit_cli.register(sub.add_parser("audit", help="verify and query the audit log"))
-    except ImportError:
-        pass
+    policy_cli.register(sub.add_parser("policy", help="validate, test, diff, explain policies"))
+    audit_cli.register(sub.add_parser("audit", help="verify and query the audit log"))
     return p
 
 

@@ -1,0 +1,266 @@
+"""What policies mean for people: effective access, who can see a table, and the change in
+effective access between two policy sets (for reviews). No Spark: tables come from the
+catalog when there is one, otherwise from the names the policies themselves mention."""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from catalog.model import ColumnInfo, TableInfo
+from governance.policy.enforcer import AmbiguousMask, PolicyEnforcer
+from governance.policy.loader import load_policy_dir, load_policy_text
+from governance.policy.model import PolicySet
+
+OTHER_USER = "<any other user>"  # stands for every user the policies do not name
+PRIVILEGES = ("select", "modify", "create", "manage")
+
+
+@dataclass(frozen=True)
+class Access:
+    """One user's effective rights on one table, in plain data (comparable, printable)."""
+
+    privileges: tuple[str, ...]
+    columns: tuple[str, ...]
+    masks: tuple[tuple[str, str, str], ...]  # (column, mask, policy id)
+    row_filters: tuple[tuple[str, str, str], ...]  # (id, kind, where)
+    decided_by: tuple[str, ...] = ()
+    error: str | None = None
+
+    @property
+    def can_select(self) -> bool:
+        return "select" in self.privileges
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "privileges": list(self.privileges),
+            "columns": list(self.columns),
+            "masks": [{"column": c, "mask": m, "policy": p} for c, m, p in self.masks],
+            "row_filters": [{"id": i, "kind": k, "where": w} for i, k, w in self.row_filters],
+            "decided_by": list(self.decided_by),
+            **({"error": self.error} if self.error else {}),
+        }
+
+
+def effective_access(enforcer: PolicyEnforcer, user: str, table: TableInfo) -> Access:
+    ident = enforcer.identity(user)
+    try:
+        a = enforcer.table_access(ident, table)
+    except AmbiguousMask as e:
+        return Access((), (), (), (), error=str(e))
+    privileges = tuple(p for p in PRIVILEGES if p in a.privileges)
+    if not a.can_select:
+        return Access(privileges, (), (), (), a.grant_ids)
+    return Access(
+        privileges=privileges,
+        columns=a.visible_columns,
+        masks=tuple((m.column, m.mask.mask, m.mask.id) for m in a.masks.values()),
+        row_filters=tuple((f.id, f.kind, f.where) for f in a.row_filters),
+        decided_by=a.policy_ids,
+    )
+
+
+def named_users(ps: PolicySet) -> set[str]:
+    """Every user a policy names, directly or as a group member."""
+    users: set[str] = set()
+    principals = [p for members in ps.groups.values() for p in members]
+    for g in ps.grants:
+        principals += g.principals
+    for f in ps.row_filters:
+        principals += f.principals
+    for m in ps.column_masks:
+        principals += [*m.principals, *m.except_]
+    for d in ps.domains.values():
+        principals += d.owners
+    users.update(p.name for p in principals if p.kind == "user")
+    return users
+
+
+def tables_from_policies(ps: PolicySet) -> list[TableInfo]:
+    """Concrete tables the policies name, with the columns they mention (no catalog)."""
+    cols: dict[tuple[str, str, str], list[str]] = {}
+
+    def add(key: tuple[str, str, str], columns: list[str]) -> None:
+        if "*" in key:
+            return
+        known = cols.setdefault(key, [])
+        known.extend(c for c in columns if c != "*" and c not in known)
+
+    for g in ps.grants:
+        add(g.on.table_key, list(g.columns or ()))
+    for f in ps.row_filters:
+        add(f.on.table_key, [])
+    for m in ps.column_masks:
+        add(m.on.table_key, list(m.columns))
+    for t in ps.tags:
+        add(t.on.table_key, [t.on.column] if t.on.column else [])
+    return [
+        TableInfo(c, s, t, "", tuple(ColumnInfo(n, "string", position=i)
+                                     for i, n in enumerate(names)))
+        for (c, s, t), names in sorted(cols.items())
+    ]
+
+
+def load_policies(ref: str, *, policy_dir: str = "policies") -> PolicySet:
+    """A directory, or a git revision (`main`, `HEAD~1`) of the policy directory."""
+    path = Path(ref)
+    if path.is_dir():
+        return load_policy_dir(path)
+    top = subprocess.run(["git", "rev-parse", "--show-toplevel"], capture_output=True,
+                         text=True, check=False)
+    if top.returncode != 0:
+        raise ValueError(f"{ref} is neither a directory nor a git revision (not in git)")
+    root = Path(top.stdout.strip())
+    rel = Path(policy_dir).resolve().relative_to(root).as_posix()
+    listing = subprocess.run(["git", "ls-tree", "-r", "--name-only", ref, "--", rel],
+                             capture_output=True, text=True, cwd=root, check=False)
+    if listing.returncode != 0:
+        raise ValueError(f"{ref} is neither a directory nor a git revision: "
+                         f"{listing.stderr.strip().splitlines()[0] if listing.stderr else ''}")
+    files: dict[str, str] = {}
+    for name in listing.stdout.splitlines():
+        if not name.endswith((".yaml", ".yml")):
+            continue
+        relative = Path(name).relative_to(rel).as_posix()
+        if relative.startswith("tests/"):
+            continue
+        blob = subprocess.run(["git", "show", f"{ref}:{name}"], capture_output=True,
+                              text=True, cwd=root, check=True)
+        files[f"{Path(rel).name}/{relative}"] = blob.stdout
+    return load_policy_text(files)
+
+
+@dataclass
+class Change:
+    user: str
+    table: str
+    kind: str  # privilege | columns | mask | row_filter
+    detail: str
+    widens: bool
+    flagged: bool = False  # widens access to a tagged column
+
+
+@dataclass
+class Diff:
+    changes: list[Change] = field(default_factory=list)
+
+    @property
+    def flagged(self) -> list[Change]:
+        return [c for c in self.changes if c.flagged]
+
+    def to_json(self) -> list[dict[str, Any]]:
+        return [c.__dict__ for c in self.changes]
+
+    def to_markdown(self) -> str:
+        if not self.changes:
+            return "### Effective access: no change\n"
+        lines = ["### Effective access changes", ""]
+        if self.flagged:
+            lines += [f"> :warning: **{len(self.flagged)} change(s) widen access to tagged "
+                      "columns** (marked :warning: below)", ""]
+        lines += ["| user | table | change | |", "|---|---|---|---|"]
+        for c in self.changes:
+            mark = ":warning:" if c.flagged else ("wider" if c.widens else "narrower")
+            lines.append(f"| {c.user} | {c.table} | {c.detail} | {mark} |")
+        users = sorted({c.user for c in self.changes})
+        lines += ["", f"Users affected: {', '.join(users)}"]
+        return "\n".join(lines) + "\n"
+
+
+def diff_policies(old: PolicySet, new: PolicySet,
+                  tables: list[TableInfo] | None = None) -> Diff:
+    old_e, new_e = PolicyEnforcer(old), PolicyEnforcer(new)
+    if tables is None:
+        merged: dict[str, TableInfo] = {}
+        for t in [*tables_from_policies(old), *tables_from_policies(new)]:
+            have = merged.get(t.full_name)
+            if have is None:
+                merged[t.full_name] = t
+            else:
+                names = [c.name for c in have.columns]
+                extra = [c for c in t.columns if c.name not in names]
+                merged[t.full_name] = TableInfo(
+                    t.catalog, t.schema, t.name, "",
+                    tuple(ColumnInfo(c.name, c.type_text, position=i)
+                          for i, c in enumerate([*have.columns, *extra])))
+        tables = list(merged.values())
+    users = sorted(named_users(old) | named_users(new)) + [OTHER_USER]
+    out = Diff()
+    for t in tables:
+        for u in users:
+            uid = "zz-nobody-zz" if u == OTHER_USER else u
+            a, b = effective_access(old_e, uid, t), effective_access(new_e, uid, t)
+            if a != b:
+                out.changes += _changes(u, t, a, b, new)
+    return out
+
+
+def _changes(user: str, t: TableInfo, a: Access, b: Access, ps: PolicySet) -> list[Change]:
+    name = t.full_name
+    out: list[Change] = []
+    for p in PRIVILEGES:
+        if (p in a.privileges) != (p in b.privileges):
+            gained = p in b.privileges
+            out.append(Change(user, name, "privilege",
+                              f"{'gains' if gained else 'loses'} {p.upper()}", gained))
+
+    def tagged(col: str) -> bool:
+        return bool(ps.column_tags(t.catalog, t.schema, t.name, col.lower()))
+
+    for col in sorted(set(b.columns) - set(a.columns)):
+        clear = col not in {m[0] for m in b.masks}
+        out.append(Change(user, name, "columns", f"column {col} newly visible"
+                          + ("" if clear else " (masked)"), True, clear and tagged(col)))
+    for col in sorted(set(a.columns) - set(b.columns)):
+        out.append(Change(user, name, "columns", f"column {col} hidden", False))
+    old_m = {c: (m, p) for c, m, p in a.masks}
+    new_m = {c: (m, p) for c, m, p in b.masks}
+    for col in sorted(set(old_m) | set(new_m)):
+        if col not in b.columns:
+            continue
+        before, after = old_m.get(col), new_m.get(col)
+        if before == after:
+            continue
+        if after is None:
+            out.append(Change(user, name, "mask", f"mask {before[0]} removed from {col}",
+                              True, tagged(col)))
+        elif before is None:
+            out.append(Change(user, name, "mask", f"mask {after[0]} added on {col}", False))
+        else:
+            out.append(Change(user, name, "mask",
+                              f"mask on {col} changed {before[0]} -> {after[0]}", True,
+                              tagged(col)))
+    old_f = {i: (k, w) for i, k, w in a.row_filters}
+    new_f = {i: (k, w) for i, k, w in b.row_filters}
+    if b.can_select:
+        for fid in sorted(set(old_f) | set(new_f)):
+            before, after = old_f.get(fid), new_f.get(fid)
+            if before == after:
+                continue
+            if after is None:
+                out.append(Change(user, name, "row_filter", f"row filter {fid} removed", True))
+            elif before is None:
+                out.append(Change(user, name, "row_filter",
+                                  f"row filter {fid} added: {after[1]}", False))
+            else:
+                out.append(Change(user, name, "row_filter",
+                                  f"row filter {fid} changed: {before[1]} -> {after[1]}", True))
+    if a.error != b.error:
+        out.append(Change(user, name, "error", b.error or f"resolved: {a.error}", False))
+    return out
+
+
+def who_can_see(enforcer: PolicyEnforcer, table: TableInfo,
+                column: str | None = None) -> list[tuple[str, Access]]:
+    users = sorted(named_users(enforcer.policy_set)) + [OTHER_USER]
+    out = []
+    for u in users:
+        acc = effective_access(enforcer, "zz-nobody-zz" if u == OTHER_USER else u, table)
+        if not acc.can_select:
+            continue
+        if column is not None and column.lower() not in {c.lower() for c in acc.columns}:
+            continue
+        out.append((u, acc))
+    return out
