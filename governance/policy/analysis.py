@@ -186,7 +186,7 @@ def diff_policies(old: PolicySet, new: PolicySet,
                     tuple(ColumnInfo(c.name, c.type_text, position=i)
                           for i, c in enumerate([*have.columns, *extra])))
         tables = list(merged.values())
-    users = sorted(named_users(old) | named_users(new)) + [OTHER_USER]
+    users = [*sorted(named_users(old) | named_users(new)), OTHER_USER]
     out = Diff()
     for t in tables:
         for u in users:
@@ -254,7 +254,7 @@ def _changes(user: str, t: TableInfo, a: Access, b: Access, ps: PolicySet) -> li
 
 def who_can_see(enforcer: PolicyEnforcer, table: TableInfo,
                 column: str | None = None) -> list[tuple[str, Access]]:
-    users = sorted(named_users(enforcer.policy_set)) + [OTHER_USER]
+    users = [*sorted(named_users(enforcer.policy_set)), OTHER_USER]
     out = []
     for u in users:
         acc = effective_access(enforcer, "zz-nobody-zz" if u == OTHER_USER else u, table)
