@@ -15,6 +15,7 @@ from governance.policy.loader import load_policy_dir, load_policy_text
 from governance.policy.model import PolicySet
 
 OTHER_USER = "<any other user>"  # stands for every user the policies do not name
+ALL_COLUMNS = "(other columns)"  # a table known only by name still has columns to decide on
 PRIVILEGES = ("select", "modify", "create", "manage")
 
 
@@ -98,7 +99,7 @@ def tables_from_policies(ps: PolicySet) -> list[TableInfo]:
         add(t.on.table_key, [t.on.column] if t.on.column else [])
     return [
         TableInfo(c, s, t, "", tuple(ColumnInfo(n, "string", position=i)
-                                     for i, n in enumerate(names)))
+                                     for i, n in enumerate([*names, ALL_COLUMNS])))
         for (c, s, t), names in sorted(cols.items())
     ]
 
