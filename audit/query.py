@@ -1,0 +1,155 @@
+"""Search the audit log (all retained files, oldest first) without Spark.
+
+For interactive questions on one host: who touched a table, what was denied, in a time range.
+Large-scale analysis goes through the ``system.access.audit`` table (``audit.spark_table``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from audit.format import AuditRecord, format_iso_z, parse_complete, to_record, to_utc
+from audit.handler import open_snapshot
+
+
+def parse_time(text: str) -> datetime:
+    """ISO-8601 date or date-time; a time without zone is UTC (the log's zone)."""
+    try:
+        return to_utc(datetime.fromisoformat(text.strip()))
+    except ValueError as exc:
+        raise ValueError(f"not an ISO-8601 time: {text!r}") from exc
+
+
+@dataclass
+class QueryResult:
+    """Matching records (oldest first) and how many lines were read or could not be parsed."""
+
+    records: list[AuditRecord]
+    scanned: int
+    skipped: int
+
+
+def read_records(directory: str | Path) -> Iterator[AuditRecord | None]:
+    """Every line of every retained file, parsed; ``None`` for lines that are not records.
+
+    Parsing does not check the hash chain (that is ``verify``'s job).
+    """
+    with open_snapshot(directory) as snapshot:
+        for item in snapshot.files:
+            for lineno, (raw, _) in enumerate(item.lines(), start=1):
+                parsed = parse_complete(raw.decode("ascii", "replace"))
+                if parsed is None:
+                    yield None
+                    continue
+                try:
+                    yield to_record(parsed[0], parsed[1], item.name, lineno)
+                except ValueError:
+                    yield None
+
+
+def table_matches(name: str | None, wanted: str) -> bool:
+    """Case-insensitive match on the full name or its trailing parts (``orders`` matches
+    ``main.sales.orders``), as Spark resolves names case-insensitively."""
+    if not name:
+        return False
+    name, wanted = name.lower(), wanted.lower().strip("`")
+    return name == wanted or name.endswith("." + wanted)
+
+
+def query(
+    directory: str | Path,
+    *,
+    user: str | None = None,
+    table: str | None = None,
+    cmd: str | None = None,
+    denied: bool = False,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    limit: int | None = None,
+) -> QueryResult:
+    """Filter records; ``since`` is inclusive, ``until`` exclusive; ``limit`` keeps the newest.
+
+    ``user`` matches the acting user exactly; ``table`` matches ``src`` or ``dst``.
+    """
+    since_utc = to_utc(since) if since is not None else None
+    until_utc = to_utc(until) if until is not None else None
+    kept: deque[AuditRecord] = deque(maxlen=limit if limit and limit > 0 else None)
+    scanned = skipped = 0
+    for record in read_records(directory):
+        scanned += 1
+        if record is None:
+            skipped += 1
+            continue
+        if user is not None and record.user != user:
+            continue
+        if cmd is not None and record.cmd.lower() != cmd.lower():
+            continue
+        if denied and record.allowed:
+            continue
+        if table is not None and not (
+            table_matches(record.src, table) or table_matches(record.dst, table)
+        ):
+            continue
+        if since_utc is not None and record.ts < since_utc:
+            continue
+        if until_utc is not None and record.ts >= until_utc:
+            continue
+        kept.append(record)
+    return QueryResult(list(kept), scanned, skipped)
+
+
+def format_json(records: list[AuditRecord]) -> str:
+    """A JSON array of objects keyed like the log fields."""
+    return json.dumps([r.to_json() for r in records], indent=2, ensure_ascii=False)
+
+
+_COLUMNS: tuple[tuple[str, int], ...] = (
+    ("TIME (UTC)", 23),
+    ("ALLOWED", 7),
+    ("USER", 24),
+    ("CMD", 12),
+    ("SRC", 40),
+    ("DST", 30),
+    ("PROTO", 5),
+    ("REASON", 60),
+)
+
+
+def _cell(value: object, width: int) -> str:
+    text = "-" if value is None or value == "" else str(value)
+    text = text.replace("\t", " ").replace("\n", " ")
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def format_table(records: list[AuditRecord]) -> str:
+    """Fixed-width text table; long values are cut with an ellipsis."""
+    rows = [
+        (
+            format_iso_z(r.ts).replace("T", " ").rstrip("Z"),
+            "yes" if r.allowed else "NO",
+            r.user,
+            r.cmd,
+            r.src,
+            r.dst,
+            r.proto,
+            r.reason,
+        )
+        for r in records
+    ]
+    widths = [
+        max([len(title)] + [len(_cell(row[i], limit)) for row in rows])
+        for i, (title, limit) in enumerate(_COLUMNS)
+    ]
+    lines = ["  ".join(title.ljust(widths[i]) for i, (title, _) in enumerate(_COLUMNS)).rstrip()]
+    for row in rows:
+        cells = (
+            _cell(value, limit).ljust(widths[i])
+            for i, (value, (_, limit)) in enumerate(zip(row, _COLUMNS, strict=True))
+        )
+        lines.append("  ".join(cells).rstrip())
+    return "\n".join(lines)
