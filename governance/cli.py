@@ -126,6 +126,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     policy_cli.register(sub.add_parser("policy", help="validate, test, diff, explain policies"))
     audit_cli.register(sub.add_parser("audit", help="verify and query the audit log"))
+    from api import server as api_server
+
+    api_server.register(sub.add_parser(
+        "serve", help="serve the REST API: Unity Catalog discovery, domains, governed SQL"))
     return p
 
 

@@ -11,7 +11,31 @@ import yaml
 from governance.errors import ConfigError
 
 _KEYS = {"warehouse", "catalog", "policies", "audit", "spark", "default_catalog",
-         "default_schema", "verify_plans", "audit_max_bytes", "audit_backup_count"}
+         "default_schema", "verify_plans", "audit_max_bytes", "audit_backup_count", "api"}
+_API_KEYS = {"tokens", "secret", "secret_env", "row_limit", "timeout", "products", "host",
+             "port"}
+
+
+@dataclass(frozen=True)
+class ApiToken:
+    """A bearer token's SHA-256 (hex) and the user it stands for; the token itself is never
+    stored, so the config file is no secret."""
+
+    user: str
+    sha256: str
+
+
+@dataclass(frozen=True)
+class ApiConfig:
+    """The `api:` section, read by `lakegate serve` (see api/README.md)."""
+
+    tokens: tuple[ApiToken, ...] = ()
+    secret: str | None = None  # HMAC key for signed tokens `user.expiry.signature`
+    row_limit: int = 10_000  # rows a statement may return over HTTP
+    timeout: float = 60.0  # seconds a statement may run
+    products: Path | None = None  # data product YAML dir; None: `products/` beside policies
+    host: str = "127.0.0.1"
+    port: int = 8080
 
 
 @dataclass(frozen=True)
@@ -28,6 +52,13 @@ class Config:
     audit_max_bytes: int = 64 * 1024 * 1024
     audit_backup_count: int = 20
     path: Path | None = None
+    api: ApiConfig = field(default_factory=ApiConfig)
+
+    @property
+    def products_dir(self) -> Path:
+        """Data product YAML lives beside the policy dir, not in it: the policy loader reads
+        every YAML file under the policy dir and `products:` is not in the policy contract."""
+        return self.api.products or self.policies.parent / "products"
 
     @classmethod
     def default(cls, root: str | Path = ".lakegate") -> Config:
@@ -88,4 +119,49 @@ class Config:
             audit_max_bytes=int(raw.get("audit_max_bytes", 64 * 1024 * 1024)),
             audit_backup_count=int(raw.get("audit_backup_count", 20)),
             path=p,
+            api=_api_config(p, raw.get("api"), rel_to=base),
         )
+
+
+def _api_config(p: Path, raw: Any, *, rel_to: Path) -> ApiConfig:
+    import os
+
+    if raw is None:
+        return ApiConfig()
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{p}: 'api' must be a mapping (tokens, secret, row_limit, timeout)")
+    unknown = set(raw) - _API_KEYS
+    if unknown:
+        raise ConfigError(f"{p}: unknown api setting(s) {', '.join(sorted(unknown))}; "
+                          f"known: {', '.join(sorted(_API_KEYS))}")
+    tokens: list[ApiToken] = []
+    for i, t in enumerate(raw.get("tokens") or []):
+        if not isinstance(t, dict) or set(t) != {"user", "sha256"}:
+            raise ConfigError(f"{p}: api.tokens[{i}] must be {{user: NAME, sha256: HEX}}")
+        digest = str(t["sha256"]).strip().lower()
+        if len(digest) != 64 or any(ch not in "0123456789abcdef" for ch in digest):
+            raise ConfigError(f"{p}: api.tokens[{i}].sha256 is not 64 hex digits")
+        tokens.append(ApiToken(str(t["user"]).strip().lower(), digest))
+    secret = raw.get("secret")
+    if raw.get("secret_env"):
+        secret = os.environ.get(str(raw["secret_env"])) or secret
+    if secret is not None and (not isinstance(secret, str) or len(secret) < 16):
+        raise ConfigError(f"{p}: api.secret must be a string of at least 16 characters")
+    try:
+        row_limit = int(raw.get("row_limit", 10_000))
+        timeout = float(raw.get("timeout", 60.0))
+        port = int(raw.get("port", 8080))
+    except (TypeError, ValueError):
+        raise ConfigError(f"{p}: api.row_limit, api.timeout and api.port must be numbers") \
+            from None
+    if row_limit < 1 or timeout <= 0:
+        raise ConfigError(f"{p}: api.row_limit and api.timeout must be positive")
+    products = raw.get("products")
+    if products is not None and not isinstance(products, str):
+        raise ConfigError(f"{p}: 'api.products' must be a path")
+    prod_path = None
+    if products is not None:
+        q = Path(products).expanduser()
+        prod_path = q if q.is_absolute() else (rel_to / q).resolve()
+    return ApiConfig(tuple(tokens), secret, row_limit, timeout, prod_path,
+                     str(raw.get("host", "127.0.0.1")), port)

@@ -75,6 +75,7 @@ class Planned:
     before: Hook | None = None
     after: Hook | None = None
     namespace: Namespace | None = None
+    derived: set[str] = field(default_factory=set)  # derived tables read (need a temp view)
 
     @property
     def placeholders(self) -> list[str]:
@@ -129,7 +130,11 @@ class Planned:
 
 class Planner:
     def __init__(self, *, catalog: Catalog, enforcer: PolicyEnforcer, policy_sql: PolicySql,
-                 user: str, namespace: Namespace) -> None:
+                 user: str, namespace: Namespace, derived: dict[str, str] | None = None,
+                 ) -> None:
+        """`derived`: full table name -> the SQL relation it is read from (layer-owned temp
+        views, e.g. the audit log), instead of its Delta location."""
+        self.derived = derived or {}
         self.catalog = catalog
         self.enforcer = enforcer
         self.ps = policy_sql
@@ -203,11 +208,18 @@ class Planner:
         planned.views = views
         for i, v in enumerate(views):
             planned.columns[i] = columns_read(v, names, star, qstars)
-            planned.expected.add_view(v.access.table.location, v.access.visible_columns)
+            table = v.access.table
+            if table.full_name in self.derived:
+                planned.expected.add_derived(table.location, v.access.visible_columns)
+                planned.derived.add(table.full_name)
+            else:
+                planned.expected.add_view(table.location, v.access.visible_columns)
         return stmt
 
     def _generate(self, stmt: exp.Expression, planned: Planned) -> str:
-        bodies = [view_sql(self.ps, self.ident, v.access, v.ref.node) for v in planned.views]
+        bodies = [view_sql(self.ps, self.ident, v.access, v.ref.node,
+                           self.derived.get(v.access.table.full_name))
+                  for v in planned.views]
         return splice(stmt.sql("spark", copy=False), planned.views, bodies)
 
     def _masked_reads(self, planned: Planned) -> list[str]:

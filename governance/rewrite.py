@@ -118,11 +118,18 @@ class PolicySql:
 
 
 def view_sql(
-    ps: PolicySql, ident: Identity, access: TableAccess, node: exp.Table | None = None
+    ps: PolicySql, ident: Identity, access: TableAccess, node: exp.Table | None = None,
+    source: str | None = None,
 ) -> str:
+    """The governed view's body; `source` replaces the Delta path for derived tables."""
     proj, where = ps.view(ident, access)
-    source = quote_path(access.table.location)
-    if node is not None:
+    if source is not None:
+        if node is not None and (node.args.get("version") or node.args.get("sample")):
+            raise Refused(f"time travel and sampling are not available on "
+                          f"{access.table.full_name}")
+    else:
+        source = quote_path(access.table.location)
+    if node is not None and source.startswith("delta."):
         version = node.args.get("version")
         if version is not None:
             source += " " + version.sql("spark")

@@ -8,6 +8,7 @@ recorded in the audit log before its result is handed back.
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import threading
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from catalog.catalog import Catalog
 from catalog.delta import read_delta_table
+from catalog.model import ColumnInfo, TableInfo
 from catalog.store import open_store
 from governance.config import Config
 from governance.errors import AccessDenied, AuditUnavailable, LakegateError
@@ -33,6 +35,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 from audit import AuditEvent, AuditLog, AuditWriteError, statement_hash
+
+AUDIT_TABLE = "system.access.audit"
 
 
 class StatementFailed(LakegateError):
@@ -59,6 +63,10 @@ class Lakegate:
         self._last_check = 0.0
         self._policy: _PolicyState | None = None
         self.reload_policies(initial=True)
+        # The audit log as the governed table system.access.audit, read through a temp view
+        # whose name no user statement can reach (names resolve only through the catalog).
+        self.audit_view = f"__lg_audit_{uuid.uuid4().hex}"
+        self._register_audit_table()
 
     @classmethod
     def open(cls, config: str | Path | Config | None = None, *,
@@ -164,6 +172,29 @@ class Lakegate:
                                 domain=self.enforcer.policy_set.domain_of_schema(c, s))
         return self.catalog.register_table(info, replace=replace)
 
+    def _register_audit_table(self) -> None:
+        from audit.spark_table import AUDIT_SCHEMA
+
+        columns = tuple(ColumnInfo(f.name, f.dataType.simpleString(), True, i,
+                                   type_json=json.dumps(f.jsonValue()))
+                        for i, f in enumerate(AUDIT_SCHEMA.fields))
+        current = self.catalog.table(*AUDIT_TABLE.split("."))
+        location = str(self.config.audit.resolve())
+        if current is not None and current.location == location and current.columns == columns:
+            return
+        self.catalog.create_catalog("system", if_not_exists=True)
+        self.catalog.create_schema("system", "access", if_not_exists=True)
+        self.catalog.register_table(TableInfo(
+            "system", "access", "audit", location, columns,
+            comment="The Lakegate audit log (read-only)",
+            properties={"lakegate.kind": "audit"}), replace=True)
+
+    def refresh_audit_view(self) -> None:
+        """The audit files change with every statement: re-list them per read."""
+        from audit.spark_table import audit_dataframe
+
+        audit_dataframe(self.spark, self.config.audit).createOrReplaceTempView(self.audit_view)
+
     # sessions ---------------------------------------------------------------------------
 
     def session(self, user: str, **kw: Any) -> GovernedSession:
@@ -209,6 +240,7 @@ class GovernedSession:
         return Planner(
             catalog=self.lg.catalog, enforcer=self.lg.enforcer, policy_sql=self.lg.policy_sql,
             user=self.user, namespace=self.namespace,
+            derived={AUDIT_TABLE: self.lg.audit_view},
         )
 
     def _run(self, statement: str | bytes) -> DataFrame:
@@ -251,6 +283,8 @@ class GovernedSession:
 
     def _execute(self, planned: Planned) -> DataFrame:
         spark = self.lg.spark
+        if planned.derived:
+            self.lg.refresh_audit_view()
         if planned.before is not None:
             planned.before(self.lg, spark)
         if planned.local_rows is not None:
