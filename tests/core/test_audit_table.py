@@ -16,7 +16,7 @@ def test_auditors_read_the_audit_log_through_governed_sql(lakehouse) -> None:
 
 
 def test_the_audit_log_does_not_exist_for_others(lakehouse) -> None:
-    with pytest.raises(AccessDenied, match="no SELECT privilege on table system.access.audit"):
+    with pytest.raises(AccessDenied, match=r"no SELECT privilege on table system\.access\.audit"):
         lakehouse.session("alice").sql("SELECT * FROM system.access.audit")
 
 
