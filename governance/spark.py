@@ -6,6 +6,9 @@ on first start (cached under ~/.ivy2 afterwards), so a fresh machine needs nothi
 
 from __future__ import annotations
 
+import os
+import sys
+
 from pyspark.sql import SparkSession
 
 # Settings the layer relies on; user-supplied conf cannot override these.
@@ -34,6 +37,10 @@ def build_spark(master: str = "local[*]", conf: dict[str, str] | None = None,
                 app_name: str = "lakegate") -> SparkSession:
     from delta import configure_spark_with_delta_pip
 
+    # Python workers must run this interpreter (and its packages), not whatever `python3`
+    # comes first on PATH.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     builder = SparkSession.builder.master(master).appName(app_name)
     local = LOCAL_CONF if master.startswith("local") else {}
     for k, v in {**DEFAULT_CONF, **local, **(conf or {}), **GOVERNED_CONF}.items():
