@@ -1,0 +1,89 @@
+"""Governed SQL over HTTP: same decisions and messages as the Python API, row limit, timeout."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from api_testkit import LG, read_audit
+
+from governance.errors import AccessDenied
+
+
+def _sql(client, statement: str, **kw) -> tuple[int, dict]:
+    r = client.post(f"{LG}/statements", json={"statement": statement, **kw},
+                    headers={"X-Lakegate-Caller-Context": f"sql-{uuid.uuid4().hex}"})
+    return r.status_code, r.json()
+
+
+def test_rows_come_back_filtered_and_masked(as_user) -> None:
+    status, body = _sql(as_user("carol"), "SELECT id, region, amount, order_date "
+                        "FROM main.sales.orders ORDER BY id")
+    assert status == 200, body
+    assert [c["name"] for c in body["columns"]] == ["id", "region", "amount", "order_date"]
+    assert body["columns"][2]["type_text"] == "decimal(10,2)"
+    assert {r[1] for r in body["rows"]} == {"EMEA"}
+    assert [r[0] for r in body["rows"]] == [1, 4, 8]  # EMEA, test order 5 filtered out
+    assert body["rows"][0][2:] == ["120.00", "2026-01-05"]
+    status, body = _sql(as_user("carol"), "SELECT phone FROM main.sales.customers ORDER BY id")
+    assert status == 200
+    assert body["rows"][0] == ["**********4567"]  # +49 30 1234567, last four only
+
+
+def test_row_limit_truncates(as_user) -> None:
+    status, body = _sql(as_user("root"), "SELECT id FROM main.sales.orders ORDER BY id")
+    assert status == 200
+    assert (body["row_count"], body["truncated"]) == (5, True)  # server row_limit is 5
+    status, body = _sql(as_user("root"), "SELECT id FROM main.sales.orders ORDER BY id",
+                        row_limit=2)
+    assert [r[0] for r in body["rows"]] == [1, 2] and body["truncated"] is True
+    status, body = _sql(as_user("root"), "SELECT 1 AS one", row_limit=50)
+    assert (body["rows"], body["truncated"]) == ([[1]], False)
+
+
+@pytest.mark.parametrize(("user", "statement"), [
+    ("alice", "SELECT salary FROM main.hr.employees"),
+    ("bob", "SELECT phone FROM main.sales.customers"),
+    ("alice", "SELECT * FROM main.marketing.campaigns"),
+    ("alice", "DROP TABLE main.sales.orders"),
+])
+def test_denied_is_403_with_the_python_api_message(as_user, api_lakegate, user: str,
+                                                   statement: str) -> None:
+    with pytest.raises(AccessDenied) as expected:
+        api_lakegate.session(user).sql(statement)
+    status, body = _sql(as_user(user), statement)
+    assert status == 403
+    assert body == {"error_code": "PERMISSION_DENIED", "message": str(expected.value)}
+
+
+def test_parse_errors_and_spark_errors_are_400(as_user) -> None:
+    status, body = _sql(as_user("alice"), "SELEC nonsense FROM")
+    assert status == 400 and body["error_code"] == "INVALID_ARGUMENT"
+    status, body = _sql(as_user("alice"), "SELECT no_such_column FROM main.sales.orders")
+    assert status in (400, 403) and "no_such_column" in body["message"]
+
+
+def test_statement_audit_lines(as_user, api_lakegate) -> None:
+    ctx = f"nb-{uuid.uuid4().hex}"
+    r = as_user("alice").post(f"{LG}/statements",
+                              json={"statement": "SELECT count(*) FROM main.sales.orders"},
+                              headers={"X-Lakegate-Caller-Context": ctx})
+    assert r.status_code == 200 and r.json()["rows"] == [[7]]
+    lines = [ln for ln in read_audit(api_lakegate) if ln.get("callerContext") == ctx]
+    session_line = next(ln for ln in lines if ln["cmd"] == "select")
+    request_line = next(ln for ln in lines if ln["cmd"] == "executeStatement")
+    for ln in (session_line, request_line):
+        assert (ln["ugi"], ln["proto"], ln["ip"]) == ("alice (auth:TOKEN)", "rest",
+                                                      "/127.0.0.1")
+    assert session_line["src"] == "main.sales.orders"
+    assert "no-test-orders" in session_line["rowFilters"]
+    assert session_line["stmtHash"] == request_line["stmtHash"]
+
+
+def test_timeout_cancels_and_is_504(as_user) -> None:
+    joins = ", ".join(f"main.sales.orders o{i}" for i in range(10))
+    status, body = _sql(as_user("root"), f"SELECT count(*) FROM {joins}", timeout_seconds=1)
+    assert status == 504, body
+    assert body["error_code"] == "DEADLINE_EXCEEDED"
+    status, body = _sql(as_user("root"), "SELECT count(*) FROM main.sales.orders")
+    assert status == 200 and body["rows"] == [[8]]  # the server is still serving
