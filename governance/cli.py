@@ -20,9 +20,12 @@ def _config_path(args: argparse.Namespace) -> Path:
 
 
 def _open(args: argparse.Namespace) -> Any:
+    """Spark's own console output goes to a log beside the config, keeping stdout for
+    results and stderr for one-line errors."""
     from governance.session import Lakegate
 
-    return Lakegate.open(_config_path(args))
+    path = _config_path(args)
+    return Lakegate.open(path, spark_log=path.resolve().parent / "lakegate-spark.log")
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

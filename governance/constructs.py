@@ -71,6 +71,8 @@ def govern_expression(
         if isinstance(node, exp.Dot) and node.name.lower() in METADATA_COLUMNS:
             raise Refused(f"file metadata columns ({node.name}) are not readable")
         if isinstance(node, exp.CurrentUser | exp.SessionUser):
+            if node.this is not None or node.expressions:
+                raise Refused(f"{node.sql_name().lower()}() takes no arguments")
             replacements.append((node, exp.Literal.string(user)))
             continue
         if isinstance(node, exp.CurrentDatabase | exp.CurrentSchema) and namespace:

@@ -8,6 +8,7 @@ nesting too deep for the parser, and anything sqlglot could only keep as an opaq
 from __future__ import annotations
 
 import logging
+import re
 import sys
 
 from sqlglot import exp
@@ -86,10 +87,22 @@ def _check_nesting(tokens: list) -> None:
         raise SqlParseError(f"statement nests {peak} levels deep; the limit is {MAX_NESTING}")
 
 
+_TOKEN = re.compile(r"<Token token_type: TokenType\.(\w+), text: ?(.*?), line: .*?>")
+
+
+_MISSING = re.compile(r"Required keyword: '\w+' missing for <class '[\w.]*\.(\w+)'>")
+
+
+def _token_text(m: re.Match) -> str:
+    kind, text = m.group(1), m.group(2)
+    return "the end of the statement" if kind == "SENTINEL" or not text else f"'{text}'"
+
+
 def _first_line(e: Exception) -> str:
     errors = getattr(e, "errors", None)
     if errors:
         first = errors[0]
-        desc = first.get("description", "syntax error")
+        desc = _TOKEN.sub(_token_text, str(first.get("description", "syntax error")))
+        desc = _MISSING.sub(lambda m: f"incomplete {m.group(1).upper()} clause", desc)
         return f"{desc} at line {first.get('line')}, column {first.get('col')}"
     return str(e).splitlines()[0][:200] if str(e) else type(e).__name__

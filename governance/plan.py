@@ -57,6 +57,11 @@ _ALLOWED_TABLE_PROPS = (exp.FileFormatProperty, exp.PartitionedByProperty,
                         exp.SchemaCommentProperty)
 
 Hook = Callable[["Lakegate", Any], None]
+_CMDS: dict[type, str] = {
+    **dict.fromkeys(_QUERY_TYPES, "select"), exp.Insert: "insert", exp.Update: "update",
+    exp.Delete: "delete", exp.Merge: "merge", exp.Create: "create", exp.Drop: "drop",
+    exp.Use: "use", exp.Describe: "describe",
+}
 
 
 @dataclass
@@ -76,6 +81,7 @@ class Planned:
     after: Hook | None = None
     namespace: Namespace | None = None
     derived: set[str] = field(default_factory=set)  # derived tables read (need a temp view)
+    decided_by: tuple[str, ...] = ()  # policies that allowed a DDL statement
 
     @property
     def placeholders(self) -> list[str]:
@@ -119,7 +125,7 @@ class Planned:
             t = self.target
             lines.append({"cmd": self.cmd, "src": self.target_name, "dst": self.dst,
                           "row_filters": [f.id for f in t.row_filters] if t else [],
-                          "policies": list(t.policy_ids) if t else []})
+                          "policies": list(t.policy_ids) if t else list(self.decided_by)})
         if not lines:
             lines.append({"cmd": self.cmd, "src": None, "dst": self.dst})
         return lines
@@ -135,6 +141,9 @@ class Planner:
         """`derived`: full table name -> the SQL relation it is read from (layer-owned temp
         views, e.g. the audit log), instead of its Delta location."""
         self.derived = derived or {}
+        self.cmd = "select"  # the statement's audit cmd, known as soon as its kind is
+        self.decided: dict[str, tuple[str, ...]] = {}  # table -> deciding policy ids
+        self.filters: dict[str, tuple[str, ...]] = {}  # table -> row filter ids
         self.catalog = catalog
         self.enforcer = enforcer
         self.ps = policy_sql
@@ -148,11 +157,16 @@ class Planner:
         if isinstance(statement, str):
             m = _SHOW.match(statement)
             if m:
+                self.cmd = "show"
                 return self._show(m.group(1).upper(), m.group(2))
             m = _CREATE_CATALOG.match(statement)
             if m:
+                self.cmd = "create"
                 return self._create_catalog(m.group(2), bool(m.group(1)))
         stmt = parse_statement(statement)
+        text = statement.decode("utf-8", "replace") if isinstance(statement, bytes) \
+            else statement
+        self._first_word = (text.split() or ["?"])[0].upper()
         for hint in list(stmt.find_all(exp.Hint)):
             hint.pop()  # hints name tables; they only tune plans, so they are dropped
         try:
@@ -161,6 +175,7 @@ class Planner:
             raise Refused(f"policy conflict, statement refused: {e}") from None
 
     def _dispatch(self, stmt: exp.Expression) -> Planned:
+        self.cmd = _CMDS.get(type(stmt), "refused")
         if isinstance(stmt, _QUERY_TYPES):
             return self._query(stmt)
         if isinstance(stmt, exp.Insert):
@@ -179,7 +194,10 @@ class Planner:
             return self._use(stmt)
         if isinstance(stmt, exp.Describe):
             return self._describe(stmt)
-        raise Refused(f"statement kind {_kind(stmt)} is not governed by Lakegate")
+        kind = _kind(stmt) if isinstance(stmt, exp.DDL | exp.DML | exp.Command | exp.Set | \
+                                          exp.Cache | exp.Uncache | exp.Refresh | exp.Analyze
+                                          ) else self._first_word
+        raise Refused(f"statement kind {kind} is not governed by Lakegate")
 
     # shared -----------------------------------------------------------------------------
 
@@ -187,8 +205,14 @@ class Planner:
         return govern_expression(tree, self.user, self.ident.is_member,
                                  namespace=(self.ns.catalog, self.ns.schema))
 
+    def _note(self, access: TableAccess, extra: tuple[str, ...] = ()) -> None:
+        name = access.table.full_name
+        self.decided[name] = tuple(dict.fromkeys((*access.policy_ids, *extra)))
+        self.filters[name] = tuple(f.id for f in access.row_filters)
+
     def _access(self, ref: TableRef, privilege: str = "select") -> TableAccess:
         access = self.enforcer.table_access(self.ident, ref.info)
+        self._note(access)
         if privilege not in access.privileges:
             raise denied_or_missing(self.user, privilege, ref.info.full_name)
         return access
@@ -222,20 +246,22 @@ class Planner:
                   for v in planned.views]
         return splice(stmt.sql("spark", copy=False), planned.views, bodies)
 
-    def _masked_reads(self, planned: Planned) -> list[str]:
-        out = []
+    def _refuse_masked_reads(self, planned: Planned) -> None:
+        """No copying masked data: a write may not read a column masked for its user."""
+        masked: list[str] = []
+        ids: list[str] = []
         for i, v in enumerate(planned.views):
             for c in planned.columns.get(i, []):
-                if c.lower() in v.access.masks:
-                    out.append(f"{v.access.table.full_name}.{c}")
-        return out
-
-    def _refuse_masked_reads(self, planned: Planned) -> None:
-        masked = self._masked_reads(planned)
+                applied = v.access.masks.get(c.lower())
+                if applied is not None:
+                    masked.append(f"{v.access.table.full_name}.{c}")
+                    ids.append(applied.mask.id)
         if masked:
+            target = planned.target_name or ""
             raise AccessDenied(
                 f"access denied: a write may not read masked column(s) {', '.join(masked)} "
-                f"(user {self.user})", cmd=planned.cmd, tables=(planned.target_name or "",))
+                f"(user {self.user})", cmd=planned.cmd, tables=(target,),
+                policies=tuple(dict.fromkeys([*ids, *self.decided.get(target, ())])))
 
     def _target(self, node: exp.Table, privilege: str, cmd: str) -> tuple[TableRef, TableAccess]:
         if not isinstance(node, exp.Table):
@@ -246,8 +272,9 @@ class Planner:
             raise denied_or_missing(self.user, privilege, f"{c}.{s}.{t}".lower())
         ref = targets[0]
         access = self.enforcer.table_access(self.ident, ref.info)
-        ok, _ = self.enforcer.has_privilege(self.ident, privilege, ref.info.catalog,
-                                            ref.info.schema, ref.info.name)
+        ok, ids = self.enforcer.has_privilege(self.ident, privilege, ref.info.catalog,
+                                              ref.info.schema, ref.info.name)
+        self._note(access, ids)
         if not ok:
             raise denied_or_missing(self.user, privilege, ref.info.full_name)
         return ref, access
@@ -367,10 +394,16 @@ class Planner:
             for sub in list(e.find_all(exp.Subquery, exp.Select)):
                 sub.replace(exp.Null())
             read += self._check_target_columns(e, access, cmd, alias)
+        filter_cols = self.ps.filter_columns(access)
         for eq in stmt.expressions:
             if not isinstance(eq, exp.EQ) or not isinstance(eq.this, exp.Column):
                 raise Refused(f"{cmd.upper()} SET must assign plain columns")
             self._check_target_columns(eq.this, access, cmd, alias)
+            if eq.this.name.lower() in filter_cols:
+                raise AccessDenied(
+                    f"access denied: UPDATE may not change column {eq.this.name} of "
+                    f"{info.full_name}: user {self.user}'s row filter reads it, so rows "
+                    "could leave the filter", cmd=cmd, tables=(info.full_name,))
         masked = sorted({c for c in read if c.lower() in access.masks})
         if masked:
             raise AccessDenied(
@@ -459,7 +492,8 @@ class Planner:
     # DDL --------------------------------------------------------------------------------
 
     def _create_catalog(self, name: str, if_not_exists: bool) -> Planned:
-        ok, _ = self.enforcer.has_privilege(self.ident, "manage", name, "*", "*")
+        ok, ids = self.enforcer.has_privilege(self.ident, "manage", name, "*", "*")
+        self.decided[f"{name.lower()}.*.*"] = ids
         if not ok:
             raise AccessDenied(f"access denied: user {self.user} may not create catalog "
                                f"{name.lower()} (needs MANAGE on {name.lower()}.*.*)",
@@ -469,7 +503,7 @@ class Planner:
             lg.catalog.create_catalog(name, if_not_exists=if_not_exists)
 
         return Planned(cmd="create", before=run, local_rows=[], local_schema="result string",
-                       target_name=None)
+                       target_name=None, decided_by=ids)
 
     def _create(self, stmt: exp.Create) -> Planned:
         kind = (stmt.args.get("kind") or "").upper()
@@ -494,8 +528,11 @@ class Planner:
         name = f"{c}.{s}.{t}".lower()
         if not self.catalog.has_schema(c, s):
             raise LakegateError(f"schema {c}.{s} does not exist")
-        ok = any(self.enforcer.has_privilege(self.ident, p, c, s, t)[0]
-                 for p in ("create", "manage"))
+        decisions = [self.enforcer.has_privilege(self.ident, p, c, s, t)
+                     for p in ("create", "manage")]
+        ok = any(d[0] for d in decisions)
+        ids = tuple(dict.fromkeys(i for d in decisions for i in d[1]))
+        self.decided[name] = ids
         if not ok:
             raise AccessDenied(f"access denied: user {self.user} has no CREATE privilege on "
                                f"schema {c}.{s}", cmd="create", tables=(name,))
@@ -504,7 +541,7 @@ class Planner:
         if exists and not if_not_exists:
             raise LakegateError(f"table {name} already exists")
         location = self.catalog.managed_location(c, s, t)
-        planned = Planned(cmd="create", target_name=name)
+        planned = Planned(cmd="create", target_name=name, decided_by=ids)
         if exists:
             planned.local_rows, planned.local_schema = [], "result string"
             return planned
@@ -565,8 +602,11 @@ class Planner:
         c, s = c.lower(), s.lower()
         if stmt.args.get("properties"):
             raise Refused("CREATE SCHEMA with properties or LOCATION is not governed")
-        ok = any(self.enforcer.has_privilege(self.ident, p, c, s, "*")[0]
-                 for p in ("create", "manage"))
+        decisions = [self.enforcer.has_privilege(self.ident, p, c, s, "*")
+                     for p in ("create", "manage")]
+        ok = any(d[0] for d in decisions)
+        ids = tuple(dict.fromkeys(i for d in decisions for i in d[1]))
+        self.decided[f"{c}.{s}"] = ids
         if not ok:
             raise AccessDenied(f"access denied: user {self.user} may not create schema {c}.{s} "
                                f"(needs CREATE or MANAGE on {c}.{s}.*)", cmd="create",
@@ -580,7 +620,7 @@ class Planner:
                 raise LakegateError(str(e)) from None
 
         return Planned(cmd="create", before=run, local_rows=[], local_schema="result string",
-                       target_name=f"{c}.{s}")
+                       target_name=f"{c}.{s}", decided_by=ids)
 
     def _drop(self, stmt: exp.Drop) -> Planned:
         kind = (stmt.args.get("kind") or "").upper()
@@ -593,13 +633,13 @@ class Planner:
         c, s, t = qualify_name(table_parts(node), self.ns)
         info = self.catalog.table(c, s, t)
         name = f"{c}.{s}.{t}".lower()
+        ok, ids = self.enforcer.has_privilege(self.ident, "manage", c, s, t)
+        self.decided[name] = ids
         if info is None:
-            if stmt.args.get("exists") and self.enforcer.has_privilege(
-                    self.ident, "manage", c, s, t)[0]:
+            if stmt.args.get("exists") and ok:
                 return Planned(cmd="drop", local_rows=[], local_schema="result string",
-                               target_name=name)
+                               target_name=name, decided_by=ids)
             raise denied_or_missing(self.user, "manage", name)
-        ok, _ = self.enforcer.has_privilege(self.ident, "manage", c, s, t)
         if not ok:
             raise denied_or_missing(self.user, "manage", name)
 
@@ -610,7 +650,7 @@ class Planner:
             remove_managed_files(lg, info.location)
 
         return Planned(cmd="drop", before=run, local_rows=[], local_schema="result string",
-                       target_name=name)
+                       target_name=name, decided_by=ids)
 
     # session and metadata ---------------------------------------------------------------
 
@@ -649,7 +689,13 @@ class Planner:
         for name in access.visible_columns:
             col = ref.info.column(name)
             assert col is not None
-            rows.append((col.name, col.type_text, col.comment))
+            applied = access.masks.get(name.lower())
+            if applied is None:
+                rows.append((col.name, col.type_text, col.comment))
+                continue
+            rows.append((col.name, masked_type(applied.mask.mask, col.type_text),
+                         f"masked ({applied.mask.mask})"
+                         + (f"; {col.comment}" if col.comment else "")))
         planned.local_rows = rows
         planned.local_schema = "col_name string, data_type string, comment string"
         return planned
@@ -675,6 +721,20 @@ class Planner:
             planned.local_rows = sorted({(t.catalog,) for t in visible})
             planned.local_schema = "catalog string"
         return planned
+
+
+def masked_type(mask: str, type_text: str) -> str:
+    """The type a masked column has for the user (what DESCRIBE shows)."""
+    if mask in ("hash", "last4", "first4", "email_domain"):
+        return "string"
+    if mask == "redact":
+        return "string" if type_text.lower().startswith(("string", "varchar", "char")) \
+            else type_text
+    if mask == "year" and not type_text.lower().startswith(("date", "timestamp")):
+        return "date"
+    if mask == "custom":
+        return "masked"
+    return type_text
 
 
 def _kind(stmt: exp.Expression) -> str:

@@ -85,13 +85,15 @@ def qualify_name(parts: list[str], ns: Namespace) -> tuple[str, str, str]:
     raise Refused(f"table name {'.'.join(parts)!r} has {len(parts)} parts; at most 3 are allowed")
 
 
-def denied_or_missing(user: str, privilege: str, name: str) -> AccessDenied:
+def denied_or_missing(user: str, privilege: str, name: str,
+                      policies: tuple[str, ...] = ()) -> AccessDenied:
     """One message for 'absent' and 'not granted', so denial never reveals existence."""
     return AccessDenied(
         f"access denied: user {user} has no {privilege.upper()} privilege on table {name}"
         " (or it does not exist)",
         cmd=privilege,
         tables=(name,),
+        policies=policies,
     )
 
 

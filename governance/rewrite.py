@@ -111,6 +111,13 @@ class PolicySql:
             self._views[key] = out
         return out
 
+    def filter_columns(self, access: TableAccess) -> set[str]:
+        """Lower-case names of the columns the row filters on this access read."""
+        cols: set[str] = set()
+        for f in access.row_filters:
+            cols.update(c.name.lower() for c in self._expr(f.id, f.where).find_all(exp.Column))
+        return cols
+
     def filter_check(self, ident: Identity, access: TableAccess) -> str:
         """The row-filter predicate with NULL counted as failing, for checking written rows."""
         _, where = self.view(ident, access)
@@ -213,7 +220,7 @@ def columns_named(stmt: exp.Expression) -> tuple[set[str], set[str], bool, set[s
                     names.add(p.name.lower())
                 if node.table:
                     qualifiers.add(node.table.lower())
-        elif isinstance(node, exp.Star):
+        elif isinstance(node, exp.Star) and not isinstance(node.parent, exp.Count):
             star = True
         elif isinstance(node, exp.Identifier) and isinstance(node.parent, exp.Dot):
             names.add(node.this.lower())
@@ -233,6 +240,17 @@ def check_hidden_columns(
     visible = {c.lower() for v in views for c in v.access.visible_columns}
     aliases = {a.alias.lower() for a in stmt.find_all(exp.Alias)}
     by_alias = {v.alias.lower(): v for v in views}
+    for join in stmt.find_all(exp.Join):
+        for ident in join.args.get("using") or []:
+            name = ident.name.lower()
+            for v in views:
+                hidden = {h.lower(): h for h in v.access.hidden_columns}
+                if name in hidden and name not in visible:
+                    raise AccessDenied(
+                        f"access denied: user {user} may not read column {hidden[name]} of "
+                        f"table {v.access.table.full_name}", cmd="select",
+                        tables=(v.access.table.full_name,),
+                        policies=v.access.hidden_by.get(name) or v.access.grant_ids)
     for col in stmt.find_all(exp.Column):
         if isinstance(col.this, exp.Star):
             continue
@@ -252,6 +270,7 @@ def check_hidden_columns(
                     f"access denied: user {user} may not read column {hidden[name]} of table "
                     f"{v.access.table.full_name}",
                     cmd="select", tables=(v.access.table.full_name,),
+                    policies=v.access.hidden_by.get(name) or v.access.grant_ids,
                 )
 
 

@@ -53,9 +53,12 @@ class _PolicyState:
 class Lakegate:
     """One governed lakehouse: Spark, the catalog, the policies in force, the audit log."""
 
-    def __init__(self, config: Config, spark: SparkSession | None = None) -> None:
+    def __init__(self, config: Config, spark: SparkSession | None = None, *,
+                 spark_log: Path | None = None) -> None:
+        """`spark_log`: send the embedded JVM's console output there (the CLI does)."""
         self.config = config
         self._spark = spark
+        self._spark_log = spark_log
         self.catalog = Catalog(open_store(config.catalog), config.warehouse)
         self.audit = AuditLog(config.audit, max_bytes=config.audit_max_bytes,
                               backup_count=config.audit_backup_count)
@@ -70,7 +73,7 @@ class Lakegate:
 
     @classmethod
     def open(cls, config: str | Path | Config | None = None, *,
-             spark: SparkSession | None = None) -> Lakegate:
+             spark: SparkSession | None = None, spark_log: Path | None = None) -> Lakegate:
         if config is None:
             cfg = Config.load("lakegate.yaml") if Path("lakegate.yaml").is_file() \
                 else Config.default()
@@ -78,7 +81,7 @@ class Lakegate:
             cfg = config
         else:
             cfg = Config.load(config)
-        return cls(cfg, spark)
+        return cls(cfg, spark, spark_log=spark_log)
 
     # spark ------------------------------------------------------------------------------
 
@@ -87,7 +90,8 @@ class Lakegate:
         if self._spark is None:
             from governance.spark import build_spark
 
-            self._spark = build_spark(self.config.spark_master, self.config.spark_conf)
+            self._spark = build_spark(self.config.spark_master, self.config.spark_conf,
+                                      log=self._spark_log)
         else:
             from governance.spark import check_spark
 
@@ -250,22 +254,24 @@ class GovernedSession:
             else str(statement)
         stmt_hash = statement_hash(text)
         planned: Planned | None = None
+        planner: Planner | None = None
         try:
-            planned = self._planner().plan(statement)
+            planner = self._planner()
+            planned = planner.plan(statement)
             self._check_audit()
             df = self._execute(planned)
         except AccessDenied as e:
-            self._audit_denied(e, query_id, stmt_hash, started, planned)
+            self._audit_denied(e, query_id, stmt_hash, started, planner)
             raise
         except LakegateError as e:
-            self._audit_failed(str(e), query_id, stmt_hash, started, planned)
+            self._audit_failed(str(e), query_id, stmt_hash, started, planned, planner)
             raise
         except Exception as e:
             msg = self._spark_error(e, planned)
             if isinstance(msg, AccessDenied):
-                self._audit_denied(msg, query_id, stmt_hash, started, planned)
+                self._audit_denied(msg, query_id, stmt_hash, started, planner)
                 raise msg from None
-            self._audit_failed(msg, query_id, stmt_hash, started, planned)
+            self._audit_failed(msg, query_id, stmt_hash, started, planned, planner)
             raise StatementFailed(msg) from None
         self._audit_ok(planned, query_id, stmt_hash, started)
         if planned.namespace is not None:
@@ -306,10 +312,13 @@ class GovernedSession:
         """Spark's error as one line, or AccessDenied when it names a hidden column."""
         raw = str(getattr(e, "desc", None) or e)
         if ROW_FILTER_VIOLATION in raw and planned is not None:
+            t = planned.target
             return AccessDenied(
                 f"access denied: a row written by user {self.user} is outside their row filter "
                 f"on {planned.target_name}; nothing was written", cmd=planned.cmd,
-                tables=(planned.target_name or "",))
+                tables=(planned.target_name or "",),
+                policies=t.policy_ids if t else (),
+                row_filters=tuple(f.id for f in t.row_filters) if t else ())
         lines = [ln for ln in raw.strip().splitlines() if ln.strip()]
         first = lines[0] if lines else type(e).__name__
         if first.startswith("An error occurred while calling") and len(lines) > 1:
@@ -347,20 +356,29 @@ class GovernedSession:
         self._write(events)
 
     def _audit_denied(self, e: AccessDenied, qid: str, sh: str, started: float,
-                      planned: Planned | None) -> None:
+                      planner: Planner | None) -> None:
         ms = int((time.perf_counter() - started) * 1000)
-        cmd = e.cmd if e.cmd in ("refused", "parseError") else (planned.cmd if planned else e.cmd)
+        cmd = e.cmd if e.cmd in ("refused", "parseError") or planner is None else planner.cmd
         tables = e.tables or (None,)
-        self._write([self._event(allowed=False, succeeded=False, cmd=cmd, src=t, query_id=qid,
-                                 stmt_hash=sh, reason=str(e), duration_ms=ms) for t in tables])
+        events = []
+        for t in tables:
+            policies = e.policies or (planner.decided.get(t, ()) if planner and t else ())
+            filters = e.row_filters or (planner.filters.get(t, ()) if planner and t else ())
+            events.append(self._event(
+                allowed=False, succeeded=False, cmd=cmd, src=t, query_id=qid, stmt_hash=sh,
+                reason=str(e), duration_ms=ms, policies=policies, row_filters=filters))
+        self._write(events)
 
     def _audit_failed(self, reason: str, qid: str, sh: str, started: float,
-                      planned: Planned | None) -> None:
+                      planned: Planned | None, planner: Planner | None) -> None:
         ms = int((time.perf_counter() - started) * 1000)
-        lines = planned.audit_lines() if planned else [{"cmd": "refused", "src": None}]
-        allowed = planned is not None
-        self._write([self._event(allowed=allowed, succeeded=False, query_id=qid, stmt_hash=sh,
-                                 reason=reason, duration_ms=ms, **line) for line in lines])
+        if planned is not None:
+            lines = planned.audit_lines()
+        else:
+            lines = [{"cmd": planner.cmd if planner else "refused", "src": None}]
+        self._write([self._event(allowed=planned is not None, succeeded=False, query_id=qid,
+                                 stmt_hash=sh, reason=reason, duration_ms=ms, **line)
+                     for line in lines])
 
 
 def analyze_only(spark: SparkSession, sql: str) -> Any:

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 from pyspark.sql import SparkSession
 
@@ -33,8 +36,48 @@ DEFAULT_CONF = {
 }
 
 
+def cached_delta_jars() -> list[str] | None:
+    """The jars Spark's resolver left in ~/.ivy2/jars for this delta-spark, if all there.
+
+    Using them directly skips Ivy on later starts: faster, and nothing printed."""
+    from importlib.metadata import version
+
+    v = version("delta-spark")
+    jars = Path.home() / ".ivy2" / "jars"
+    names = [f"io.delta_delta-spark_2.12-{v}.jar", f"io.delta_delta-storage-{v}.jar",
+             "org.antlr_antlr4-runtime-4.9.3.jar"]
+    paths = [jars / n for n in names]
+    return [str(p) for p in paths] if all(p.is_file() for p in paths) else None
+
+
+@contextmanager
+def _jvm_output_to(log: Path | None) -> Iterator[None]:
+    """Point the JVM's inherited stdout/stderr at a log file while it starts (it keeps
+    them), so command-line output stays the command's own."""
+    if log is None:
+        yield
+        return
+    log.parent.mkdir(parents=True, exist_ok=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        yield
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for f in (fd, *saved):
+            os.close(f)
+
+
 def build_spark(master: str = "local[*]", conf: dict[str, str] | None = None,
-                app_name: str = "lakegate") -> SparkSession:
+                app_name: str = "lakegate", *, log: Path | None = None) -> SparkSession:
+    """`log`: where the JVM's own console output goes (None: this process's console)."""
     from delta import configure_spark_with_delta_pip
 
     # Python workers must run this interpreter (and its packages), not whatever `python3`
@@ -45,8 +88,13 @@ def build_spark(master: str = "local[*]", conf: dict[str, str] | None = None,
     local = LOCAL_CONF if master.startswith("local") else {}
     for k, v in {**DEFAULT_CONF, **local, **(conf or {}), **GOVERNED_CONF}.items():
         builder = builder.config(k, v)
-    spark = configure_spark_with_delta_pip(builder).getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
+    jars = cached_delta_jars()
+    with _jvm_output_to(log):
+        if jars and "spark.jars.packages" not in (conf or {}):
+            spark = builder.config("spark.jars", ",".join(jars)).getOrCreate()
+        else:
+            spark = configure_spark_with_delta_pip(builder).getOrCreate()
+        spark.sparkContext.setLogLevel("ERROR")
     return spark
 
 

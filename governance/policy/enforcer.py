@@ -59,6 +59,7 @@ class TableAccess:
     row_filters: tuple[RowFilter, ...]
     masks: dict[str, AppliedMask] = field(default_factory=dict)  # lower-case column -> mask
     grant_ids: tuple[str, ...] = ()  # the grants that decided select
+    hidden_by: dict[str, tuple[str, ...]] = field(default_factory=dict)  # column -> deny ids
 
     @property
     def can_select(self) -> bool:
@@ -204,26 +205,32 @@ class PolicyEnforcer:
         allow_all = False
         deny_all = False
         allow_cols: set[str] = set()
-        deny_cols: set[str] = set()
+        deny_cols: dict[str, list[str]] = {}
+        deny_all_ids: list[str] = []
         ids: list[str] = []
         for column, rules in self._rules(ident, "select", key):
             for r in rules:
                 if column == _ALL:
                     if r.effect == "deny":
                         deny_all = True
+                        deny_all_ids.append(r.id)
                     else:
                         allow_all = True
                 elif r.effect == "deny":
-                    deny_cols.add(column)
+                    deny_cols.setdefault(column, []).append(r.id)
                 else:
                     allow_cols.add(column)
                 ids.append(r.id)
         visible: list[str] = []
         hidden: list[str] = []
+        hidden_by: dict[str, tuple[str, ...]] = {}
         for c in table.columns:
             low = c.name.lower()
             ok = not deny_all and (allow_all or low in allow_cols) and low not in deny_cols
             (visible if ok else hidden).append(c.name)
+            if not ok:
+                denied = deny_all_ids + deny_cols.get(low, [])
+                hidden_by[low] = tuple(dict.fromkeys(denied))
         privileges = set(self.privileges(ident, table))
         if visible:
             privileges.add("select")
@@ -239,6 +246,7 @@ class PolicyEnforcer:
             row_filters=filters,
             masks=masks,
             grant_ids=tuple(dict.fromkeys(ids)),
+            hidden_by=hidden_by,
         )
 
     def _lookup(

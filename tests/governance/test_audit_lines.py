@@ -107,10 +107,7 @@ def test_a_join_writes_one_line_per_table_sharing_the_query_id(lakehouse):
     pytest.param(
         "alice", "SELECT count(*) FROM main.hr.employees",
         [line("alice", src="main.hr.employees",
-              policies="analysts-read-employees,analysts-no-salary,birth-year-only")],
-        marks=pytest.mark.xfail(strict=True, reason=(
-            "BUG: count(*) is logged as reading every visible column "
-            "(columns=id,name,department,birth_date masked=birth_date:year)"))),
+              policies="analysts-read-employees,analysts-no-salary,birth-year-only")]),
     ("alice", "SELECT 1 AS x", [line("alice")]),
     ("alice", "DESCRIBE main.sales.customers",
      [line("alice", cmd="describe", src="main.sales.customers",
@@ -152,13 +149,13 @@ def test_denied_select_is_logged_with_allowed_false(lakehouse, user, sql, src, r
     error, lines = run(lakehouse, user, sql)
     assert type(error) is AccessDenied
     assert str(error) == reason
+    policies = "bob-no-phone" if user == "bob" else "null"  # the grant that hid the column
     assert [stated(ln) for ln in lines] == [
-        line(user, allowed="false", succeeded="false", src=src, reason=reason)]
+        line(user, allowed="false", succeeded="false", src=src, reason=reason,
+             policies=policies)]
     assert lines[0]["stmtHash"] == sha(sql)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: a denial decided by a deny grant is logged with "
-                   "policies=null instead of the deciding policy id (bob-no-phone)")
 def test_denial_by_a_deny_grant_names_that_policy(lakehouse):
     _, lines = run(lakehouse, "bob", "SELECT name, phone FROM main.sales.customers")
     assert [(ln["allowed"], ln["policies"]) for ln in lines] == [("false", "bob-no-phone")]
@@ -198,31 +195,21 @@ def test_failed_statement_is_logged_allowed_but_not_succeeded(lakehouse):
     assert str(error).startswith("statement failed: ")
 
 
-def _bug(reason: str) -> pytest.MarkDecorator:
-    return pytest.mark.xfail(strict=True, reason=f"BUG: {reason}")
-
-
 @pytest.mark.parametrize(("user", "sql", "cmd", "src"), [
     ("frank", "SELECT id FROM main.sales.orders", "select", "main.sales.orders"),
     ("alice", "CREATE TABLE main.sales.alice_x (a INT)", "create", "main.sales.alice_x"),
     # denied at run time, after Spark checked the row: nothing is written
     ("carol", "INSERT INTO main.sales.orders (id, region, is_test) VALUES (99, 'AMER', false)",
      "insert", "main.sales.orders"),
-    pytest.param("alice", "INSERT INTO main.sales.customers (id) VALUES (99)", "insert",
-                 "main.sales.customers",
-                 marks=_bug("a write denied for lack of MODIFY is logged cmd=modify")),
-    pytest.param("alice", "UPDATE main.sales.customers SET name = 'x'", "update",
-                 "main.sales.customers",
-                 marks=_bug("a write denied for lack of MODIFY is logged cmd=modify")),
-    pytest.param("alice", "DELETE FROM main.sales.customers", "delete", "main.sales.customers",
-                 marks=_bug("a write denied for lack of MODIFY is logged cmd=modify")),
-    pytest.param("alice", "MERGE INTO main.sales.customers t USING (SELECT 1 AS id) s "
-                 "ON t.id = s.id WHEN MATCHED THEN DELETE", "merge", "main.sales.customers",
-                 marks=_bug("a write denied for lack of MODIFY is logged cmd=modify")),
-    pytest.param("alice", "DROP TABLE main.sales.orders", "drop", "main.sales.orders",
-                 marks=_bug("a denied DROP TABLE is logged cmd=manage")),
-    pytest.param("frank", "DESCRIBE main.sales.customers", "describe", "main.sales.customers",
-                 marks=_bug("a denied DESCRIBE is logged cmd=select")),
+    ("alice", "INSERT INTO main.sales.customers (id) VALUES (99)", "insert",
+     "main.sales.customers"),
+    ("alice", "UPDATE main.sales.customers SET name = 'x'", "update",
+     "main.sales.customers"),
+    ("alice", "DELETE FROM main.sales.customers", "delete", "main.sales.customers"),
+    ("alice", "MERGE INTO main.sales.customers t USING (SELECT 1 AS id) s "
+     "ON t.id = s.id WHEN MATCHED THEN DELETE", "merge", "main.sales.customers"),
+    ("alice", "DROP TABLE main.sales.orders", "drop", "main.sales.orders"),
+    ("frank", "DESCRIBE main.sales.customers", "describe", "main.sales.customers"),
 ])
 def test_denied_statement_is_logged_under_its_own_cmd(lakehouse, user, sql, cmd, src):
     error, lines = run(lakehouse, user, sql)
@@ -275,16 +262,12 @@ WRITES = [
         line("u", cmd="delete", src="a.s.dst", policies="u-all")]),
     ("u", "INSERT INTO a.s.dst (id) SELECT length(email) FROM a.s.src", [
         line("u", allowed="false", succeeded="false", cmd="insert", src="a.s.dst",
+             policies="u-hash,u-all",
              reason="access denied: a write may not read masked column(s) a.s.src.email "
                     "(user u)")]),
     ("admin", "DROP TABLE a.s.dst", [
         line("admin", cmd="drop", src="a.s.dst", policies="admin-all")]),
 ]
-DDL_POLICIES = pytest.mark.xfail(strict=True, reason=(
-    "BUG: CREATE TABLE / DROP TABLE lines for the created or dropped table carry "
-    "policies=null although a grant (u-all / admin-all) decided the access"))
-
-
 @pytest.fixture(scope="module")
 def written(wlake) -> list[list[dict[str, str]]]:
     return [run(wlake, user, sql)[1] for user, sql, _ in WRITES]
@@ -299,8 +282,6 @@ def test_write_lines_name_source_and_destination(written, i):
     assert {ln["stmtHash"] for ln in lines} == {sha(WRITES[i][1])}
 
 
-@pytest.mark.parametrize("i", [pytest.param(i, marks=DDL_POLICIES)
-                               if WRITES[i][1].startswith(("CREATE", "DROP")) else i
-                               for i in range(len(WRITES))], ids=[w[1] for w in WRITES])
+@pytest.mark.parametrize("i", range(len(WRITES)), ids=[w[1] for w in WRITES])
 def test_write_lines_name_the_deciding_policies(written, i):
     assert [ln["policies"] for ln in written[i]] == [ln["policies"] for ln in WRITES[i][2]]
