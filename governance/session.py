@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from catalog.catalog import Catalog
 from catalog.delta import read_delta_table
 from catalog.model import ColumnInfo, TableInfo
+from catalog.products import dir_stamp
 from catalog.store import open_store
 from governance.config import Config
 from governance.errors import AccessDenied, AuditUnavailable, LakegateError
@@ -101,16 +102,7 @@ class Lakegate:
     # policies ---------------------------------------------------------------------------
 
     def _policy_stamp(self) -> tuple:
-        root = self.config.policies
-        files = sorted([*root.rglob("*.yaml"), *root.rglob("*.yml")]) if root.is_dir() else []
-        out = []
-        for f in files:
-            try:
-                st = f.stat()
-            except OSError:
-                continue
-            out.append((str(f), st.st_size, st.st_mtime_ns))
-        return tuple(out)
+        return dir_stamp(self.config.policies)
 
     def reload_policies(self, *, initial: bool = False) -> bool:
         """Build a new enforcer and swap it in; a broken set keeps the last good one.
