@@ -22,7 +22,13 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
 bench: $(STAMP)
-	$(PY) benchmarks/rewrite.py
+	$(PY) benchmarks/run_all.py $(BENCH_ARGS)
+
+# The correctness oracle (tests/security/test_differential.py) with many more examples
+# than the normal suite runs; FUZZ_EXAMPLES=N overrides the count.
+FUZZ_EXAMPLES ?= 2000
+fuzz: $(STAMP)
+	LAKEGATE_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest -q tests/security/test_differential.py
 
 clean:
 	rm -rf demo-lakehouse .pytest_cache
