@@ -22,6 +22,14 @@ MAX_STATEMENT_CHARS = 1_000_000
 # sqlglot's parser and generator recurse per nesting level. Deeper statements are refused
 # from the token stream, before the parser can hit a RecursionError or the C stack.
 MAX_NESTING = 256
+# A flat chain of operators nests just as deep once parsed (`a AND b AND c ...` is a
+# left-deep tree), and Spark's optimizer recurses over it.
+MAX_OPERATORS = 1_000
+_OPERATORS = frozenset({TokenType.AND, TokenType.OR, TokenType.PLUS, TokenType.DASH,
+                        TokenType.STAR, TokenType.SLASH, TokenType.DPIPE, TokenType.EQ,
+                        TokenType.NEQ, TokenType.LT, TokenType.GT, TokenType.LTE,
+                        TokenType.GTE, TokenType.PIPE, TokenType.AMP, TokenType.CARET,
+                        TokenType.MOD})
 _RECURSION_LIMIT = 10_000
 if sys.getrecursionlimit() < _RECURSION_LIMIT:
     sys.setrecursionlimit(_RECURSION_LIMIT)
@@ -76,15 +84,21 @@ def parse_statement(text: str | bytes) -> exp.Expression:
 
 
 def _check_nesting(tokens: list) -> None:
-    depth = peak = 0
+    depth = peak = operators = 0
     for t in tokens:
-        if t.token_type in (TokenType.L_PAREN, TokenType.L_BRACKET):
+        kind = t.token_type
+        if kind in (TokenType.L_PAREN, TokenType.L_BRACKET):
             depth += 1
             peak = max(peak, depth)
-        elif t.token_type in (TokenType.R_PAREN, TokenType.R_BRACKET):
+        elif kind in (TokenType.R_PAREN, TokenType.R_BRACKET):
             depth -= 1
+        elif kind in _OPERATORS:
+            operators += 1
     if peak > MAX_NESTING:
         raise SqlParseError(f"statement nests {peak} levels deep; the limit is {MAX_NESTING}")
+    if operators > MAX_OPERATORS:
+        raise SqlParseError(f"statement has {operators} operators; the limit is "
+                            f"{MAX_OPERATORS}")
 
 
 _TOKEN = re.compile(r"<Token token_type: TokenType\.(\w+), text: ?(.*?), line: .*?>")

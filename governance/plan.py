@@ -232,18 +232,22 @@ class Planner:
         planned.views = views
         for i, v in enumerate(views):
             planned.columns[i] = columns_read(v, names, star, qstars)
+        return stmt
+
+    def _generate(self, stmt: exp.Expression, planned: Planned) -> str:
+        """The statement's SQL with each view's body spliced in; the verifier learns the
+        bodies it must find in Spark's plan."""
+        bodies = []
+        for v in planned.views:
             table = v.access.table
+            body = view_sql(self.ps, self.ident, v.access, v.ref.node,
+                            self.derived.get(table.full_name))
             if table.full_name in self.derived:
                 planned.expected.add_derived(table.location, v.access.visible_columns)
                 planned.derived.add(table.full_name)
             else:
-                planned.expected.add_view(table.location, v.access.visible_columns)
-        return stmt
-
-    def _generate(self, stmt: exp.Expression, planned: Planned) -> str:
-        bodies = [view_sql(self.ps, self.ident, v.access, v.ref.node,
-                           self.derived.get(v.access.table.full_name))
-                  for v in planned.views]
+                planned.expected.add_view(table.location, body, v.access.visible_columns)
+            bodies.append(body)
         return splice(stmt.sql("spark", copy=False), planned.views, bodies)
 
     def _refuse_masked_reads(self, planned: Planned) -> None:

@@ -142,7 +142,14 @@ def view_sql(
             source += " " + version.sql("spark")
         sample = node.args.get("sample")
         if sample is not None:
-            source += " " + sample.sql("spark")
+            # A fixed seed per statement: random sampling stays random between statements,
+            # while the verifier's separate analysis of this view draws the same rows.
+            # (sqlglot writes the seed as SEED (n), which Spark does not parse.)
+            sample = sample.copy()
+            seed = sample.args.get("seed")
+            sample.set("seed", None)
+            seed_sql = seed.sql("spark") if seed is not None else str(secrets.randbelow(2**31))
+            source += f" {sample.sql('spark')} REPEATABLE ({seed_sql})"
     sql = f"SELECT {proj} FROM {source}"
     return f"{sql} WHERE {where}" if where else sql
 

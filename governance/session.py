@@ -27,7 +27,7 @@ from governance.config import Config
 from governance.errors import AccessDenied, AuditUnavailable, LakegateError
 from governance.plan import ROW_FILTER_VIOLATION, Planned, Planner
 from governance.policy.enforcer import PolicyEnforcer
-from governance.policy.loader import PolicyError, load_policy_dir
+from governance.policy.loader import load_policy_dir
 from governance.resolve import Namespace
 from governance.rewrite import PolicySql
 from governance.verify import verify_plan
@@ -114,7 +114,7 @@ class Lakegate:
             try:
                 ps = load_policy_dir(self.config.policies)
                 enforcer = PolicyEnforcer(ps)
-            except (PolicyError, OSError, ValueError) as e:
+            except Exception as e:  # fail closed: whatever broke, the last good set stays
                 self._audit_reload(False, str(e).splitlines()[0] if str(e) else repr(e), None)
                 if initial or self._policy is None:
                     raise
@@ -242,9 +242,9 @@ class GovernedSession:
     def _run(self, statement: str | bytes) -> DataFrame:
         started = time.perf_counter()
         query_id = uuid.uuid4().hex
-        text = statement.decode("utf-8", "replace") if isinstance(statement, bytes) \
-            else str(statement)
-        stmt_hash = statement_hash(text)
+        raw = statement if isinstance(statement, bytes) \
+            else str(statement).encode("utf-8", "surrogatepass")
+        stmt_hash = statement_hash(raw.decode("utf-8", "replace"))
         planned: Planned | None = None
         planner: Planner | None = None
         try:
@@ -288,13 +288,21 @@ class GovernedSession:
         if planned.local_rows is not None:
             return spark.createDataFrame(planned.local_rows, planned.local_schema)
         assert planned.sql is not None
+        verify = self.lg.config.verify_plans
+
+        def analyze(sql: str) -> Any:
+            return spark.sql(sql)._jdf.queryExecution().analyzed()
+
         if planned.is_query:
             df = spark.sql(planned.sql)
-            if self.lg.config.verify_plans:
-                verify_plan(df._jdf.queryExecution().analyzed(), planned.expected)
+            qe = df._jdf.queryExecution()
+            if verify:
+                verify_plan(qe.analyzed(), planned.expected, analyze)
+            # optimize now, inside the governed error handling; execution reuses this plan
+            qe.optimizedPlan()
         else:
-            if self.lg.config.verify_plans:
-                verify_plan(analyze_only(spark, planned.sql), planned.expected)
+            if verify:
+                verify_plan(analyze_only(spark, planned.sql), planned.expected, analyze)
             df = spark.sql(planned.sql)
         if planned.after is not None:
             planned.after(self.lg, spark)

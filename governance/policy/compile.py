@@ -5,7 +5,8 @@ Lines (casbin's `p`, `p2`, `p3`, `g` sections):
 - `p, SUB, OBJ, PRIV, EFFECT, ID`: grants; OBJ is `cat.schema.table` or
   `cat.schema.table.column` for column-level grants (any part may be `*`).
 - `p2, SUB, OBJ, KIND, ID`: row filters (the expression stays in the PolicySet, found by ID).
-- `p3, SUB, OBJ, ID, PRIORITY, EXCEPT`: column masks; EXCEPT is `|`-joined principals.
+- `p3, SUB, OBJ, ID, RANK, EXCEPT`: column masks (RANK is the mask's priority; casbin
+  gives a field named `priority` a meaning of its own); EXCEPT is `|`-joined principals.
 Domain owners get `p, OWNER, cat.schema.*, manage, allow, domain:NAME`.
 """
 
@@ -25,7 +26,7 @@ r = sub, obj, act
 [policy_definition]
 p = sub, obj, act, eft, id
 p2 = sub, obj, kind, id
-p3 = sub, obj, id, priority, except
+p3 = sub, obj, id, rank, except
 
 [role_definition]
 g = _, _

@@ -102,12 +102,7 @@ class Case:
 
 
 # Cases that fail because of product bugs: strict xfails, listed in the report.
-KNOWN_BUGS = {
-    "tablesample-rows": "BUG: `TABLESAMPLE (n ROWS)` on a governed table is refused by the "
-                        "plan verifier (Spark puts a Limit between the view's Project and "
-                        "its relation, and Limit is not in verify._VIEW_INNER); expected a "
-                        "governed result",
-}
+KNOWN_BUGS: dict[str, str] = {}
 
 
 def params(cases: Sequence[Case]) -> list[Any]:
@@ -1146,10 +1141,6 @@ ROBUSTNESS: list[tuple[str, str, Any, str | bytes]] = [
 ]
 
 
-KNOWN_BUGS["long-and-chain-4000-columns"] = (
-    "BUG: a flat chain of 4,000 non-constant AND conjuncts (no parentheses, so the nesting "
-    "limit does not apply) passes planning and analysis, then Spark's optimizer overflows "
-    "the stack at collect(): a raw Py4JJavaError(StackOverflowError), not a LakegateError")
 
 
 @pytest.mark.parametrize(("user", "expect", "sql"), [
@@ -1162,10 +1153,6 @@ def test_robustness(lakehouse, locations, user: str, expect: Any, sql: Any) -> N
     check_outcome(lakehouse.session(user), user, sql, expect, strict=True)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: a str statement holding a lone UTF-16 surrogate raises UnicodeEncodeError from "
-    "audit.statement_hash() in GovernedSession._run before planning: not a LakegateError, "
-    "and no audit line is written"))
 def test_robustness_lone_surrogate_is_a_clear_error(lakehouse) -> None:
     with pytest.raises(SqlParseError):
         lakehouse.session("alice").sql("SELECT '\ud800' FROM main.sales.orders")
@@ -1173,7 +1160,7 @@ def test_robustness_lone_surrogate_is_a_clear_error(lakehouse) -> None:
 
 def test_robustness_lone_surrogate_never_runs(lakehouse) -> None:
     """Whatever the error, a surrogate never reaches Spark."""
-    with pytest.raises(Exception) as e:  # any type: the xfail test above wants SqlParseError
+    with pytest.raises(SqlParseError) as e:
         lakehouse.session("alice").sql("SELECT '\udcff'")
     assert "Py4J" not in type(e.value).__name__
 

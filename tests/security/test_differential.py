@@ -712,11 +712,6 @@ def test_user_expressions_never_see_rows_hidden_by_null_filters(oracle_lakegate,
     assert {r[0] for r in rows} == visible
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: a policy set holding a mask with a negative priority next to one with a "
-    "non-negative priority cannot be loaded: casbin's sort_policies_by_priority compares "
-    "int('0') with the string '-1' and raises TypeError from PolicyEnforcer(); "
-    "Lakegate.reload_policies() does not catch TypeError (no 'keep last good', no audit)"))
 def test_negative_mask_priority(oracle_lakegate) -> None:
     """Priorities are integers; a negative one must simply rank below zero. (Kept last in
     the module: on failure the policy file stays broken until the next reload.)"""
