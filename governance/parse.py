@@ -77,10 +77,22 @@ def parse_statement(text: str | bytes) -> exp.Expression:
     if len(statements) > 1:
         raise Refused(f"multiple statements ({len(statements)}) in one call; send one at a time")
     stmt = statements[0]
+    if not any(t.token_type == TokenType.CROSS for t in tokens):
+        _restore_comma_joins(stmt)
     if isinstance(stmt, exp.Command):
         word = str(stmt.this).split()[0].upper() if stmt.this else "?"
         raise Refused(f"statement kind {word} is not governed by Lakegate")
     return stmt
+
+
+def _restore_comma_joins(stmt: exp.Expression) -> None:
+    """sqlglot reads Spark's `FROM a, b` as `a CROSS JOIN b`, and Spark skips dynamic
+    partition pruning on explicit cross joins: with no CROSS keyword in the text, every
+    CROSS join came from a comma, so it is written back as one (same meaning to Spark)."""
+    for join in stmt.find_all(exp.Join):
+        if join.args.get("kind") == "CROSS" and not join.args.get("on") \
+                and not join.args.get("using"):
+            join.set("kind", None)
 
 
 def _check_nesting(tokens: list) -> None:

@@ -398,6 +398,13 @@ class Planner:
             for sub in list(e.find_all(exp.Subquery, exp.Select)):
                 sub.replace(exp.Null())
             read += self._check_target_columns(e, access, cmd, alias)
+        masked = sorted({c for c in read if c.lower() in access.masks})
+        if masked:
+            ids = tuple(dict.fromkeys(access.masks[c.lower()].mask.id for c in masked))
+            raise AccessDenied(
+                f"access denied: {cmd.upper()} may not read masked column(s) "
+                f"{', '.join(masked)} of {info.full_name} (user {self.user})",
+                cmd=cmd, tables=(info.full_name,), policies=(*ids, *access.grant_ids))
         filter_cols = self.ps.filter_columns(access)
         for eq in stmt.expressions:
             if not isinstance(eq, exp.EQ) or not isinstance(eq.this, exp.Column):
@@ -408,12 +415,6 @@ class Planner:
                     f"access denied: UPDATE may not change column {eq.this.name} of "
                     f"{info.full_name}: user {self.user}'s row filter reads it, so rows "
                     "could leave the filter", cmd=cmd, tables=(info.full_name,))
-        masked = sorted({c for c in read if c.lower() in access.masks})
-        if masked:
-            raise AccessDenied(
-                f"access denied: {cmd.upper()} may not read masked column(s) "
-                f"{', '.join(masked)} of {info.full_name} (user {self.user})",
-                cmd=cmd, tables=(info.full_name,))
         _, reads = self._reads(stmt, {id(node)})
         planned.dst = info.full_name if reads else None
         stmt = self._views_sql(stmt, reads, planned)

@@ -70,6 +70,7 @@ class Lakegate:
         # The audit log as the governed table system.access.audit, read through a temp view
         # whose name no user statement can reach (names resolve only through the catalog).
         self.audit_view = f"__lg_audit_{uuid.uuid4().hex}"
+        self._view_plans: dict[str, Any] = {}  # view SQL -> analyzed plan (verifier)
         self._register_audit_table()
 
     @classmethod
@@ -185,6 +186,19 @@ class Lakegate:
             comment="The Lakegate audit log (read-only)",
             properties={"lakegate.kind": "audit"}), replace=True)
 
+    def analyze_view(self, sql: str, fresh: bool = False) -> Any:
+        """Spark's analyzed plan of a governed view's body, for the plan verifier; cached by
+        text, since views repeat across statements (the verifier re-asks with fresh=True
+        before it refuses on a mismatch)."""
+        plan = None if fresh else self._view_plans.get(sql)
+        if plan is None:
+            plan = self.spark.sql(sql)._jdf.queryExecution().analyzed()
+            with self._reload_lock:
+                if len(self._view_plans) >= 4096:
+                    self._view_plans.clear()
+                self._view_plans[sql] = plan
+        return plan
+
     def refresh_audit_view(self) -> None:
         """The audit files change with every statement: re-list them per read."""
         from audit.spark_table import audit_dataframe
@@ -289,9 +303,7 @@ class GovernedSession:
             return spark.createDataFrame(planned.local_rows, planned.local_schema)
         assert planned.sql is not None
         verify = self.lg.config.verify_plans
-
-        def analyze(sql: str) -> Any:
-            return spark.sql(sql)._jdf.queryExecution().analyzed()
+        analyze = self.lg.analyze_view
 
         if planned.is_query:
             df = spark.sql(planned.sql)

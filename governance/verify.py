@@ -69,7 +69,8 @@ class Expected:
         self.targets[normalise_location(location)] += 1
 
 
-Analyze = Callable[[str], Any]  # view SQL -> Spark's analyzed plan of it
+# (view SQL, fresh) -> Spark's analyzed plan of it; fresh=False may answer from a cache
+Analyze = Callable[[str, bool], Any]
 
 
 def _seq(jseq: Any) -> list[Any]:
@@ -156,14 +157,17 @@ def _view_root(ancestors: tuple[Any, ...]) -> Any | None:
 
 def _match_view(root: Any, loc: str, pending: dict[str, list[tuple[str, tuple[str, ...]]]],
                 built: dict[str, list[Any]], analyze: Analyze) -> bool:
-    if loc not in built:
-        built[loc] = [analyze(body) for body, _ in pending[loc]]
+    """Match against cached analyses first; a miss is re-checked against fresh ones (the
+    table may have changed since the cache entry) before it counts."""
     columns = tuple(str(a.name()).lower() for a in _seq(root.projectList()))
-    for i, view in enumerate(built[loc]):
-        if columns == pending[loc][i][1] and root.sameResult(view):
-            del built[loc][i]
-            del pending[loc][i]
-            return True
+    for fresh in (False, True):
+        if fresh or loc not in built:
+            built[loc] = [analyze(body, fresh) for body, _ in pending[loc]]
+        for i, view in enumerate(built[loc]):
+            if columns == pending[loc][i][1] and root.sameResult(view):
+                del built[loc][i]
+                del pending[loc][i]
+                return True
     return False
 
 

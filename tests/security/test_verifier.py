@@ -53,7 +53,7 @@ def view_of(location: str, gov: Planned) -> Expected:
 
 
 def verify(lakehouse: Any, plan: Any, expected: Expected) -> None:
-    verify_plan(plan, expected, lambda sql: analyzed(lakehouse, sql))
+    verify_plan(plan, expected, lambda sql, fresh: analyzed(lakehouse, sql))
 
 
 def target_of(location: str) -> Expected:
