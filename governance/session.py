@@ -8,6 +8,7 @@ recorded in the audit log before its result is handed back.
 
 from __future__ import annotations
 
+import getpass
 import json
 import re
 import shutil
@@ -163,11 +164,26 @@ class Lakegate:
         if len(parts) != 3:
             raise LakegateError(f"'{name}' is not a three-part name catalog.schema.table")
         c, s, t = parts
-        self.catalog.create_catalog(c, if_not_exists=True)
-        self.catalog.create_schema(c, s, if_not_exists=True)
-        info = read_delta_table(self.spark, c, s, t, str(Path(path).resolve()),
-                                domain=self.enforcer.policy_set.domain_of_schema(c, s))
-        return self.catalog.register_table(info, replace=replace)
+        admin = getpass.getuser()
+        try:
+            self.catalog.create_catalog(c, if_not_exists=True)
+            self.catalog.create_schema(c, s, if_not_exists=True)
+            info = read_delta_table(self.spark, c, s, t, str(Path(path).resolve()),
+                                    domain=self.enforcer.policy_set.domain_of_schema(c, s))
+            stored = self.catalog.register_table(info, replace=replace)
+        except Exception as e:
+            self._audit_admin(admin, "registerTable", name.lower(), False, str(e))
+            raise
+        self._audit_admin(admin, "registerTable", name.lower(), True, None)
+        return stored
+
+    def _audit_admin(self, user: str, cmd: str, src: str, ok: bool, reason: str | None) -> None:
+        """Catalog administration outside governed SQL is on record too (proto=cli)."""
+        try:
+            self.audit.write([AuditEvent(allowed=True, user=user, cmd=cmd, src=src,
+                                         proto="cli", succeeded=ok, reason=reason)])
+        except AuditWriteError as e:
+            raise AuditUnavailable(f"audit log unavailable: {e}") from None
 
     def _register_audit_table(self) -> None:
         from audit.spark_table import AUDIT_SCHEMA

@@ -62,6 +62,14 @@ def test_register_refuses_a_path_without_delta_log(lg: Lakegate, tmp_path: Path)
         lg.register_table("ext.raw.nothing", str(tmp_path))
 
 
+def test_registering_is_audited(lg: Lakegate) -> None:
+    log = (lg.config.audit / "audit.log").read_text().splitlines()
+    lines = [ln for ln in log if "cmd=registerTable" in ln]
+    assert any("src=ext.raw.events" in ln and "succeeded=true" in ln and "proto=cli" in ln
+               for ln in lines)
+    assert any("src=ext.raw.nothing" in ln and "succeeded=false" in ln for ln in lines)
+
+
 def test_hot_reload_applies_changed_policies_and_keeps_last_good(lg: Lakegate) -> None:
     s = lg.session("alice")
     assert s.sql("SELECT count(*) AS n FROM ext.raw.events").first().n == 5
