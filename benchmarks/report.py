@@ -20,7 +20,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -61,33 +60,16 @@ def nested_query(depth: int) -> str:
     return sql
 
 
-def _percentile(values: list[float], q: float) -> float:
-    s = sorted(values)
-    return s[min(len(s) - 1, round(q * (len(s) - 1)))]
-
-
 def rewrite_scaling(table_sizes: tuple[int, ...] = TABLE_SIZES,
                     depths: tuple[int, ...] = DEPTHS, reps: int = 20,
                     progress: bool = False) -> dict[str, Any]:
     """Planner latency (ms) against tables referenced and nesting depth."""
-    from benchmarks.rewrite import setup
-    from benchmarks.tpcds import BENCH_USER
-    from governance.plan import Planner
-    from governance.resolve import Namespace
-    from governance.rewrite import PolicySql
+    from benchmarks.rewrite import percentile, planner_timer, setup
 
     tables = _first_columns()
     out: dict[str, Any] = {"reps": reps, "tables": [], "depth": []}
     with tempfile.TemporaryDirectory() as tmp:
-        catalog, enforcer = setup(Path(tmp))
-        policy_sql = PolicySql(enforcer)
-        ns = Namespace("tpcds", "sf1")
-
-        def plan(sql: str) -> float:
-            t0 = time.perf_counter()
-            Planner(catalog=catalog, enforcer=enforcer, policy_sql=policy_sql,
-                    user=BENCH_USER, namespace=ns).plan(sql)
-            return (time.perf_counter() - t0) * 1000
+        plan = planner_timer(*setup(Path(tmp)))
 
         def series(kind: str, sizes: tuple[int, ...], make: Any) -> None:
             for n in sizes:
@@ -97,7 +79,7 @@ def rewrite_scaling(table_sizes: tuple[int, ...] = TABLE_SIZES,
                     row["cold_ms"] = plan(sql)
                     times = [plan(sql) for _ in range(reps)]
                     row.update(p50_ms=statistics.median(times), max_ms=max(times),
-                               p90_ms=_percentile(times, 0.9))
+                               p90_ms=percentile(times, 0.9))
                 except Exception as e:
                     row["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"
                 out[kind].append(row)
