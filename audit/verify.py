@@ -428,29 +428,25 @@ class _Verifier:
         chain.summary.anchored = True
         self.anchors.append(self.finding("anchor", entry.pos, detail, chain, entry.seq))
 
+    def displaced_line(self, chain: _Chain, displaced: _Entry, tip: _Entry,
+                       reordered: bool) -> None:
+        """A line out of place: moved before its predecessor, or not of this chain at all."""
+        if reordered:
+            self.broke(chain, "reordered", displaced.pos,
+                       f"seq {displaced.seq} appears before its predecessor seq {tip.seq} "
+                       f"at {self.at(tip.pos)}", displaced.seq)
+        else:
+            self.broke(chain, "inserted", displaced.pos,
+                       f"seq {displaced.seq} does not fit anywhere in the chain", displaced.seq)
+
     def anomaly(self, chain: _Chain, entry: _Entry) -> None:
         tip = chain.tip
         assert tip is not None
         seq = entry.seq
         displaced = chain.displaced
         if displaced is not None:
-            if _links(displaced, tip) and entry.prev_hash == displaced.hash:
-                self.broke(
-                    chain,
-                    "reordered",
-                    displaced.pos,
-                    f"seq {displaced.seq} appears before its predecessor seq {tip.seq} "
-                    f"at {self.at(tip.pos)}",
-                    displaced.seq,
-                )
-            else:
-                self.broke(
-                    chain,
-                    "inserted",
-                    displaced.pos,
-                    f"seq {displaced.seq} does not fit anywhere in the chain",
-                    displaced.seq,
-                )
+            reordered = _links(displaced, tip) and entry.prev_hash == displaced.hash
+            self.displaced_line(chain, displaced, tip, reordered)
         elif seq == tip.seq + 1:
             chain.pending = _Pending("mismatch", tip, entry)
         elif seq > tip.seq + 1:
@@ -563,23 +559,7 @@ class _Verifier:
                     )
             elif chain.displaced is not None and chain.tip is not None:
                 displaced = chain.displaced
-                if _links(displaced, chain.tip):
-                    self.broke(
-                        chain,
-                        "reordered",
-                        displaced.pos,
-                        f"seq {displaced.seq} appears before its predecessor seq "
-                        f"{chain.tip.seq} at {self.at(chain.tip.pos)}",
-                        displaced.seq,
-                    )
-                else:
-                    self.broke(
-                        chain,
-                        "inserted",
-                        displaced.pos,
-                        f"seq {displaced.seq} does not fit anywhere in the chain",
-                        displaced.seq,
-                    )
+                self.displaced_line(chain, displaced, chain.tip, _links(displaced, chain.tip))
 
     def finish_gap(self, chain: _Chain, gap: _Gap) -> None:
         missing = gap.high - gap.low + 1
