@@ -166,7 +166,7 @@ class Planner:
         stmt = parse_statement(statement)
         text = statement.decode("utf-8", "replace") if isinstance(statement, bytes) \
             else statement
-        self._first_word = (text.split() or ["?"])[0].upper()
+        self._first_word = (text.split(None, 1) or ["?"])[0].upper()  # only for messages
         for hint in list(stmt.find_all(exp.Hint)):
             hint.pop()  # hints name tables; they only tune plans, so they are dropped
         try:
