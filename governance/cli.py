@@ -29,9 +29,13 @@ def _open(args: argparse.Namespace) -> Any:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from governance.demo import run_demo
+    from governance.demo import DemoRefused, run_demo
 
-    return run_demo(Path(args.dir).resolve())
+    try:
+        return run_demo(Path(args.dir).resolve(), force=args.force)
+    except DemoRefused as e:
+        print(f"lakegate: {e}", file=sys.stderr)
+        return 1
 
 
 def _print_rows(columns: list[str], rows: list[tuple], fmt: str) -> None:
@@ -99,8 +103,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", default="lakegate.yaml", help="path of lakegate.yaml")
     sub = p.add_subparsers(dest="command", required=True)
 
-    d = sub.add_parser("demo", help="build a demo lakehouse and query it as three personas")
-    d.add_argument("--dir", default="demo-lakehouse", help="where to build it (recreated)")
+    d = sub.add_parser("demo", help="build a demo lakehouse and query it as four personas")
+    d.add_argument("--dir", default="demo-lakehouse",
+                   help="where to build it: a new or empty folder, or a previous demo")
+    d.add_argument("--force", action="store_true",
+                   help="build in a non-empty folder (never replacing what the demo did not "
+                        "make)")
     d.set_defaults(func=cmd_demo)
 
     s = sub.add_parser("sql", help="run one governed statement as a user")

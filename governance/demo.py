@@ -51,9 +51,10 @@ SETUP = [
 ]
 
 PERSONAS = {
-    "alice": "analyst: PII hashed, test orders hidden",
+    "erin": "sales domain owner: every order, test orders included; PII hashed",
+    "alice": "analyst: PII hashed, test orders hidden, no salaries",
     "carol": "EMEA analyst: EMEA rows only, phone shows last 4",
-    "dana": "PII reader: clear values",
+    "dana": "PII reader: clear values, test orders hidden",
 }
 
 QUERIES = [
@@ -65,47 +66,130 @@ QUERIES = [
 ]
 
 
+MARKER = ".lakegate-demo"
+# What the demo creates inside its folder; nothing else there is ever touched.
+OWNED = ("warehouse", "catalog.db", "catalog.db-wal", "catalog.db-shm", "audit", "policies",
+         "lakegate-spark.log")
+DEMO_KEYS = {
+    "warehouse": "warehouse",
+    "catalog": "catalog.db",
+    "policies": "policies",
+    "audit": "audit",
+}
+
+
+class DemoRefused(Exception):
+    """The demo folder holds something the demo did not make."""
+
+
 def write_config(root: Path, policies: Path | None = None) -> Path:
-    """A lakegate.yaml for a lakehouse under `root`, with a copy of the policies."""
+    """A lakegate.yaml for a lakehouse under `root`, with a copy of the policies.
+
+    An existing lakegate.yaml keeps every key the demo does not own (an `api:` section, a
+    Spark master, ...); the demo resets only where its own files live."""
     root.mkdir(parents=True, exist_ok=True)
     dest = root / "policies"
     if dest.exists():
         shutil.rmtree(dest)
     shutil.copytree(policies or REFERENCE_POLICIES, dest,
                     ignore=shutil.ignore_patterns("schema.json"))
-    cfg = {
-        "warehouse": "warehouse",
-        "catalog": "catalog.db",
-        "policies": "policies",
-        "audit": "audit",
-        "spark": {"master": "local[2]", "conf": {}},
-    }
     path = root / "lakegate.yaml"
+    cfg: dict[str, Any] = {}
+    if path.is_file():
+        loaded = yaml.safe_load(path.read_text())
+        cfg = loaded if isinstance(loaded, dict) else {}
+    cfg.update(DEMO_KEYS)
+    cfg.setdefault("spark", {"master": "local[2]", "conf": {}})
     path.write_text(yaml.safe_dump(cfg, sort_keys=False))
     return path
 
 
-def build_demo(root: Path, spark: Any = None, policies: Path | None = None) -> Any:
+def prepare_dir(root: Path, *, force: bool = False) -> list[str]:
+    """Make `root` ready for a fresh demo without deleting anything the demo did not make.
+
+    A previous demo (it carries the marker file) has its own files replaced; a non-empty
+    folder that is not one is refused unless `force`, and even then only if none of the
+    names the demo writes are taken. Returns the user's lakegate.yaml keys that are kept."""
+    if root.exists() and not root.is_dir():
+        raise DemoRefused(f"{root} exists and is not a folder")
+    entries = sorted(p.name for p in root.iterdir()) if root.is_dir() else []
+    is_demo = (root / MARKER).is_file()
+    if entries and not is_demo:
+        taken = [n for n in (*OWNED, "lakegate.yaml") if n in entries]
+        if not force:
+            raise DemoRefused(
+                f"refusing to build the demo in {root}: the folder is not empty and is not a "
+                "previous demo (pass --force to build beside its contents, or choose --dir)")
+        if taken:
+            raise DemoRefused(
+                f"refusing to build the demo in {root}: {', '.join(taken)} already exist and "
+                "were not made by the demo; nothing was changed")
+    for name in OWNED if is_demo else ():
+        target = root / name
+        if target.is_dir() and not target.is_symlink():
+            shutil.rmtree(target)
+        elif target.exists() or target.is_symlink():
+            target.unlink()
+    kept: list[str] = []
+    cfg_path = root / "lakegate.yaml"
+    if is_demo and cfg_path.is_file():
+        loaded = yaml.safe_load(cfg_path.read_text())
+        if isinstance(loaded, dict):
+            kept = [k for k in loaded if k not in DEMO_KEYS]
+    root.mkdir(parents=True, exist_ok=True)
+    (root / MARKER).write_text("Made by `lakegate demo`: it may replace "
+                               + ", ".join(OWNED) + " here.\n")
+    return kept
+
+
+def build_demo(root: Path, spark: Any = None, policies: Path | None = None,
+               spark_log: Path | None = None) -> Any:
     """Create the demo lakehouse under `root` and return the open Lakegate."""
     from governance.session import Lakegate
 
-    lg = Lakegate.open(write_config(root, policies), spark=spark)
+    lg = Lakegate.open(write_config(root, policies), spark=spark, spark_log=spark_log)
     admin = lg.session("root")
     for stmt in SETUP:
         admin.sql(stmt)
     return lg
 
 
-def run_demo(root: Path, out: Any = None) -> int:
+def _table(columns: list[str], rows: list[tuple]) -> list[str]:
+    cells = [[("NULL" if v is None else str(v)) for v in r] for r in rows]
+    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
+    lines = [" | ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)),
+             "-+-".join("-" * w for w in widths)]
+    lines += [" | ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)) for r in cells]
+    return lines
+
+
+def _audit_summary(record: Any) -> str:
+    fields = [f"user={record.user}", f"cmd={record.cmd}", f"src={record.src or '-'}",
+              f"allowed={str(record.allowed).lower()}"]
+    if record.masked:
+        fields.append("masked=" + ",".join(f"{c}:{m}" for c, m in record.masked))
+    if record.row_filters:
+        fields.append("rowFilters=" + ",".join(record.row_filters))
+    if record.policies:
+        fields.append("policies=" + ",".join(record.policies))
+    if record.reason:
+        fields.append(f"reason={record.reason}")
+    return "  ".join(fields)
+
+
+def run_demo(root: Path, out: Any = None, *, force: bool = False) -> int:
     import sys
 
     out = out or sys.stdout
+    from audit.query import query
     from governance.errors import AccessDenied
 
-    if root.exists():
-        shutil.rmtree(root)
-    print(f"Building the demo lakehouse in {root} ...", file=out)
-    lg = build_demo(root)
+    kept = prepare_dir(root, force=force)
+    print(f"Building the demo lakehouse in {root} (the first run downloads the Delta jars "
+          "and starts Spark; its output goes to lakegate-spark.log) ...", file=out)
+    if kept:
+        print(f"Kept your lakegate.yaml settings: {', '.join(kept)}", file=out)
+    lg = build_demo(root, spark_log=root / "lakegate-spark.log")
     print(f"{len(lg.catalog.tables())} Delta tables in 3 domains; policies from "
           f"{lg.config.policies}\n", file=out)
     for title, sql in QUERIES:
@@ -113,17 +197,19 @@ def run_demo(root: Path, out: Any = None) -> int:
         for user, role in PERSONAS.items():
             print(f"--- as {user} ({role})", file=out)
             try:
-                rows = lg.session(user).sql(sql).collect()
-                for r in rows:
-                    print("   ", " | ".join("NULL" if v is None else str(v) for v in r), file=out)
+                df = lg.session(user).sql(sql)
+                lines = _table(df.columns, [tuple(r) for r in df.collect()])
             except AccessDenied as e:
-                print(f"    DENIED: {e}", file=out)
+                lines = [f"DENIED: {e}"]
+            for line in lines:
+                print("   ", line, file=out)
         print(file=out)
     print("=== Rewritten SQL for carol (what Spark actually runs):", file=out)
     print("   ", lg.session("carol").explain(QUERIES[1][1]), file=out)
-    print("\n=== The last audit lines:", file=out)
-    log = lg.config.audit / "audit.log"
-    for line in log.read_text().splitlines()[-8:]:
-        print("   ", line[:300] + (" ..." if len(line) > 300 else ""), file=out)
+    print("\n=== What the audit log recorded for those queries "
+          f"(lakegate --config {root / 'lakegate.yaml'} audit query --user carol):", file=out)
+    for user in PERSONAS:
+        for record in query(lg.config.audit, user=user, limit=len(QUERIES)).records:
+            print("   ", _audit_summary(record), file=out)
     lg.close()
     return 0
