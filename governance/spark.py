@@ -33,6 +33,10 @@ DEFAULT_CONF = {
     "spark.sql.sources.parallelPartitionDiscovery.parallelism": "2",
     "spark.ui.showConsoleProgress": "false",
     "spark.driver.memory": "2g",
+    # Warehouse files and folders are readable by the service's own user only (600/700), as
+    # the audit log is: raw values must not be readable around the layer by other local
+    # users (delta-rs, DuckDB's delta_scan). A platform that wants a service group may set it.
+    "spark.hadoop.fs.permissions.umask-mode": "077",
 }
 
 
