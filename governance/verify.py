@@ -19,9 +19,12 @@ Anything else that reads data is refused.
 
 from __future__ import annotations
 
+import re
+import threading
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from catalog.catalog import normalise_location
@@ -71,73 +74,105 @@ class Expected:
 
 # (view SQL, fresh) -> Spark's analyzed plan of it; fresh=False may answer from a cache
 Analyze = Callable[[str, bool], Any]
+MAX_NODES = 100_000
+_FIELD_SPEC = ";".join(
+    f"{kind}:" + ",".join(f"{name}:{int(target)}" for name, target in fields)
+    for kind, fields in _PLAN_FIELDS.items())
+_UNESCAPE = re.compile(r"\\([\\tnrs])")
+_ESCAPES = {"\\": "\\", "t": "\t", "n": "\n", "r": "\r", "s": "\x1f"}
 
 
-def _seq(jseq: Any) -> list[Any]:
-    return [jseq.apply(i) for i in range(jseq.size())]
+def _unescape(text: str) -> str:
+    return _UNESCAPE.sub(lambda m: _ESCAPES[m.group(1)], text)
 
 
-def _name(node: Any) -> str:
-    return str(node.getClass().getSimpleName()).rstrip("$")
+@dataclass
+class _Node:
+    """One analyzed-plan node as the JVM-side walker described it."""
+
+    id: int
+    parent: int  # -1: a fresh ancestry (root, subquery, plan held in a field)
+    kind: str
+    in_target: bool
+    leaf: bool
+    paths: list[str]
+    columns: tuple[str, ...]  # a Project's output names, lower-case
 
 
-def relation_paths(node: Any) -> list[str]:
-    """The root paths of a file-based (or Delta V2) relation; empty when it has none."""
-    try:
-        if _name(node) == "DataSourceV2Relation":
-            return [normalise_location(str(node.table().path().toUri().getPath()))]
-        paths = _seq(node.relation().location().rootPaths())
-    except Exception:
-        return []
-    return [normalise_location(str(p.toUri().getPath())) for p in paths]
+_walkers: dict[int, Any] = {}
+_walkers_lock = threading.Lock()
+
+
+def _walker(jvm: Any, gateway: Any) -> Any:
+    """The plan walker compiled once per JVM by Janino, the compiler Spark itself uses."""
+    key = id(jvm)
+    walker = _walkers.get(key)
+    if walker is None:
+        with _walkers_lock:
+            walker = _walkers.get(key)
+            if walker is None:
+                source = (Path(__file__).with_name("PlanWalker.java")).read_text()
+                compiler = jvm.org.codehaus.janino.SimpleCompiler()
+                compiler.setParentClassLoader(
+                    jvm.java.lang.Thread.currentThread().getContextClassLoader())
+                compiler.cook(source)
+                cls = compiler.getClassLoader().loadClass("PlanWalker")
+                ctor = cls.getDeclaredConstructor(gateway.new_array(jvm.java.lang.Class, 0))
+                walker = ctor.newInstance(gateway.new_array(jvm.java.lang.Object, 0))
+                _walkers[key] = walker
+    return walker
+
+
+def describe_plan(plan: Any) -> tuple[list[_Node], Any]:
+    """Every node of an analyzed plan (children, subqueries, plan fields) in one JVM call;
+    the second value holds the JVM nodes by 1 + id."""
+    from pyspark import SparkContext
+
+    jvm, gateway = SparkContext._jvm, SparkContext._gateway
+    if jvm is None or gateway is None:
+        raise Refused("plan verification needs the SparkSession's JVM")
+    out = _walker(jvm, gateway).apply(plan, f"{MAX_NODES}\n{_FIELD_SPEC}")
+    text = str(out[0])
+    if text == "TOO_LARGE":
+        raise Refused("plan is too large to verify")
+    nodes = []
+    for line in text.splitlines():
+        nid, parent, kind, target, leaf, paths, columns = line.split("\t")
+        nodes.append(_Node(
+            int(nid), int(parent), kind, target == "1", leaf == "1",
+            [normalise_location(_unescape(p)) for p in paths.split("\x1f")] if paths else [],
+            tuple(_unescape(c).lower() for c in columns.split("\x1f")) if columns else ()))
+    return nodes, out
 
 
 def verify_plan(plan: Any, expected: Expected, analyze: Analyze) -> None:
     """Raise Refused unless the analyzed plan reads exactly what the rewriter built."""
+    nodes, handles = describe_plan(plan)
     pending = {loc: list(views) for loc, views in expected.views.items()}
     built: dict[str, list[Any]] = {}  # location -> analyzed expected views, made on demand
     targets = Counter(expected.targets)
     derived = {k: list(v) for k, v in expected.derived.items()}
-    # (node, nearest ancestors first, inside a write target)
-    stack: list[tuple[Any, tuple[Any, ...], bool]] = [(plan, (), False)]
-    seen = 0
-    while stack:
-        node, ancestors, in_target = stack.pop()
-        seen += 1
-        if seen > 100_000:
-            raise Refused("plan is too large to verify")
-        kind = _name(node)
-        for sub in _seq(node.subqueries()):
-            stack.append((sub, (), False))
-        fields = _PLAN_FIELDS.get(kind, ())
-        for name, is_target in fields:
-            stack.append((getattr(node, name)(), (), is_target))
-        children = _seq(node.children())
-        if kind in _PLAN_FIELDS:
-            children = [c for c in children if not any(
-                c.equals(getattr(node, f)()) for f, _ in fields)]
-        if children:
-            chain = (node, *ancestors[:15])
-            for c in children:
-                stack.append((c, chain, in_target))
+    for node in nodes:
+        fields = _PLAN_FIELDS.get(node.kind, ())
+        if not node.leaf or node.kind in _HARMLESS_LEAVES or fields:
             continue
-        if kind in _HARMLESS_LEAVES or (fields and not children):
-            continue
-        if kind not in ("LogicalRelation", "DataSourceV2Relation"):
-            raise Refused(f"plan verification: a {kind} leaf reads data the rewriter did not "
-                          "build; statement refused")
-        paths = relation_paths(node)
+        if node.kind not in ("LogicalRelation", "DataSourceV2Relation"):
+            raise Refused(f"plan verification: a {node.kind} leaf reads data the rewriter "
+                          "did not build; statement refused")
+        paths = node.paths
         if not paths:
             raise Refused("plan verification: a relation with no known location")
-        if in_target:
+        if node.in_target:
             if len(paths) == 1 and targets.get(paths[0], 0) > 0:
                 targets[paths[0]] -= 1
                 continue
             raise Refused("plan verification: a write goes to a location the rewriter did "
                           "not choose; statement refused")
+        ancestors = _ancestors(nodes, node)
         if len(paths) == 1 and paths[0] in pending:
             root = _view_root(ancestors)
-            if root is not None and _match_view(root, paths[0], pending, built, analyze):
+            if root is not None and _match_view(handles[1 + root.id], root.columns, paths[0],
+                                                pending, built, analyze):
                 continue
         elif _derived_ok(paths, ancestors, derived):
             continue
@@ -145,21 +180,30 @@ def verify_plan(plan: Any, expected: Expected, analyze: Analyze) -> None:
                       "view; statement refused")
 
 
-def _view_root(ancestors: tuple[Any, ...]) -> Any | None:
+def _ancestors(nodes: list[_Node], node: _Node, depth: int = 16) -> list[_Node]:
+    """The nearest ancestors first, within the node's own ancestry (as many as matter)."""
+    out: list[_Node] = []
+    parent = node.parent
+    while parent >= 0 and len(out) < depth:
+        out.append(nodes[parent])
+        parent = nodes[parent].parent
+    return out
+
+
+def _view_root(ancestors: list[_Node]) -> _Node | None:
     """The projection a governed view starts with, just above its relation."""
     for node in ancestors:
-        kind = _name(node)
-        if kind in _VIEW_INNER:
+        if node.kind in _VIEW_INNER:
             continue
-        return node if kind == "Project" else None
+        return node if node.kind == "Project" else None
     return None
 
 
-def _match_view(root: Any, loc: str, pending: dict[str, list[tuple[str, tuple[str, ...]]]],
+def _match_view(root: Any, columns: tuple[str, ...], loc: str,
+                pending: dict[str, list[tuple[str, tuple[str, ...]]]],
                 built: dict[str, list[Any]], analyze: Analyze) -> bool:
     """Match against cached analyses first; a miss is re-checked against fresh ones (the
     table may have changed since the cache entry) before it counts."""
-    columns = tuple(str(a.name()).lower() for a in _seq(root.projectList()))
     for fresh in (False, True):
         if fresh or loc not in built:
             built[loc] = [analyze(body, fresh) for body, _ in pending[loc]]
@@ -171,16 +215,14 @@ def _match_view(root: Any, loc: str, pending: dict[str, list[tuple[str, tuple[st
     return False
 
 
-def _derived_ok(paths: list[str], ancestors: tuple[Any, ...],
+def _derived_ok(paths: list[str], ancestors: list[_Node],
                 derived: dict[str, list[tuple[str, ...]]]) -> bool:
     """Files all inside one derived table's directory, under its governed projection."""
     for directory, shapes in derived.items():
         if not all(p.startswith(directory + "/") for p in paths):
             continue
         for node in ancestors:
-            if _name(node) == "Project":
-                cols = tuple(str(a.name()).lower() for a in _seq(node.projectList()))
-                if cols in shapes:
-                    shapes.remove(cols)
-                    return True
+            if node.kind == "Project" and node.columns in shapes:
+                shapes.remove(node.columns)
+                return True
     return False
