@@ -134,3 +134,58 @@ def test_managed_location_through_existing_symlink_out_of_warehouse_is_refused(
 def test_managed_location_lies_inside_warehouse(fresh_catalog: Catalog) -> None:
     loc = Path(fresh_catalog.managed_location("Main", "S", "T"))
     assert loc == fresh_catalog.warehouse / "main" / "s" / "t"
+
+
+# End to end on real Delta tables ---------------------------------------------------------
+
+NAMES_POLICIES = """
+groups:
+  admins: [admin]
+grants:
+  - {id: admin-all, principals: [group:admins], privileges: [manage], on: "*.*.*"}
+"""
+
+
+@pytest.fixture(scope="module")
+def names_lakehouse(make_lakegate):
+    return make_lakegate("names", NAMES_POLICIES, [
+        "CREATE CATALOG main",
+        "CREATE SCHEMA main.sandbox",
+        "CREATE TABLE main.sandbox.victim (a INT)",
+        "INSERT INTO main.sandbox.victim VALUES (1), (2)",
+        "INSERT INTO main.sandbox.victim VALUES (3)",
+    ])
+
+
+def _victim(lg) -> list[int]:
+    rows = lg.session("admin").sql("SELECT a FROM main.sandbox.victim").collect()
+    return sorted(r[0] for r in rows)
+
+
+def test_issue_attack_leaves_victim_table_readable_and_unchanged(names_lakehouse) -> None:
+    lg = names_lakehouse
+    victim = Path(lg.catalog.table("main", "sandbox", "victim").location)
+    log_before = sorted(p.name for p in (victim / "_delta_log").iterdir())
+    assert _victim(lg) == [1, 2, 3]
+    commit = victim / "_delta_log" / "00000000000000000002.json"
+    with pytest.raises(Refused, match="invalid name"):
+        lg.session("admin").sql(f"CREATE TABLE main.sandbox.{_q(str(commit))} (a INT)")
+    assert sorted(p.name for p in (victim / "_delta_log").iterdir()) == log_before
+    assert _victim(lg) == [1, 2, 3]
+
+
+def test_register_table_refuses_path_in_name(names_lakehouse) -> None:
+    lg = names_lakehouse
+    victim = lg.catalog.table("main", "sandbox", "victim").location
+    with pytest.raises(CatalogError, match="path separator"):
+        lg.register_table("main.sandbox.a/b", victim)
+    assert [t.name for t in lg.catalog.tables("main", "sandbox")] == ["victim"]
+
+
+def test_drop_deletes_files_only_at_the_tables_own_managed_location(names_lakehouse) -> None:
+    lg = names_lakehouse
+    victim = lg.catalog.table("main", "sandbox", "victim").location
+    lg.register_table("main.sandbox.alias", victim)
+    lg.session("admin").sql("DROP TABLE main.sandbox.alias")
+    assert lg.catalog.table("main", "sandbox", "alias") is None
+    assert _victim(lg) == [1, 2, 3]
