@@ -233,6 +233,14 @@ class Planner:
         planned.views = views
         for i, v in enumerate(views):
             planned.columns[i] = columns_read(v, names, star, qstars)
+            for c in planned.columns[i]:
+                leak = v.access.mask_reads_hidden.get(c.lower())
+                if leak is not None:  # the mask would show the hidden column's values
+                    raise AccessDenied(
+                        f"access denied: column mask {leak[0]} on "
+                        f"{v.access.table.full_name}.{c} reads column {leak[1]}, which is "
+                        f"hidden from user {self.user}", cmd=self.cmd,
+                        tables=(v.access.table.full_name,), policies=(leak[0],))
         return stmt
 
     def _generate(self, stmt: exp.Expression, planned: Planned) -> str:
