@@ -102,3 +102,33 @@ def test_mask_reading_another_masked_column_sees_the_raw_value(leak_planner) -> 
     assert "CONCAT(`region`, '/', CAST(amount AS STRING)) AS `region`" in planned.sql
     assert "CAST(NULL AS decimal(10,2)) AS `amount`" in planned.sql
 
+
+
+# End to end on real Delta ------------------------------------------------------------------
+
+E2E_POLICIES = """
+groups:
+  admins: [admin]
+grants:
+  - {id: admin-all, principals: [group:admins], privileges: [manage], on: "*.*.*"}
+  - {id: all-read, principals: ["*"], privileges: [select], on: m.s.orders}
+  - {id: no-custkey, principals: [leaky], effect: deny, privileges: [select], on: m.s.orders,
+     columns: [custkey]}
+column_masks:
+  - {id: m-orderkey, on: m.s.orders, columns: [orderkey], mask: custom,
+     expression: "{col} * 0 + custkey", principals: [leaky]}
+"""
+
+
+def test_select_masked_column_never_returns_denied_values_on_delta(make_lakegate) -> None:
+    lg = make_lakegate("maskleak", E2E_POLICIES, [
+        "CREATE CATALOG m",
+        "CREATE SCHEMA m.s",
+        "CREATE TABLE m.s.orders (orderkey INT, custkey INT, status STRING)",
+        "INSERT INTO m.s.orders VALUES (1, 901, 'open'), (2, 902, 'done')",
+    ])
+    leaky = lg.session("leaky")
+    with pytest.raises(AccessDenied, match=r"column mask m-orderkey .* reads column custkey"):
+        leaky.sql("SELECT orderkey FROM m.s.orders").collect()
+    rows = leaky.sql("SELECT status FROM m.s.orders ORDER BY status").collect()
+    assert [r[0] for r in rows] == ["done", "open"]
