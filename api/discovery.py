@@ -29,6 +29,7 @@ from api.errors import ApiError
 from api.types import field_json, precision_scale, type_name
 from catalog.catalog import normalise_location
 from catalog.model import CatalogInfo, SchemaInfo, TableInfo
+from catalog.names import InvalidName, check_name
 
 if TYPE_CHECKING:
     from api.app import Caller
@@ -114,9 +115,12 @@ class _Renders:
 def split_name(full_name: str, parts: int) -> tuple[str, ...]:
     names = full_name.lower().split(".")
     if len(names) != parts or not all(names):
-        kind = {2: "catalog.schema", 3: "catalog.schema.table"}[parts]
+        kind = {1: "catalog", 2: "catalog.schema", 3: "catalog.schema.table"}[parts]
         raise ApiError(400, f"'{full_name[:200]}' is not a name of the form {kind}")
-    return tuple(names)
+    try:  # names are never paths (catalog/names.py), here as everywhere else
+        return tuple(check_name(n, "name part") for n in names)
+    except InvalidName as e:
+        raise ApiError(400, f"invalid name: {str(e)[:200]}") from None
 
 
 class Discovery:
@@ -193,8 +197,9 @@ class Discovery:
         return vis
 
     def visible_catalog(self, caller: Caller, name: str) -> CatalogInfo:
+        (name,) = split_name(name, 1)
         snap = self.snapshot()
-        info = snap.catalogs.get(name.lower())
+        info = snap.catalogs.get(name)
         if info is None or info.name not in self._visibility(caller, snap).catalogs:
             if info is not None:
                 caller.deny(f"catalog {info.name} is not visible to {caller.user}")

@@ -12,11 +12,20 @@ import time
 from pathlib import Path
 
 from catalog.model import CatalogInfo, SchemaInfo, TableInfo
+from catalog.names import InvalidName, check_name
 from catalog.store import CatalogStore
 
 
 class CatalogError(Exception):
-    """A catalog object is missing or already exists."""
+    """A catalog object is missing or already exists, or a name is not a valid name."""
+
+
+def _names(*parts: tuple[str, str]) -> list[str]:
+    """Checked, lower-cased name parts: the store's last line of defence against paths."""
+    try:
+        return [check_name(p, what) for p, what in parts]
+    except InvalidName as e:
+        raise CatalogError(str(e)) from None
 
 
 class Catalog:
@@ -78,12 +87,29 @@ class Catalog:
         return {normalise_location(t.location): t for t in self._tables.values()}
 
     def managed_location(self, catalog: str, schema: str, name: str) -> str:
-        return str(self.warehouse / catalog.lower() / schema.lower() / name.lower())
+        """`warehouse/catalog/schema/table`, built only from valid name parts."""
+        c, s, t = _names((catalog, "catalog name"), (schema, "schema name"), (name, "table name"))
+        location = self.warehouse / c / s / t
+        self.check_managed(location)
+        return str(location)
+
+    def check_managed(self, location: str | Path) -> Path:
+        """The resolved location if it lies strictly inside the warehouse, symlinks that
+        already exist followed; anything else is refused before a file is written or removed."""
+        resolved = Path(normalise_location(str(location))).resolve()
+        try:
+            inside = resolved.relative_to(self.warehouse)
+        except ValueError:
+            inside = None
+        if inside is None or inside == Path("."):
+            raise CatalogError(f"location {location} is not inside the warehouse")
+        return resolved
 
     # writes -----------------------------------------------------------------------------
 
     def create_catalog(self, name: str, comment: str | None = None, *,
                        if_not_exists: bool = False) -> None:
+        (name,) = _names((name, "catalog name"))
         if self.store.get_catalog(name):
             if if_not_exists:
                 return
@@ -92,6 +118,7 @@ class Catalog:
 
     def create_schema(self, catalog: str, name: str, comment: str | None = None, *,
                       if_not_exists: bool = False) -> None:
+        catalog, name = _names((catalog, "catalog name"), (name, "schema name"))
         if not self.store.get_catalog(catalog):
             raise CatalogError(f"catalog {catalog.lower()} does not exist")
         if self.store.get_schema(catalog, name):
@@ -101,6 +128,8 @@ class Catalog:
         self.store.put_schema(SchemaInfo(catalog.lower(), name.lower(), comment, time.time()))
 
     def register_table(self, info: TableInfo, *, replace: bool = False) -> TableInfo:
+        _names((info.catalog, "catalog name"), (info.schema, "schema name"),
+               (info.name, "table name"))
         if not self.store.get_schema(info.catalog, info.schema):
             raise CatalogError(f"schema {info.catalog}.{info.schema} does not exist")
         old = self.store.get_table(info.catalog, info.schema, info.name)

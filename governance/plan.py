@@ -23,6 +23,7 @@ from governance.policy.enforcer import AmbiguousMask, Identity, PolicyEnforcer, 
 from governance.resolve import (
     Namespace,
     TableRef,
+    checked_parts,
     denied_or_missing,
     qualify_name,
     resolve_tables,
@@ -232,6 +233,14 @@ class Planner:
         planned.views = views
         for i, v in enumerate(views):
             planned.columns[i] = columns_read(v, names, star, qstars)
+            for c in planned.columns[i]:
+                leak = v.access.mask_reads_hidden.get(c.lower())
+                if leak is not None:  # the mask would show the hidden column's values
+                    raise AccessDenied(
+                        f"access denied: column mask {leak[0]} on "
+                        f"{v.access.table.full_name}.{c} reads column {leak[1]}, which is "
+                        f"hidden from user {self.user}", cmd=self.cmd,
+                        tables=(v.access.table.full_name,), policies=(leak[0],))
         return stmt
 
     def _generate(self, stmt: exp.Expression, planned: Planned) -> str:
@@ -497,6 +506,7 @@ class Planner:
     # DDL --------------------------------------------------------------------------------
 
     def _create_catalog(self, name: str, if_not_exists: bool) -> Planned:
+        checked_parts([name])
         ok, ids = self.enforcer.has_privilege(self.ident, "manage", name, "*", "*")
         self.decided[f"{name.lower()}.*.*"] = ids
         if not ok:
@@ -545,7 +555,10 @@ class Planner:
         if_not_exists = bool(stmt.args.get("exists"))
         if exists and not if_not_exists:
             raise LakegateError(f"table {name} already exists")
-        location = self.catalog.managed_location(c, s, t)
+        try:
+            location = self.catalog.managed_location(c, s, t)
+        except CatalogError as e:
+            raise Refused(f"CREATE TABLE {name} refused: {e}") from None
         planned = Planned(cmd="create", target_name=name, decided_by=ids)
         if exists:
             planned.local_rows, planned.local_schema = [], "result string"
@@ -652,7 +665,8 @@ class Planner:
             from governance.session import remove_managed_files
 
             lg.catalog.drop_table(c, s, t)
-            remove_managed_files(lg, info.location)
+            if _owns_files(lg.catalog, info.location, c, s, t):
+                remove_managed_files(lg, info.location)
 
         return Planned(cmd="drop", before=run, local_rows=[], local_schema="result string",
                        target_name=name, decided_by=ids)
@@ -710,7 +724,7 @@ class Planner:
                    if self.enforcer.table_access(self.ident, t).can_select]
         planned = Planned(cmd="show")
         if what == "TABLES":
-            parts = (where or "").replace("`", "").split(".") if where else []
+            parts = checked_parts((where or "").replace("`", "").split(".")) if where else []
             c, s = (parts if len(parts) == 2 else [self.ns.catalog, parts[0] if parts
                                                    else self.ns.schema])
             rows = [(t.catalog, t.schema, t.name) for t in visible
@@ -718,7 +732,7 @@ class Planner:
             planned.local_rows = rows
             planned.local_schema = "catalog string, namespace string, tableName string"
         elif what in ("SCHEMAS", "DATABASES"):
-            c = (where or self.ns.catalog).replace("`", "").lower()
+            c = checked_parts([(where or self.ns.catalog).replace("`", "")])[0].lower()
             rows = sorted({(t.schema,) for t in visible if t.catalog == c})
             planned.local_rows = rows
             planned.local_schema = "namespace string"
@@ -740,6 +754,16 @@ def masked_type(mask: str, type_text: str) -> str:
     if mask == "custom":
         return "masked"
     return type_text
+
+
+def _owns_files(catalog: Catalog, location: str, c: str, s: str, t: str) -> bool:
+    """DROP deletes files only at the table's own managed location, resolved strictly
+    inside the warehouse: never another table's directory, never outside through a link."""
+    try:
+        own = catalog.check_managed(catalog.managed_location(c, s, t))
+        return catalog.check_managed(location) == own
+    except CatalogError:
+        return False
 
 
 def _kind(stmt: exp.Expression) -> str:

@@ -17,6 +17,7 @@ from sqlglot import exp
 
 from catalog.catalog import Catalog
 from catalog.model import TableInfo
+from catalog.names import InvalidName, check_name
 from governance.errors import AccessDenied, Refused
 
 Role = Literal["read", "target"]
@@ -63,6 +64,21 @@ class Namespace:
 
 
 def table_parts(node: exp.Table) -> list[str]:
+    """The name parts of a table, schema or catalog reference, each a valid name."""
+    return checked_parts(_raw_parts(node))
+
+
+def checked_parts(parts: list[str]) -> list[str]:
+    """Names are never paths: every part is checked in every statement kind."""
+    try:
+        for p in parts:
+            check_name(p, "name part")
+    except InvalidName as e:
+        raise Refused(f"invalid name: {e}") from None
+    return parts
+
+
+def _raw_parts(node: exp.Table) -> list[str]:
     parts = [node.args.get("catalog"), node.args.get("db"), node.this]
     out = []
     for p in parts:
@@ -177,15 +193,14 @@ def _classify(
             f"the `name@version` time-travel spelling in {node.sql('spark')!r} is not governed;"
             " write VERSION AS OF / TIMESTAMP AS OF"
         )
-    parts = table_parts(node)
+    parts = _raw_parts(node)
     if len(parts) == 1 and id(node) not in targets and parts[0].lower() in env:
         _rename_cte_ref(node, env[parts[0].lower()])
         return
     if len(parts) == 2 and parts[0].lower() in FILE_FORMATS:
         raise Refused(f"path-based table reference {parts[0]}.`...` is not allowed; "
                       "query tables by their catalog name")
-    if any("/" in p or ":" in p for p in parts):
-        raise Refused("path-based table reference is not allowed; query tables by catalog name")
+    checked_parts(parts)  # `/`, `:` and every other path character included
     c, s, t = qualify_name(parts, ns)
     role: Role = "target" if id(node) in targets else "read"
     info = catalog.table(c, s, t)

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from itertools import product
 
 import casbin
+import sqlglot
+from sqlglot import exp
 
 from catalog.model import TableInfo
 from governance.policy.compile import build_enforcer
@@ -60,6 +62,8 @@ class TableAccess:
     masks: dict[str, AppliedMask] = field(default_factory=dict)  # lower-case column -> mask
     grant_ids: tuple[str, ...] = ()  # the grants that decided select
     hidden_by: dict[str, tuple[str, ...]] = field(default_factory=dict)  # column -> deny ids
+    # lower-case masked column -> (mask id, hidden column its custom expression reads)
+    mask_reads_hidden: dict[str, tuple[str, str]] = field(default_factory=dict)
 
     @property
     def can_select(self) -> bool:
@@ -71,6 +75,26 @@ class TableAccess:
         ids += [f.id for f in self.row_filters]
         ids += [m.mask.id for m in self.masks.values()]
         return tuple(dict.fromkeys(ids))
+
+
+_MASK_COLUMNS: dict[tuple[str, str, str], frozenset[str]] = {}
+
+
+def mask_columns(mask: ColumnMask, column: str) -> frozenset[str]:
+    """Lower-case columns a custom mask's expression reads besides the masked one; an
+    expression that does not parse reads nothing here (the rewriter refuses it anyway)."""
+    if mask.mask != "custom" or not mask.expression:
+        return frozenset()
+    key = (mask.id, mask.expression, column.lower())
+    hit = _MASK_COLUMNS.get(key)
+    if hit is None:
+        try:
+            tree = sqlglot.parse_one(mask.expression.replace("{col}", "__lg_col"), read="spark")
+            hit = frozenset(c.name.lower() for c in tree.find_all(exp.Column)) - {"__lg_col"}
+        except sqlglot.errors.SqlglotError:
+            hit = frozenset()
+        _MASK_COLUMNS[key] = hit
+    return hit
 
 
 class AmbiguousMask(Exception):
@@ -238,6 +262,12 @@ class PolicyEnforcer:
             privileges.discard("select")
         filters = self._applicable_filters(ident, key)
         masks = self._applicable_masks(ident, table, key, visible)
+        hidden_low = {h.lower() for h in hidden}
+        leaks: dict[str, tuple[str, str]] = {}
+        for low, applied in masks.items():
+            read = sorted(mask_columns(applied.mask, applied.column) & hidden_low)
+            if read:
+                leaks[low] = (applied.mask.id, read[0])
         return TableAccess(
             table=table,
             privileges=frozenset(privileges),
@@ -247,6 +277,7 @@ class PolicyEnforcer:
             masks=masks,
             grant_ids=tuple(dict.fromkeys(ids)),
             hidden_by=hidden_by,
+            mask_reads_hidden=leaks,
         )
 
     def _lookup(

@@ -23,6 +23,7 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, SqlglotError
 from sqlglot.optimizer.annotate_types import annotate_types
 
+from governance.policy.enforcer import mask_columns
 from governance.policy.loader import (
     EFFECTS,
     FILTER_KINDS,
@@ -449,6 +450,7 @@ class _Validator:
         self.check_expressions()
         self.check_domains()
         self.check_mask_overlap()
+        self.check_mask_reads_denied()
         self.check_tags_known()
         return self.problems
 
@@ -831,6 +833,38 @@ class _Validator:
                     target = f"column {t}.{col}" if col != "*" else f"columns of {t}"
                     return f"{target} (via {x.why} and {y.why})"
         return None
+
+    def check_mask_reads_denied(self) -> None:
+        """A warning where some user gets both a column deny and a custom mask reading that
+        column: such a mask would show the denied values, so at run time every statement by
+        that user reading the masked column is refused (only explicit denies are known here)."""
+        denies = [g for g in self.ps.grants
+                  if g.effect == "deny" and "select" in g.privileges and g.columns]
+        for m in self.ps.column_masks:
+            read = mask_columns(m, "{col}")
+            if not read:
+                continue
+            audience = self.audience(m)
+            for g in denies:
+                shared = sorted(read.intersection(g.columns or ()))
+                table = _meet(m.on, g.on)
+                if not shared or table is None:
+                    continue
+                everyone, users = self.expand(g.principals)
+                denied = _Audience(everyone, frozenset() if everyone else frozenset(users))
+                who = audience.meet(denied)
+                if who is None:
+                    continue
+                self.report(
+                    self.where(m.source, "expression"),
+                    "mask-reads-denied-column",
+                    f"column mask '{m.id}' reads column {shared[0]} of {table}, which deny "
+                    f"'{g.id}' hides from {who}; statements by that user reading the masked "
+                    "column are refused",
+                    "mask with a built-in mask or without the denied column, or exempt those "
+                    "users from the mask (except:)",
+                    "warning",
+                )
 
     def check_tags_known(self) -> None:
         assigned = {tag for t in self.ps.tags for tag in t.tags}
