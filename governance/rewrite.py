@@ -142,7 +142,7 @@ class PolicySql:
                       alias=exp.TableAlias(this=exp.to_identifier(VIEW_ALIAS))), copy=False)
         if where is not None:
             select.set("where", exp.Where(this=where.copy()))
-        text = select.sql("spark")
+        text = select.sql("spark", normalize_functions=False)  # masks keep their names
         if text.count(SOURCE_MARK) != 1:
             raise Refused("internal: governed view source placeholder lost in rewriting")
         with self._lock:
