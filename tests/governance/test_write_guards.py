@@ -88,11 +88,11 @@ OUTSIDE = ("access denied: a row written by user w is outside their row filter o
 
 # Each raises (ANSI off, Spark 3.5) on the hidden rows 2 and 4 (region AMER/APAC) and not on
 # the visible EMEA rows: `{bad}` is true exactly on the hidden rows (by id, so that Spark
-# cannot fold it away by propagating the filter's `region = 'EMEA'`).
+# cannot fold it away by propagating the filter's `region = 'EMEA'`). url_decode also raises,
+# but Lakegate refuses it in any statement, so it cannot be used against a filter.
 RAISING = {
     "to_number": "to_number(CASE WHEN {bad} THEN concat_ws('|', {t}id, {t}region) ELSE '1' "
                  "END, '9') = 5",
-    "url_decode": "url_decode(CASE WHEN {bad} THEN concat('%', {t}region) ELSE 'a' END) = 'z'",
     "from_json_failfast": "from_json(CASE WHEN {bad} THEN {t}region ELSE '{{}}' END, 'a INT', "
                           "map('mode', 'FAILFAST')).a = 5",
     "regexp_group_index": "regexp_extract(CASE WHEN {bad} THEN 'ab' ELSE 'x' END, '(a)', 2)"
@@ -116,7 +116,7 @@ def test_delete_condition_never_runs_on_hidden_rows(lg, family):
     assert rows(lg) == before
 
 
-@pytest.mark.parametrize("family", ["to_number", "url_decode", "element_at_zero"])
+@pytest.mark.parametrize("family", ["to_number", "regexp_group_index", "element_at_zero"])
 def test_update_condition_never_runs_on_hidden_rows(lg, family):
     before = rows(lg)
     lg.session("w").sql(f"UPDATE g.s.t SET note = 'changed' "
