@@ -17,7 +17,7 @@ from sqlglot import exp
 from catalog.catalog import Catalog, CatalogError
 from governance.constructs import govern_expression
 from governance.errors import AccessDenied, LakegateError, Refused
-from governance.masks import quote_ident
+from governance.masks import sql_type
 from governance.parse import parse_statement
 from governance.policy.enforcer import AmbiguousMask, Identity, PolicyEnforcer, TableAccess
 from governance.resolve import (
@@ -42,7 +42,10 @@ from governance.rewrite import (
 )
 from governance.verify import Expected
 
-ROW_FILTER_VIOLATION = "INSERT row is outside the row filter"
+# The message of our own raise_error/assert_true when a written row (INSERT, the new version
+# of an UPDATEd or MERGEd row) fails the writer's row filter; the session maps it to
+# AccessDenied. Users cannot call raise_error or assert_true themselves.
+ROW_FILTER_VIOLATION = "LAKEGATE_ROW_FILTER_VIOLATION: a written row is outside the row filter"
 
 if TYPE_CHECKING:
     from governance.session import Lakegate
@@ -347,26 +350,36 @@ class Planner:
         _, reads = self._reads(source)
         if reads:
             planned.dst = info.full_name
-        wrapper = exp.Select(expressions=[exp.Star()]).from_(
-            exp.Subquery(this=source, alias=exp.TableAlias(this=exp.to_identifier("__lg_src"))))
-        # __lg_src is a subquery we build; read views are replaced inside the whole wrapper
-        wrapper = self._views_sql(wrapper, reads, planned, scan=source)
-        self._refuse_masked_reads(planned)
-        src_sql = self._generate(wrapper, planned)
-        src_sql = src_sql.replace("AS __lg_src", "AS __lg_src(" + ", ".join(
-            quote_ident(c) for c in column_list) + ")", 1)
-        cols = ", ".join(quote_ident(c) for c in column_list)
+        # the source's columns are renamed to the target's on the tree (a TableAlias with
+        # columns), so nothing in the source's text can change the wrapper
+        src = exp.Subquery(this=source, alias=exp.TableAlias(
+            this=exp.to_identifier("__lg_src"),
+            columns=[exp.to_identifier(c, quoted=True) for c in column_list]))
+        query = exp.Select(expressions=[exp.column(c, quoted=True) for c in column_list])
         check = self.ps.filter_check(self.ident, access)
-        if check:
+        if check is None:
+            query = query.from_(src, copy=False)
+        else:
+            # Check what is stored: cast each value to its column's type as Spark's store
+            # assignment would, check the filter on the cast row, insert those same values.
             present = {c.lower() for c in column_list}
-            fill = ", ".join(
-                f"CAST(NULL AS {c.type_text}) AS {quote_ident(c.name)}"
-                for c in info.columns if c.name.lower() not in present)
-            inner = f"SELECT {cols}{', ' + fill if fill else ''} FROM ({src_sql}) AS __lg_in"
-            src_sql = (f"SELECT {cols} FROM ({inner}) AS __lg_chk WHERE assert_true({check}, "
-                       f"'{ROW_FILTER_VIOLATION}') IS NULL")
-        verb = "INSERT OVERWRITE" if overwrite else "INSERT INTO"
-        planned.sql = f"{verb} {quote_path(info.location)} ({cols}) {src_sql}"
+            row = [exp.alias_(exp.cast(exp.column(c, quoted=True), sql_type(
+                info.column(c).type_text)), c, quoted=True) for c in column_list]  # type: ignore[union-attr]
+            row += [exp.alias_(exp.cast(exp.null(), sql_type(c.type_text)), c.name, quoted=True)
+                    for c in info.columns if c.name.lower() not in present]
+            cast = exp.Select(expressions=row).from_(src, copy=False)
+            assert_row = exp.Anonymous(this="assert_true", expressions=[
+                check, exp.Literal.string(ROW_FILTER_VIOLATION)])
+            query = query.from_(exp.Subquery(this=cast, alias=exp.TableAlias(
+                this=exp.to_identifier("__lg_chk"))), copy=False).where(
+                exp.Is(this=assert_row, expression=exp.null()), copy=False)
+        insert = exp.Insert(
+            this=exp.Schema(this=_delta_table(info.location),
+                            expressions=[exp.to_identifier(c, quoted=True) for c in column_list]),
+            expression=query, overwrite=overwrite)
+        insert = self._views_sql(insert, reads, planned, scan=source)
+        self._refuse_masked_reads(planned)
+        planned.sql = self._generate(insert, planned)
         planned.expected.add_target(info.location)
         return planned
 
@@ -414,32 +427,20 @@ class Planner:
                 f"access denied: {cmd.upper()} may not read masked column(s) "
                 f"{', '.join(masked)} of {info.full_name} (user {self.user})",
                 cmd=cmd, tables=(info.full_name,), policies=(*ids, *access.grant_ids))
-        filter_cols = self.ps.filter_columns(access)
         for eq in stmt.expressions:
             if not isinstance(eq, exp.EQ) or not isinstance(eq.this, exp.Column):
                 raise Refused(f"{cmd.upper()} SET must assign plain columns")
             self._check_target_columns(eq.this, access, cmd, alias)
-            if eq.this.name.lower() in filter_cols:
-                raise AccessDenied(
-                    f"access denied: UPDATE may not change column {eq.this.name} of "
-                    f"{info.full_name}: user {self.user}'s row filter reads it, so rows "
-                    "could leave the filter", cmd=cmd, tables=(info.full_name,))
         _, reads = self._reads(stmt, {id(node)})
         planned.dst = info.full_name if reads else None
         stmt = self._views_sql(stmt, reads, planned)
         self._refuse_masked_reads(planned)
-        _, where = self.ps.view(self.ident, access)
-        if where:
+        check = self.ps.filter_check(self.ident, access, alias)
+        if check is not None:
             cond = stmt.args.get("where")
-            filt = exp.condition(f"({where})", dialect="spark")
-            if alias:
-                for col in filt.find_all(exp.Column):
-                    if not col.table:
-                        col.set("table", exp.to_identifier(alias))
-            combined = exp.and_(exp.paren(cond.this), filt) if cond is not None else filt
-            stmt.set("where", exp.Where(this=combined))
-        target = exp.Table(this=exp.to_identifier(info.location, quoted=True),
-                           db=exp.to_identifier("delta"))
+            stmt.set("where", exp.Where(this=_guarded(check, cond.this if cond else None)))
+            self._with_check(stmt.expressions, check, access, alias)
+        target = _delta_table(info.location)
         if alias:
             target.set("alias", exp.TableAlias(this=exp.to_identifier(alias)))
         stmt.set("this", target)
@@ -466,11 +467,6 @@ class Planner:
         alias = node.alias or info.name
         whens = stmt.args.get("whens")
         clauses = whens.expressions if whens is not None else []
-        if access.row_filters and any(not w.args.get("matched") for w in clauses):
-            raise AccessDenied(
-                f"access denied: MERGE ... WHEN NOT MATCHED THEN INSERT into {info.full_name} "
-                f"is refused while row filters apply to user {self.user}; use INSERT",
-                cmd="merge", tables=(info.full_name,))
         for w in clauses:
             then = w.args.get("then")
             if then is not None and any(isinstance(n, exp.Star) for n in then.walk()):
@@ -488,20 +484,66 @@ class Planner:
         planned.dst = info.full_name
         stmt = self._views_sql(stmt, reads, planned)
         self._refuse_masked_reads(planned)
-        _, where = self.ps.view(self.ident, access)
-        if where:
-            filt = exp.condition(f"({where})", dialect="spark")
-            for col in filt.find_all(exp.Column):
-                if not col.table:
-                    col.set("table", exp.to_identifier(alias))
-            stmt.set("on", exp.and_(exp.paren(stmt.args["on"]), filt))
-        target = exp.Table(this=exp.to_identifier(info.location, quoted=True),
-                           db=exp.to_identifier("delta"),
-                           alias=exp.TableAlias(this=exp.to_identifier(alias)))
+        check = self.ps.filter_check(self.ident, access, alias)
+        if check is not None:
+            # hidden target rows never match, and a row that is not matched by the source is
+            # acted on only when it passes the filter; both before any user expression runs
+            stmt.set("on", _guarded(check, stmt.args["on"]))
+            for w in clauses:
+                then = w.args.get("then")
+                if w.args.get("source"):
+                    cond = w.args.get("condition")
+                    w.set("condition", _guarded(check.copy(), cond))
+                if isinstance(then, exp.Update):
+                    self._with_check(then.expressions, check, access, alias)
+                elif isinstance(then, exp.Insert):
+                    self._merge_insert_check(then, check, access, alias)
+        target = _delta_table(info.location)
+        target.set("alias", exp.TableAlias(this=exp.to_identifier(alias)))
         stmt.set("this", target)
         planned.sql = self._generate(stmt, planned)
         planned.expected.add_target(info.location)
         return planned
+
+    def _with_check(self, assignments: list[exp.Expression], check: exp.Expression,
+                    access: TableAccess, alias: str | None) -> None:
+        """PostgreSQL's WITH CHECK for UPDATE: the new row must pass the writer's filters.
+
+        Each value is cast to its column's type (what is stored) and becomes
+        CASE WHEN <filter over the new row> THEN <value> ELSE raise_error(marker) END, so one
+        failing row fails the whole job and nothing is written."""
+        if not assignments or not (self.ps.filter_columns(access) & {
+                eq.this.name.lower() for eq in assignments}):
+            return  # the filter reads no assigned column: the new row passes as the old did
+        new: dict[str, exp.Expression] = {}
+        for eq in assignments:
+            col = access.table.column(eq.this.name)
+            if col is None:
+                raise LakegateError(f"column {eq.this.name} does not exist in "
+                                    f"{access.table.full_name}")
+            new[col.name.lower()] = exp.cast(exp.paren(eq.expression), sql_type(col.type_text))
+        passes = _substituted(check, new, alias)
+        for eq in assignments:
+            eq.set("expression", _checked(passes, new[eq.this.name.lower()]))
+
+    def _merge_insert_check(self, then: exp.Insert, check: exp.Expression,
+                            access: TableAccess, alias: str) -> None:
+        """MERGE's INSERT follows INSERT's rule: cast to the column types, check, store."""
+        cols, values = then.this, then.expression
+        if not isinstance(cols, exp.Tuple) or not isinstance(values, exp.Tuple) or \
+                len(cols.expressions) != len(values.expressions):
+            raise Refused("MERGE ... INSERT must name its columns and give one value each")
+        table = access.table
+        row = {c.name.lower(): exp.cast(exp.null(), sql_type(c.type_text))
+               for c in table.columns}
+        for c, v in zip(cols.expressions, values.expressions, strict=True):
+            col = table.column(c.name)
+            if col is None:
+                raise LakegateError(f"column {c.name} does not exist in {table.full_name}")
+            row[col.name.lower()] = exp.cast(exp.paren(v.copy()), sql_type(col.type_text))
+        passes = _substituted(check, row, alias)
+        values.set("expressions", [_checked(passes, row[table.column(c.name).name.lower()])
+                                   for c in cols.expressions])  # type: ignore[union-attr]
 
     # DDL --------------------------------------------------------------------------------
 
@@ -740,6 +782,47 @@ class Planner:
             planned.local_rows = sorted({(t.catalog,) for t in visible})
             planned.local_schema = "catalog string"
         return planned
+
+
+def _delta_table(location: str) -> exp.Table:
+    return exp.Table(this=exp.to_identifier(location, quoted=True), db=exp.to_identifier("delta"))
+
+
+def _guarded(check: exp.Expression, cond: exp.Expression | None) -> exp.Expression:
+    """`check AND (cond)`: the user's condition runs only on rows the filter lets through.
+
+    `check` is coalesce(filter, false), never NULL, so Spark's AND (interpreted and
+    generated code) skips its right side when it is false; Spark keeps conjunct order when
+    it splits and pushes predicates, and a CASE WHEN guard would be simplified into this
+    same AND (SimplifyConditionalsInPredicate) anyway. Delta's DELETE/UPDATE/MERGE only
+    wrap the whole condition (`NOT (c <=> true)`, join conditions), never reorder it."""
+    if cond is None:
+        return check
+    return exp.and_(check, exp.paren(cond), copy=False)
+
+
+def _substituted(check: exp.Expression, row: dict[str, exp.Expression],
+                 alias: str | None) -> exp.Expression:
+    """The filter check over a new row: each target column replaced by its new value."""
+    out = check.copy()
+    for col in list(out.find_all(exp.Column)):
+        if alias and col.table and col.table.lower() != alias.lower():
+            continue
+        value = row.get(col.name.lower())
+        if value is None:
+            continue
+        if any(isinstance(n, exp.Subquery | exp.Select) for n in value.walk()):
+            raise Refused("a value computed by a subquery may not be written to a column the "
+                          "writer's row filter reads")
+        col.replace(exp.paren(value.copy()))
+    return out
+
+
+def _checked(passes: exp.Expression, value: exp.Expression) -> exp.Expression:
+    """CASE WHEN <new row passes> THEN value ELSE raise_error(marker) END."""
+    fail = exp.Anonymous(this="raise_error",
+                         expressions=[exp.Literal.string(ROW_FILTER_VIOLATION)])
+    return exp.Case(ifs=[exp.If(this=passes.copy(), true=value)], default=fail)
 
 
 def masked_type(mask: str, type_text: str) -> str:

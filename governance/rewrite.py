@@ -24,13 +24,20 @@ from sqlglot import exp
 from catalog.model import TableInfo
 from governance.constructs import govern_expression
 from governance.errors import AccessDenied, Refused
-from governance.masks import mask_sql, quote_ident
+from governance.masks import mask_expr, quote_ident
 from governance.policy.enforcer import Identity, PolicyEnforcer, TableAccess
 from governance.resolve import TableRef
 
+# The relation inside a view body is always explicitly aliased, so nothing after it (WHERE
+# is not reserved with ANSI off) can be read as its alias; the mark is where the Delta
+# source is spliced in, and carries a per-process random token no policy text can know.
+VIEW_ALIAS = "__lg_v"
+SOURCE_MARK = "__lg_source_" + secrets.token_hex(8) + "__"
+
 
 def quote_path(location: str) -> str:
-    return "delta." + quote_ident(location)
+    return exp.Table(this=exp.to_identifier(location, quoted=True),
+                     db=exp.to_identifier("delta")).sql("spark")
 
 
 @dataclass
@@ -50,12 +57,20 @@ class Rewritten:
 
 
 class PolicySql:
-    """Per-enforcer cache of the SQL the policies contribute for a user and table."""
+    """Per-enforcer cache of what the policies contribute for a user and table.
+
+    Everything is kept as sqlglot trees; the one text cached is each view body, generated
+    from a tree whose relation is a nonce placeholder so that the Delta source (path, time
+    travel, sampling) is spliced in per statement. Filters are parenthesized nodes of the
+    tree, so no policy text (one word, a comment, a boolean column) can change the shape of
+    the statement around it.
+    """
 
     def __init__(self, enforcer: PolicyEnforcer) -> None:
         self.enforcer = enforcer
         self._parsed: dict[str, exp.Expression] = {}
-        self._views: dict[tuple[str, str], tuple[str, str]] = {}
+        self._views: dict[tuple[str, str], tuple[list[exp.Expression], exp.Expression | None]] = {}
+        self._bodies: dict[tuple[str, str], str] = {}
         self._lock = threading.Lock()
 
     def _expr(self, key: str, text: str) -> exp.Expression:
@@ -71,23 +86,25 @@ class PolicySql:
             self._parsed[key] = tree
         return tree
 
-    def governed_expr(self, key: str, text: str, ident: Identity) -> str:
+    def governed_expr(self, key: str, text: str, ident: Identity) -> exp.Expression:
         tree = self._expr(key, text).copy()
-        tree = govern_expression(tree, ident.user, ident.is_member, where=f"policy {key}")
-        return tree.sql("spark")
+        return govern_expression(tree, ident.user, ident.is_member, where=f"policy {key}")
 
-    def view(self, ident: Identity, access: TableAccess) -> tuple[str, str]:
-        """(projection, filter) SQL for this user on this table; filter may be ''."""
+    def view(self, ident: Identity, access: TableAccess,
+             ) -> tuple[list[exp.Expression], exp.Expression | None]:
+        """(projection, filter) trees for this user on this table; filter may be None.
+
+        Callers must copy before changing them: they are shared through the cache."""
         key = (ident.user, access.table.full_name)
         hit = self._views.get(key)
         if hit is not None:
             return hit
-        proj: list[str] = []
+        proj: list[exp.Expression] = []
         table = access.table
         for name in access.visible_columns:
             applied = access.masks.get(name.lower())
             if applied is None:
-                proj.append(quote_ident(name))
+                proj.append(exp.column(name, quoted=True))
                 continue
             m = applied.mask
             col = table.column(name)
@@ -97,19 +114,40 @@ class PolicySql:
                     f"{m.id}:{name}", (m.expression or "").replace("{col}", quote_ident(name)),
                     ident,
                 )
-            proj.append(f"{mask_sql(m.mask, name, col.type_text if col else 'string', custom)}"
-                        f" AS {quote_ident(name)}")
+            proj.append(exp.alias_(mask_expr(m.mask, name, col.type_text if col else "string",
+                                             custom), name, quoted=True))
         permissive = [f for f in access.row_filters if f.kind == "permissive"]
         restrictive = [f for f in access.row_filters if f.kind == "restrictive"]
-        parts: list[str] = []
+        parts: list[exp.Expression] = []
         if permissive:
-            parts.append("(" + " OR ".join(
-                f"({self.governed_expr(f.id, f.where, ident)})" for f in permissive) + ")")
-        parts += [f"({self.governed_expr(f.id, f.where, ident)})" for f in restrictive]
-        out = (", ".join(proj), " AND ".join(parts))
+            parts.append(exp.paren(exp.or_(*(exp.paren(self.governed_expr(f.id, f.where, ident))
+                                             for f in permissive), copy=False), copy=False))
+        parts += [exp.paren(self.governed_expr(f.id, f.where, ident), copy=False)
+                  for f in restrictive]
+        where = exp.and_(*parts, copy=False) if parts else None
+        out = (proj, where)
         with self._lock:
             self._views[key] = out
         return out
+
+    def body(self, ident: Identity, access: TableAccess) -> str:
+        """The view body's SQL with SOURCE_MARK where the Delta relation goes."""
+        key = (ident.user, access.table.full_name)
+        hit = self._bodies.get(key)
+        if hit is not None:
+            return hit
+        proj, where = self.view(ident, access)
+        select = exp.Select(expressions=[p.copy() for p in proj]).from_(
+            exp.Table(this=exp.to_identifier(SOURCE_MARK),
+                      alias=exp.TableAlias(this=exp.to_identifier(VIEW_ALIAS))), copy=False)
+        if where is not None:
+            select.set("where", exp.Where(this=where.copy()))
+        text = select.sql("spark", normalize_functions=False)  # masks keep their names
+        if text.count(SOURCE_MARK) != 1:
+            raise Refused("internal: governed view source placeholder lost in rewriting")
+        with self._lock:
+            self._bodies[key] = text
+        return text
 
     def filter_columns(self, access: TableAccess) -> set[str]:
         """Lower-case names of the columns the row filters on this access read."""
@@ -118,10 +156,19 @@ class PolicySql:
             cols.update(c.name.lower() for c in self._expr(f.id, f.where).find_all(exp.Column))
         return cols
 
-    def filter_check(self, ident: Identity, access: TableAccess) -> str:
-        """The row-filter predicate with NULL counted as failing, for checking written rows."""
+    def filter_check(self, ident: Identity, access: TableAccess,
+                     alias: str | None = None) -> exp.Expression | None:
+        """The row filter as `coalesce(filter, false)`: NULL fails, and the result is never
+        NULL, so an AND with it on the left short-circuits. Columns are qualified by `alias`."""
         _, where = self.view(ident, access)
-        return f"coalesce({where}, false)" if where else ""
+        if where is None:
+            return None
+        filt = where.copy()
+        if alias:
+            for col in filt.find_all(exp.Column):
+                if not col.table:
+                    col.set("table", exp.to_identifier(alias))
+        return exp.func("coalesce", filt, exp.false())
 
 
 def view_sql(
@@ -129,7 +176,6 @@ def view_sql(
     source: str | None = None,
 ) -> str:
     """The governed view's body; `source` replaces the Delta path for derived tables."""
-    proj, where = ps.view(ident, access)
     if source is not None:
         if node is not None and (node.args.get("version") or node.args.get("sample")):
             raise Refused(f"time travel and sampling are not available on "
@@ -144,14 +190,14 @@ def view_sql(
         if sample is not None:
             # A fixed seed per statement: random sampling stays random between statements,
             # while the verifier's separate analysis of this view draws the same rows.
-            # (sqlglot writes the seed as SEED (n), which Spark does not parse.)
+            # (sqlglot writes the seed as SEED (n) and puts TABLESAMPLE before VERSION AS
+            # OF, neither of which Spark parses, so these two clauses are joined here.)
             sample = sample.copy()
             seed = sample.args.get("seed")
             sample.set("seed", None)
             seed_sql = seed.sql("spark") if seed is not None else str(secrets.randbelow(2**31))
             source += f" {sample.sql('spark')} REPEATABLE ({seed_sql})"
-    sql = f"SELECT {proj} FROM {source}"
-    return f"{sql} WHERE {where}" if where else sql
+    return ps.body(ident, access).replace(SOURCE_MARK, source, 1)
 
 
 def replace_reads(

@@ -128,7 +128,8 @@ def check_filter_expression(where: str, groups: Iterable[str] = ()) -> list[Issu
         return issues
     issues += _walk(tree, "filter", set(groups))
     if not issues:
-        kind = _result_type(tree)
+        # arithmetic over columns of unknown type is typed UNKNOWN, but it is never boolean
+        kind = "arithmetic" if isinstance(tree, _ARITHMETIC) else _result_type(tree)
         if kind is not None and kind not in _BOOLEAN_OK:
             issues.append(
                 (
@@ -169,6 +170,8 @@ def check_mask_expression(expression: str, groups: Iterable[str] = ()) -> list[I
 # --------------------------------------------------------------------------- expressions
 
 _BOOLEAN_OK = {"BOOLEAN", "UNKNOWN", "NULL"}
+_ARITHMETIC = (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.IntDiv, exp.Mod, exp.Neg, exp.DPipe,
+               exp.BitwiseAnd, exp.BitwiseOr, exp.BitwiseXor, exp.BitwiseNot)
 
 
 def _short(text: str, limit: int = 60) -> str:

@@ -66,7 +66,7 @@ def test_explain_prints_the_rewritten_sql(cli, lakehouse):
     assert run.returncode == 0, run.stderr
     assert run.stdout == (
         "SELECT id FROM (SELECT `id`, `customer_id`, `region`, `amount`, `order_date`, "
-        f"`is_test` FROM delta.`{location}` WHERE ((region = 'EMEA')) AND (NOT is_test)) "
+        f"`is_test` FROM delta.`{location}` AS __lg_v WHERE ((region = 'EMEA')) AND (NOT is_test)) "
         "AS orders\n")
 
 

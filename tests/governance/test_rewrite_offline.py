@@ -29,9 +29,9 @@ HASH_PHONE = "sha2(CAST(`phone` AS STRING), 256) AS `phone`"
 LAST4_PHONE = ("concat(repeat('*', greatest(length(CAST(`phone` AS STRING)) - 4, 0)), "
                "right(CAST(`phone` AS STRING), 4)) AS `phone`")
 # what alice (analyst) reads in place of each table
-ALICE_ORDERS = f"(SELECT {ORDERS_COLS} FROM {ORDERS_LOC} WHERE (NOT is_test))"
+ALICE_ORDERS = f"(SELECT {ORDERS_COLS} FROM {ORDERS_LOC} AS __lg_v WHERE (NOT is_test))"
 ALICE_CUSTOMERS = (f"(SELECT `id`, `name`, {HASH_EMAIL}, {HASH_PHONE}, `country` "
-                   f"FROM {CUSTOMERS_LOC})")
+                   f"FROM {CUSTOMERS_LOC} AS __lg_v)")
 NO_TABLE = [{"cmd": "select", "src": None, "dst": None}]
 
 
@@ -405,7 +405,7 @@ def test_identity_functions_are_resolved_inside_a_governed_query(planner):
     planned = plan(planner, "carol", "SELECT id FROM main.sales.orders "
                    "WHERE current_user() = 'carol' AND is_member('analysts')")
     assert planned.sql == (
-        f"SELECT id FROM (SELECT {ORDERS_COLS} FROM {ORDERS_LOC} "
+        f"SELECT id FROM (SELECT {ORDERS_COLS} FROM {ORDERS_LOC} AS __lg_v "
         "WHERE ((region = 'EMEA')) AND (NOT is_test)) AS orders "
         "WHERE 'carol' = 'carol' AND TRUE")
 
@@ -480,17 +480,17 @@ def test_naming_a_denied_column_is_access_denied_naming_the_column(
 
 @pytest.mark.parametrize(("user", "sql", "view"), [
     ("bob", "SELECT * FROM main.sales.customers",
-     f"(SELECT `id`, `name`, {HASH_EMAIL}, `country` FROM {CUSTOMERS_LOC}) AS customers"),
+     f"(SELECT `id`, `name`, {HASH_EMAIL}, `country` FROM {CUSTOMERS_LOC} AS __lg_v) AS customers"),
     ("bob", "SELECT c.* FROM main.sales.customers c",
-     f"(SELECT `id`, `name`, {HASH_EMAIL}, `country` FROM {CUSTOMERS_LOC}) AS c"),
+     f"(SELECT `id`, `name`, {HASH_EMAIL}, `country` FROM {CUSTOMERS_LOC} AS __lg_v) AS c"),
     ("alice", "SELECT * FROM main.sales.customers", f"{ALICE_CUSTOMERS} AS customers"),
     ("alice", "SELECT * FROM main.hr.employees",
      "(SELECT `id`, `name`, `department`, trunc(`birth_date`, 'year') AS `birth_date` "
-     "FROM delta.`/wh/main/hr/employees`) AS employees"),
+     "FROM delta.`/wh/main/hr/employees` AS __lg_v) AS employees"),
     ("harriet", "SELECT * FROM main.hr.employees",
      "(SELECT `id`, `name`, `department`, `salary`, "
      "sha2(CAST(`birth_date` AS STRING), 256) AS `birth_date` "
-     "FROM delta.`/wh/main/hr/employees`) AS employees"),
+     "FROM delta.`/wh/main/hr/employees` AS __lg_v) AS employees"),
 ])
 def test_select_star_leaves_denied_columns_out(planner, user, sql, view):
     planned = plan(planner, user, sql)
@@ -531,7 +531,7 @@ def test_mask_of_higher_priority_wins_and_the_lower_one_applies_to_everyone_else
 ])
 def test_row_filters_combine_as_any_permissive_and_all_restrictive(custom_planner, user, where):
     planned = plan(custom_planner, user, "SELECT id FROM main.sales.orders")
-    assert planned.sql == (f"SELECT id FROM (SELECT {ORDERS_COLS} FROM {ORDERS_LOC} "
+    assert planned.sql == (f"SELECT id FROM (SELECT {ORDERS_COLS} FROM {ORDERS_LOC} AS __lg_v "
                            f"WHERE {where}) AS orders")
 
 
@@ -546,7 +546,7 @@ def test_row_filters_apply_only_to_the_principals_they_name(planner, user, where
     planned = plan(planner, user, "SELECT id FROM main.sales.orders")
     suffix = f" WHERE {where}" if where else ""
     assert planned.sql == (
-        f"SELECT id FROM (SELECT {ORDERS_COLS} FROM {ORDERS_LOC}{suffix}) AS orders")
+        f"SELECT id FROM (SELECT {ORDERS_COLS} FROM {ORDERS_LOC} AS __lg_v{suffix}) AS orders")
 
 
 @pytest.mark.parametrize(("user", "where"), [
@@ -556,14 +556,14 @@ def test_row_filters_apply_only_to_the_principals_they_name(planner, user, where
 ])
 def test_identity_functions_in_filters_are_resolved_for_the_user(custom_planner, user, where):
     planned = plan(custom_planner, user, "SELECT id FROM main.sales.customers")
-    assert planned.sql.endswith(f"FROM {CUSTOMERS_LOC} WHERE {where}) AS customers")
+    assert planned.sql.endswith(f"FROM {CUSTOMERS_LOC} AS __lg_v WHERE {where}) AS customers")
 
 
 def test_filters_are_on_real_values_inside_the_view_masks_outside(planner):
     planned = plan(planner, "carol", "SELECT id FROM main.sales.customers WHERE country = 'DE'")
     assert planned.sql == (
         f"SELECT id FROM (SELECT `id`, `name`, {HASH_EMAIL}, {LAST4_PHONE}, `country` "
-        f"FROM {CUSTOMERS_LOC} WHERE ((country IN ('DE', 'FR', 'UK')))) AS customers "
+        f"FROM {CUSTOMERS_LOC} AS __lg_v WHERE ((country IN ('DE', 'FR', 'UK')))) AS customers "
         "WHERE country = 'DE'")
 
 
@@ -572,16 +572,16 @@ def test_filters_are_on_real_values_inside_the_view_masks_outside(planner):
 @pytest.mark.parametrize(("sql", "expected"), [
     ("SELECT id FROM main.sales.orders VERSION AS OF 1",
      f"SELECT id FROM (SELECT {ORDERS_COLS} FROM {ORDERS_LOC} VERSION AS OF 1 "
-     "WHERE (NOT is_test)) AS orders"),
+     "AS __lg_v WHERE (NOT is_test)) AS orders"),
     ("SELECT o.id FROM main.sales.orders VERSION AS OF 3 AS o",
      f"SELECT o.id FROM (SELECT {ORDERS_COLS} FROM {ORDERS_LOC} VERSION AS OF 3 "
-     "WHERE (NOT is_test)) AS o"),
+     "AS __lg_v WHERE (NOT is_test)) AS o"),
     ("SELECT id FROM main.sales.orders TIMESTAMP AS OF '2026-01-01 00:00:00'",
      f"SELECT id FROM (SELECT {ORDERS_COLS} FROM {ORDERS_LOC} "
-     "TIMESTAMP AS OF '2026-01-01 00:00:00' WHERE (NOT is_test)) AS orders"),
+     "TIMESTAMP AS OF '2026-01-01 00:00:00' AS __lg_v WHERE (NOT is_test)) AS orders"),
     ("SELECT email FROM main.sales.customers VERSION AS OF 1",
      f"SELECT email FROM (SELECT `id`, `name`, {HASH_EMAIL}, {HASH_PHONE}, `country` "
-     f"FROM {CUSTOMERS_LOC} VERSION AS OF 1) AS customers"),
+     f"FROM {CUSTOMERS_LOC} VERSION AS OF 1 AS __lg_v) AS customers"),
 ])
 def test_time_travel_stays_on_the_inner_table_under_todays_policies(planner, sql, expected):
     assert plan(planner, "alice", sql).sql == expected
