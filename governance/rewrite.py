@@ -90,6 +90,14 @@ class PolicySql:
         tree = self._expr(key, text).copy()
         return govern_expression(tree, ident.user, ident.is_member, where=f"policy {key}")
 
+    def filter_expr(self, key: str, text: str, ident: Identity) -> exp.Expression:
+        """A row filter's tree; a bare NULL is typed BOOLEAN (Spark rejects a VOID filter),
+        and like any filter that evaluates to NULL it lets no row through."""
+        tree = self.governed_expr(key, text, ident)
+        if isinstance(tree.unnest(), exp.Null):
+            return exp.cast(exp.null(), exp.DataType.build("boolean"))
+        return tree
+
     def view(self, ident: Identity, access: TableAccess,
              ) -> tuple[list[exp.Expression], exp.Expression | None]:
         """(projection, filter) trees for this user on this table; filter may be None.
@@ -120,9 +128,9 @@ class PolicySql:
         restrictive = [f for f in access.row_filters if f.kind == "restrictive"]
         parts: list[exp.Expression] = []
         if permissive:
-            parts.append(exp.paren(exp.or_(*(exp.paren(self.governed_expr(f.id, f.where, ident))
+            parts.append(exp.paren(exp.or_(*(exp.paren(self.filter_expr(f.id, f.where, ident))
                                              for f in permissive), copy=False), copy=False))
-        parts += [exp.paren(self.governed_expr(f.id, f.where, ident), copy=False)
+        parts += [exp.paren(self.filter_expr(f.id, f.where, ident), copy=False)
                   for f in restrictive]
         where = exp.and_(*parts, copy=False) if parts else None
         out = (proj, where)
