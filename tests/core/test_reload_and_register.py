@@ -47,9 +47,9 @@ def _write_policy(lg: Lakegate, text: str) -> None:
 
 def _settled_reload(lg: Lakegate) -> None:
     """A changed directory is loaded once it stayed unchanged for the settle interval."""
-    _settled_reload(lg)
+    lg.maybe_reload(min_interval=0)
     time.sleep(lg.config.policies_settle + 0.05)
-    _settled_reload(lg)
+    lg.maybe_reload(min_interval=0)
 
 
 def _reload_lines(lg: Lakegate) -> list[str]:
