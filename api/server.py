@@ -27,7 +27,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from api.app import create_app
     from governance.session import Lakegate
 
-    lg = Lakegate.open(Path(args.config))  # Spark starts only with the first SQL statement
+    # Spark starts only with the first SQL statement; full Spark errors go to the server log
+    config = Path(args.config)
+    lg = Lakegate.open(config, error_log=config.resolve().parent / "lakegate-server.log")
     cfg = lg.config.api
     host = args.host or cfg.host
     port = args.port if args.port is not None else cfg.port

@@ -28,6 +28,7 @@ from api.errors import ApiError, responses
 from api.models import StatementRequest, StatementResult
 from audit import statement_hash
 from governance.errors import AccessDenied, AuditUnavailable, LakegateError, SqlParseError
+from governance.session import StatementFailed, failure_message
 
 router = APIRouter(tags=["Lakegate: SQL"])
 _pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lakegate-stmt")
@@ -82,7 +83,11 @@ async def execute_statement(request: Request, body: StatementRequest,
             session = lg.session(caller.user, auth="TOKEN", proto="rest", ip=rec.ip,
                                  caller_context=rec.caller_context or f"rest:{rec.request_id}")
             df = session.sql(body.statement)
-            rows = df.limit(limit + 1).collect()
+            try:
+                rows = df.limit(limit + 1).collect()
+            except Exception as e:  # may quote values: class + the audit line's query id
+                raise StatementFailed(
+                    failure_message(e, session.last_query_id or "", caller.user)) from None
             fields = df.schema.fields
         finally:
             sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]

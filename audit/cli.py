@@ -52,6 +52,7 @@ def _cmd_query(args: argparse.Namespace) -> int:
         since=since,
         until=until,
         limit=args.limit,
+        pending=args.pending,
     )
     print(format_json(result.records) if args.format == "json" else format_table(result.records))
     if result.skipped:
@@ -88,6 +89,8 @@ def register(parser: argparse.ArgumentParser) -> None:
     search.add_argument("--table", help="table read or written (src or dst)")
     search.add_argument("--cmd", help="command, e.g. select, refused, policyReload")
     search.add_argument("--denied", action="store_true", help="only denied/refused accesses")
+    search.add_argument("--pending", action="store_true",
+                        help="only intents of effects with no outcome on record")
     search.add_argument("--since", help="ISO-8601 time (inclusive, UTC unless zoned)")
     search.add_argument("--until", help="ISO-8601 time (exclusive)")
     search.add_argument("--limit", type=_positive, help="keep only the newest N matches")

@@ -51,6 +51,14 @@ KEYS: tuple[str, ...] = (
     "prevHash",
     "hash",
 )
+#: Keys this project adds to the v1 contract (extends shared/spec/audit-format.md, see
+#: audit/README.md): written by every current writer between ``durationMs`` and ``writer``, so
+#: the tamper-evidence keys stay last. Lines without them (older writers) still parse.
+EXTENSION_KEYS: tuple[str, ...] = ("policyVersion", "phase")
+_AT = KEYS.index("writer")
+#: The key order of a line written by the current writer.
+KEYS_EXT: tuple[str, ...] = KEYS[:_AT] + EXTENSION_KEYS + KEYS[_AT:]
+LAYOUTS: tuple[tuple[str, ...], ...] = (KEYS_EXT, KEYS)
 HASH_SEPARATOR = "\thash="
 HASH_HEX_LEN = 64
 _HASH_RE = re.compile(r"[0-9a-f]{64}")
@@ -170,10 +178,11 @@ def parse_complete(text: str) -> tuple[dict[str, str], ChainLink] | None:
     if split is None:
         return None
     prefix, fields = split
-    if len(fields) != len(KEYS) or not _valid_prefix(prefix):
+    layout = next((keys for keys in LAYOUTS if len(keys) == len(fields)), None)
+    if layout is None or not _valid_prefix(prefix):
         return None
     values: dict[str, str] = {}
-    for (key, value), expected in zip(fields, KEYS, strict=True):
+    for (key, value), expected in zip(fields, layout, strict=True):
         if key != expected or value == "":
             return None
         values[key] = value
@@ -215,11 +224,20 @@ def partial_line_fields(text: str) -> dict[str, str] | None:
     if not rest.startswith(_HEAD):
         return None
     parts = rest[len(_HEAD) :].split("\t")
-    if len(parts) > len(KEYS):
+    for keys in LAYOUTS:
+        whole = _partial_fields(parts, keys)
+        if whole is not None:
+            return whole
+    return None
+
+
+def _partial_fields(parts: list[str], keys: tuple[str, ...]) -> dict[str, str] | None:
+    """The whole fields of a cut line's ``parts`` if they follow the key order ``keys``."""
+    if len(parts) > len(keys):
         return None
     whole: dict[str, str] = {}
     for index, part in enumerate(parts):
-        key = KEYS[index]
+        key = keys[index]
         if index < len(parts) - 1:
             if not part.startswith(key + "=") or len(part) == len(key) + 1:
                 return None
@@ -258,6 +276,8 @@ class AuditRecord:
     policies: tuple[str, ...]
     reason: str | None
     duration_ms: int | None
+    policy_version: str | None
+    phase: str | None
     writer: str
     seq: int
     prev_hash: str | None
@@ -288,6 +308,8 @@ class AuditRecord:
             "policies": list(self.policies),
             "reason": self.reason,
             "durationMs": self.duration_ms,
+            "policyVersion": self.policy_version,
+            "phase": self.phase,
             "writer": self.writer,
             "seq": self.seq,
             "prevHash": self.prev_hash,
@@ -337,6 +359,8 @@ def to_record(values: dict[str, str], link: ChainLink, file: str, line: int) -> 
         policies=unescape_list(values["policies"]),
         reason=text("reason"),
         duration_ms=int(duration) if duration.lstrip("-").isdigit() else None,
+        policy_version=unescape_value(values.get("policyVersion", NULL_TOKEN)),
+        phase=unescape_value(values.get("phase", NULL_TOKEN)),
         writer=text("writer") or "",
         seq=link.seq,
         prev_hash=link.prev_hash,

@@ -95,6 +95,11 @@ class AuditEvent:
     policies: Sequence[str] = ()
     reason: str | None = None
     duration_ms: int | None = None
+    #: which policy set decided (``sha256:<hex>`` or ``git:<commit>``); extension key
+    policy_version: str | None = None
+    #: ``intent`` (before a statement with an effect runs), ``outcome`` (after it), or None
+    #: for a record that is both at once (reads, refusals); extension key
+    phase: str | None = None
     ts: datetime | None = None
     event_id: str | None = None
 
@@ -112,6 +117,14 @@ class AuditEvent:
 
 def _bool(value: bool) -> str:
     return "true" if value else "false"
+
+
+def _extension(event: AuditEvent) -> str:
+    """The extension keys, only when one is set: such a line is exactly a v1 line otherwise."""
+    if event.policy_version is None and event.phase is None:
+        return ""
+    version, phase = escape_value(event.policy_version), escape_value(event.phase)
+    return f"\tpolicyVersion={version}\tphase={phase}"
 
 
 def render_unhashed(
@@ -141,6 +154,7 @@ def render_unhashed(
         f"\tpolicies={escape_list(tuple(event.policies))}"
         f"\treason={escape_value(event.reason)}"
         f"\tdurationMs={duration}"
+        f"{_extension(event)}"
         f"\twriter={writer_field}"
         f"\tseq={seq}"
         f"\tprevHash={prev_hash or 'null'}"

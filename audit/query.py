@@ -71,11 +71,18 @@ def query(
     since: datetime | None = None,
     until: datetime | None = None,
     limit: int | None = None,
+    pending: bool = False,
 ) -> QueryResult:
     """Filter records; ``since`` is inclusive, ``until`` exclusive; ``limit`` keeps the newest.
 
     ``user`` matches the acting user exactly; ``table`` matches ``src`` or ``dst``.
+    ``pending`` keeps only ``phase=intent`` records that no later ``phase=outcome`` record of
+    the same query and table closes: effects whose result is not on record (a crash, or an
+    outcome that could not be written).
     """
+    if pending:
+        return _pending(directory, user=user, table=table, cmd=cmd, denied=denied,
+                        since=since, until=until, limit=limit)
     since_utc = to_utc(since) if since is not None else None
     until_utc = to_utc(until) if until is not None else None
     kept: deque[AuditRecord] = deque(maxlen=limit if limit and limit > 0 else None)
@@ -101,6 +108,25 @@ def query(
             continue
         kept.append(record)
     return QueryResult(list(kept), scanned, skipped)
+
+
+def _effect_key(record: AuditRecord) -> tuple[str | None, str | None, str | None, str]:
+    return record.query_id, record.src, record.dst, record.cmd
+
+
+def _pending(directory: str | Path, *, limit: int | None, **filters: object) -> QueryResult:
+    """Intents without an outcome, filtered like :func:`query`, oldest first."""
+    result = query(directory, **filters)  # type: ignore[arg-type]
+    open_: dict[tuple[str | None, str | None, str | None, str], AuditRecord] = {}
+    for record in result.records:
+        if record.phase == "intent":
+            open_[_effect_key(record)] = record
+        elif record.phase == "outcome":
+            open_.pop(_effect_key(record), None)
+    kept = list(open_.values())
+    if limit and limit > 0:
+        kept = kept[-limit:]
+    return QueryResult(kept, result.scanned, result.skipped)
 
 
 def format_json(records: list[AuditRecord]) -> str:

@@ -25,7 +25,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from audit.format import KEYS
+from audit.format import KEYS_EXT
 from audit.handler import log_files
 
 _UNESCAPER = "org.apache.commons.text.StringEscapeUtils"
@@ -55,6 +55,8 @@ AUDIT_SCHEMA = StructType(
         StructField("policies", ArrayType(StringType())),
         StructField("reason", StringType()),
         StructField("durationMs", LongType()),
+        StructField("policyVersion", StringType()),
+        StructField("phase", StringType()),
         StructField("writer", StringType()),
         StructField("seq", LongType()),
         StructField("prevHash", StringType()),
@@ -115,7 +117,7 @@ def _masks(raw: Column) -> Column:
     )
 
 
-_RAW_KEYS = tuple(k for k in KEYS if k != "perm")
+_RAW_KEYS = tuple(k for k in KEYS_EXT if k != "perm")
 
 
 def _field(body: Column, key: str) -> Column:
@@ -165,6 +167,8 @@ def audit_dataframe(spark: SparkSession, directory: str | Path) -> DataFrame:
         _list(c("policies")).alias("policies"),
         _text(c("reason")).alias("reason"),
         _long(c("durationMs")).alias("durationMs"),
+        _text(c("policyVersion")).alias("policyVersion"),
+        _text(c("phase")).alias("phase"),
         _text(c("writer")).alias("writer"),
         _long(c("seq")).alias("seq"),
         _nullable(c("prevHash")).alias("prevHash"),

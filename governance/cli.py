@@ -20,12 +20,15 @@ def _config_path(args: argparse.Namespace) -> Path:
 
 
 def _open(args: argparse.Namespace) -> Any:
-    """Spark's own console output goes to a log beside the config, keeping stdout for
-    results and stderr for one-line errors."""
+    """Spark's own console output and full Spark error texts go to logs beside the config
+    (lakegate-spark.log, lakegate-server.log), keeping stdout for results and stderr for
+    one-line errors that carry no data."""
     from governance.session import Lakegate
 
     path = _config_path(args)
-    return Lakegate.open(path, spark_log=path.resolve().parent / "lakegate-spark.log")
+    here = path.resolve().parent
+    return Lakegate.open(path, spark_log=here / "lakegate-spark.log",
+                         error_log=here / "lakegate-server.log")
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

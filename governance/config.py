@@ -11,7 +11,8 @@ import yaml
 from governance.errors import ConfigError
 
 _KEYS = {"warehouse", "catalog", "policies", "audit", "spark", "default_catalog",
-         "default_schema", "verify_plans", "audit_max_bytes", "audit_backup_count", "api"}
+         "default_schema", "verify_plans", "audit_max_bytes", "audit_backup_count", "api",
+         "policies_ref", "policies_settle"}
 _API_KEYS = {"tokens", "secret", "secret_env", "row_limit", "timeout", "products", "host",
              "port"}
 
@@ -51,6 +52,8 @@ class Config:
     verify_plans: bool = True
     audit_max_bytes: int = 64 * 1024 * 1024
     audit_backup_count: int = 20
+    policies_ref: str | None = None  # load the policies from this git ref's committed tree
+    policies_settle: float = 1.0  # seconds a changed policy dir must stay unchanged
     path: Path | None = None
     api: ApiConfig = field(default_factory=ApiConfig)
 
@@ -118,6 +121,8 @@ class Config:
             verify_plans=bool(raw.get("verify_plans", True)),
             audit_max_bytes=int(raw.get("audit_max_bytes", 64 * 1024 * 1024)),
             audit_backup_count=int(raw.get("audit_backup_count", 20)),
+            policies_ref=str(raw["policies_ref"]) if raw.get("policies_ref") else None,
+            policies_settle=float(raw.get("policies_settle", 1.0)),
             path=p,
             api=_api_config(p, raw.get("api"), rel_to=base),
         )

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import getpass
 import json
+import logging
 import re
 import shutil
+import subprocess
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,7 +31,8 @@ from governance.config import Config
 from governance.errors import AccessDenied, AuditUnavailable, LakegateError
 from governance.plan import ROW_FILTER_VIOLATION, Planned, Planner
 from governance.policy.enforcer import PolicyEnforcer
-from governance.policy.loader import load_policy_dir
+from governance.policy.loader import is_policy_file, load_policy_dir, load_policy_text
+from governance.policy.model import PolicySet
 from governance.resolve import Namespace
 from governance.rewrite import PolicySql
 from governance.verify import verify_plan
@@ -39,26 +43,145 @@ if TYPE_CHECKING:
 from audit import AuditEvent, AuditLog, AuditWriteError, statement_hash
 
 AUDIT_TABLE = "system.access.audit"
+#: Full Spark error texts go here, never to the caller: the CLI and the REST server route it
+#: to `lakegate-server.log` beside the config (see `route_error_log`).
+ERROR_LOG = logging.getLogger("lakegate.errors")
+#: Statement kinds that change nothing: everything else gets an intent record before it runs.
+READ_ONLY_CMDS = frozenset({"select", "describe", "show", "use"})
+#: Analysis errors whose message names only the statement's own identifiers (never a value
+#: read from a table), so the caller may read them. An allow-list by error class: any other
+#: class, and every error raised while running, is reported as class + query id only.
+READABLE_ANALYSIS_ERRORS = frozenset({
+    "PARSE_SYNTAX_ERROR",
+    "PARSE_EMPTY_STATEMENT",
+    "UNRESOLVED_COLUMN.WITH_SUGGESTION",
+    "UNRESOLVED_COLUMN.WITHOUT_SUGGESTION",
+    "UNRESOLVED_FIELD.WITH_SUGGESTION",
+    "UNRESOLVED_FIELD.WITHOUT_SUGGESTION",
+    "UNRESOLVED_ROUTINE",
+    "TABLE_OR_VIEW_NOT_FOUND",
+    "AMBIGUOUS_REFERENCE",
+    "WRONG_NUM_ARGS.WITHOUT_SUGGESTION",
+    "MISSING_AGGREGATION",
+    "MISSING_GROUP_BY",
+})
 
 
 class StatementFailed(LakegateError):
-    """Spark could not run an allowed statement; the message is Spark's first line."""
+    """Spark could not run an allowed statement: its error class and query id, or (for an
+    allow-listed analysis error) Spark's first line."""
+
+
+def route_error_log(path: Path) -> None:
+    """Send `lakegate.errors` to `path` only (never to the caller's stdout/stderr)."""
+    target = str(path.resolve())
+    if any(isinstance(h, logging.FileHandler) and h.baseFilename == target
+           for h in ERROR_LOG.handlers):
+        return
+    handler = logging.FileHandler(target, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    ERROR_LOG.addHandler(handler)
+    ERROR_LOG.propagate = False
+    if ERROR_LOG.level == logging.NOTSET:
+        ERROR_LOG.setLevel(logging.INFO)
+
+
+def error_class(e: BaseException) -> str:
+    """Spark's error class of `e` or of the first JVM cause that has one (a failed job wraps
+    the task's error), else the exception's type name. Never derived from message text."""
+    get = getattr(e, "getErrorClass", None)
+    try:
+        cls = get() if callable(get) else None
+    except Exception:
+        cls = None
+    if cls:
+        return str(cls)
+    j = getattr(e, "_origin", None) or getattr(e, "java_exception", None)
+    for _ in range(16):  # a cause chain is short; bound it anyway
+        if j is None:
+            break
+        try:
+            cls = j.getErrorClass()
+        except Exception:
+            cls = None
+        if cls:
+            return str(cls)
+        try:
+            j = j.getCause()
+        except Exception:
+            break
+    return type(e).__name__
+
+
+def failure_message(e: BaseException, query_id: str, user: str) -> str:
+    """The caller's line for a failed run: class + query id; the full text to the server log."""
+    cls = error_class(e)
+    ERROR_LOG.error("query %s (user %s) failed [%s]: %s", query_id, user, cls,
+                    getattr(e, "desc", None) or e)
+    return f"statement failed: [{cls}] (query {query_id})"
+
+
+def governed_frame(df: DataFrame, query_id: str, user: str) -> DataFrame:
+    """`df` whose actions report failures as class + query id (see GovernedDataFrame)."""
+    df.__class__ = _governed_class()
+    df._lg_query_id, df._lg_user = query_id, user  # type: ignore[attr-defined]
+    return df
+
+
+_GOVERNED: list[type] = []
+_ACTIONS = ("collect", "take", "head", "first", "tail", "count", "show", "toPandas",
+            "toLocalIterator", "foreach", "foreachPartition")
+
+
+def _governed_class() -> type:
+    """Built on first use so that importing the session does not import pyspark."""
+    if _GOVERNED:
+        return _GOVERNED[0]
+    from pyspark.sql import DataFrame as _DataFrame
+
+    def wrap(name: str) -> Callable[..., Any]:
+        base = getattr(_DataFrame, name)
+
+        def action(self: Any, *args: Any, **kw: Any) -> Any:
+            try:
+                return base(self, *args, **kw)
+            except LakegateError:
+                raise
+            except Exception as e:
+                raise StatementFailed(
+                    failure_message(e, self._lg_query_id, self._lg_user)) from None
+        action.__name__ = name
+        action.__doc__ = base.__doc__
+        return action
+
+    cls = type("GovernedDataFrame", (_DataFrame,), {
+        "__doc__": "A governed statement's result: an error while producing rows (which may "
+                   "quote values) reaches the caller as its error class and query id only. "
+                   "Frames derived from it (df.limit(...), df.select(...)) are plain "
+                   "DataFrames again.",
+        **{name: wrap(name) for name in _ACTIONS}})
+    _GOVERNED.append(cls)
+    return cls
 
 
 @dataclass
 class _PolicyState:
     enforcer: PolicyEnforcer
     sql: PolicySql
-    stamp: tuple  # file names, sizes and mtimes it was built from
+    stamp: tuple  # file names, sizes and mtimes it was built from (git mode: the commit)
+    version: str  # the policyVersion audit key: sha256:<content hash> or git:<commit>
 
 
 class Lakegate:
     """One governed lakehouse: Spark, the catalog, the policies in force, the audit log."""
 
     def __init__(self, config: Config, spark: SparkSession | None = None, *,
-                 spark_log: Path | None = None) -> None:
-        """`spark_log`: send the embedded JVM's console output there (the CLI does)."""
+                 spark_log: Path | None = None, error_log: Path | None = None) -> None:
+        """`spark_log`: send the embedded JVM's console output there (the CLI does);
+        `error_log`: the server-side log of full Spark error texts (`lakegate.errors`)."""
         self.config = config
+        if error_log is not None:
+            route_error_log(error_log)
         self._spark = spark
         self._spark_log = spark_log
         self.catalog = Catalog(open_store(config.catalog), config.warehouse)
@@ -66,6 +189,7 @@ class Lakegate:
                               backup_count=config.audit_backup_count)
         self._reload_lock = threading.Lock()
         self._last_check = 0.0
+        self._seen: tuple[tuple, float] | None = None  # a changed stamp and when first seen
         self._policy: _PolicyState | None = None
         self.reload_policies(initial=True)
         # The audit log as the governed table system.access.audit, read through a temp view
@@ -76,7 +200,8 @@ class Lakegate:
 
     @classmethod
     def open(cls, config: str | Path | Config | None = None, *,
-             spark: SparkSession | None = None, spark_log: Path | None = None) -> Lakegate:
+             spark: SparkSession | None = None, spark_log: Path | None = None,
+             error_log: Path | None = None) -> Lakegate:
         if config is None:
             cfg = Config.load("lakegate.yaml") if Path("lakegate.yaml").is_file() \
                 else Config.default()
@@ -84,7 +209,7 @@ class Lakegate:
             cfg = config
         else:
             cfg = Config.load(config)
-        return cls(cfg, spark, spark_log=spark_log)
+        return cls(cfg, spark, spark_log=spark_log, error_log=error_log)
 
     # spark ------------------------------------------------------------------------------
 
@@ -104,47 +229,90 @@ class Lakegate:
     # policies ---------------------------------------------------------------------------
 
     def _policy_stamp(self) -> tuple:
+        """What identifies the policy set on disk: the configured ref's commit in git mode,
+        else the YAML files' names, sizes and mtimes."""
+        if self.config.policies_ref:
+            return (_git_commit(self.config.policies, self.config.policies_ref),)
         return dir_stamp(self.config.policies)
+
+    def _load_snapshot(self, stamp: tuple) -> tuple[PolicySet, str]:
+        """The policy set of `stamp` and its version: a git commit's tree (never the working
+        files) or the directory (the caller re-checks the stamp afterwards)."""
+        if self.config.policies_ref:
+            commit = stamp[0]
+            return _git_policy_set(self.config.policies, commit), f"git:{commit}"
+        ps = load_policy_dir(self.config.policies)
+        return ps, ps.content_hash
 
     def reload_policies(self, *, initial: bool = False) -> bool:
         """Build a new enforcer and swap it in; a broken set keeps the last good one.
 
-        Returns True when a new set took effect. The first load must succeed.
+        Returns True when a new set took effect. The first load must succeed. A directory
+        that changed while it was read is not a consistent snapshot: that load is discarded
+        (the first load retries a few times, a hot reload tries again after the settle time).
         """
         with self._reload_lock:
-            stamp = self._policy_stamp()
-            try:
-                ps = load_policy_dir(self.config.policies)
-                enforcer = PolicyEnforcer(ps)
-            except Exception as e:  # fail closed: whatever broke, the last good set stays
-                self._audit_reload(False, str(e).splitlines()[0] if str(e) else repr(e), None)
-                if initial or self._policy is None:
-                    raise
-                self._policy = _PolicyState(self._policy.enforcer, self._policy.sql, stamp)
-                return False
-            self._policy = _PolicyState(enforcer, PolicySql(enforcer), stamp)
-            self._audit_reload(True, None, ps.content_hash)
-            return True
+            for _ in range(20 if initial else 1):
+                stamp = self._policy_stamp()
+                try:
+                    ps, version = self._load_snapshot(stamp)
+                    enforcer = PolicyEnforcer(ps)
+                except Exception as e:  # fail closed: whatever broke, the last good set stays
+                    kept = self._policy.version if self._policy else None
+                    self._audit_reload(False, str(e).splitlines()[0] if str(e) else repr(e),
+                                       None, kept)
+                    if initial or self._policy is None:
+                        raise
+                    self._policy = _PolicyState(self._policy.enforcer, self._policy.sql, stamp,
+                                                self._policy.version)
+                    return False
+                if self._policy_stamp() == stamp:
+                    self._policy = _PolicyState(enforcer, PolicySql(enforcer), stamp, version)
+                    self._seen = None
+                    self._audit_reload(True, None, ps.content_hash, version)
+                    return True
+                time.sleep(0.05)
+            if self._policy is None:
+                raise LakegateError(f"policy directory {self.config.policies} keeps changing; "
+                                    "no consistent snapshot to load")
+            return False
 
-    def _audit_reload(self, ok: bool, reason: str | None, content_hash: str | None) -> None:
+    def _audit_reload(self, ok: bool, reason: str | None, content_hash: str | None,
+                      version: str | None) -> None:
         try:
             self.audit.write([AuditEvent(
                 allowed=ok, user="lakegate", cmd="policyReload", proto="cli",
                 succeeded=ok, reason=reason, stmt_hash=content_hash,
-                src=str(self.config.policies),
+                src=str(self.config.policies), policy_version=version,
             )])
         except AuditWriteError as e:
             raise AuditUnavailable(f"audit log unavailable: {e}") from None
 
     def maybe_reload(self, min_interval: float = 1.0) -> None:
-        """Hot reload: pick up changed policy files at most once per `min_interval`."""
+        """Hot reload: pick up changed policy files at most once per `min_interval`, and only
+        once their stamp has stayed the same for `policies_settle` seconds (a `git checkout`
+        deletes and re-creates files: a half-written set must never take effect)."""
         now = time.monotonic()
         if now - self._last_check < min_interval:
             return
         self._last_check = now
         assert self._policy is not None
-        if self._policy_stamp() != self._policy.stamp:
+        stamp = self._policy_stamp()
+        if stamp == self._policy.stamp:
+            self._seen = None
+            return
+        if self._seen is None or self._seen[0] != stamp:
+            self._seen = (stamp, now)
+            if self.config.policies_settle > 0:
+                return
+        if now - self._seen[1] >= self.config.policies_settle:
             self.reload_policies()
+
+    @property
+    def policy_version(self) -> str:
+        """The policyVersion of the set in force (audit key)."""
+        assert self._policy is not None
+        return self._policy.version
 
     @property
     def enforcer(self) -> PolicyEnforcer:
@@ -165,6 +333,7 @@ class Lakegate:
             raise LakegateError(f"'{name}' is not a three-part name catalog.schema.table")
         c, s, t = parts
         admin = getpass.getuser()
+        self._audit_admin(admin, "registerTable", name.lower(), True, None, phase="intent")
         try:
             self.catalog.create_catalog(c, if_not_exists=True)
             self.catalog.create_schema(c, s, if_not_exists=True)
@@ -172,17 +341,27 @@ class Lakegate:
                                     domain=self.enforcer.policy_set.domain_of_schema(c, s))
             stored = self.catalog.register_table(info, replace=replace)
         except Exception as e:
-            self._audit_admin(admin, "registerTable", name.lower(), False, str(e))
+            reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+            self._audit_admin(admin, "registerTable", name.lower(), False, reason,
+                              phase="outcome")
             raise
-        self._audit_admin(admin, "registerTable", name.lower(), True, None)
+        self._audit_admin(admin, "registerTable", name.lower(), True, None, phase="outcome")
         return stored
 
-    def _audit_admin(self, user: str, cmd: str, src: str, ok: bool, reason: str | None) -> None:
-        """Catalog administration outside governed SQL is on record too (proto=cli)."""
+    def _audit_admin(self, user: str, cmd: str, src: str, ok: bool, reason: str | None, *,
+                     phase: str | None = None) -> None:
+        """Catalog administration outside governed SQL is on record too (proto=cli): an
+        intent before it runs (nothing runs without it) and the outcome after."""
         try:
             self.audit.write([AuditEvent(allowed=True, user=user, cmd=cmd, src=src,
-                                         proto="cli", succeeded=ok, reason=reason)])
+                                         proto="cli", succeeded=ok, reason=reason,
+                                         policy_version=self.policy_version, phase=phase)])
         except AuditWriteError as e:
+            if phase == "outcome":
+                ERROR_LOG.error("%s %s ran but its outcome is not on record: %s", cmd, src, e)
+                raise AuditUnavailable(
+                    f"audit log unavailable: {cmd} {src} ran, its intent is on record but its "
+                    "outcome could not be written") from None
             raise AuditUnavailable(f"audit log unavailable: {e}") from None
 
     def _register_audit_table(self) -> None:
@@ -244,6 +423,9 @@ class GovernedSession:
         self.auth, self.via, self.ip, self.proto = auth, via, ip, proto
         self.caller_context = caller_context
         self.namespace = Namespace(lg.config.default_catalog, lg.config.default_schema)
+        self.last_query_id: str | None = None  # queryId of the last statement's audit lines
+        self._policy_version: str | None = None  # of the set that planned the statement
+        self._phase: str | None = None  # audit phase of the statement's next record
 
     # public API -------------------------------------------------------------------------
 
@@ -263,8 +445,11 @@ class GovernedSession:
 
     def _planner(self) -> Planner:
         self.lg.maybe_reload()
+        state = self.lg._policy
+        assert state is not None
+        self._policy_version = state.version  # one state: what decides is what is recorded
         return Planner(
-            catalog=self.lg.catalog, enforcer=self.lg.enforcer, policy_sql=self.lg.policy_sql,
+            catalog=self.lg.catalog, enforcer=state.enforcer, policy_sql=state.sql,
             user=self.user, namespace=self.namespace,
             derived={AUDIT_TABLE: self.lg.audit_view},
         )
@@ -272,6 +457,9 @@ class GovernedSession:
     def _run(self, statement: str | bytes) -> DataFrame:
         started = time.perf_counter()
         query_id = uuid.uuid4().hex
+        self.last_query_id = query_id
+        self._phase = None
+        self._policy_version = self.lg.policy_version
         raw = statement if isinstance(statement, bytes) \
             else str(statement).encode("utf-8", "surrogatepass")
         stmt_hash = statement_hash(raw.decode("utf-8", "replace"))
@@ -281,6 +469,8 @@ class GovernedSession:
             planner = self._planner()
             planned = planner.plan(statement)
             self._check_audit()
+            if planned.cmd not in READ_ONLY_CMDS:
+                self._audit_intent(planned, query_id, stmt_hash)
             df = self._execute(planned)
         except AccessDenied as e:
             self._audit_denied(e, query_id, stmt_hash, started, planner)
@@ -289,7 +479,7 @@ class GovernedSession:
             self._audit_failed(str(e), query_id, stmt_hash, started, planned, planner)
             raise
         except Exception as e:
-            msg = self._spark_error(e, planned)
+            msg = self._spark_error(e, planned, query_id)
             if isinstance(msg, AccessDenied):
                 self._audit_denied(msg, query_id, stmt_hash, started, planner)
                 raise msg from None
@@ -298,7 +488,7 @@ class GovernedSession:
         self._audit_ok(planned, query_id, stmt_hash, started)
         if planned.namespace is not None:
             self.namespace = planned.namespace
-        return df
+        return governed_frame(df, query_id, self.user)
 
     def _check_audit(self) -> None:
         """Fail before running anything if the audit log cannot take the record."""
@@ -336,8 +526,11 @@ class GovernedSession:
             planned.after(self.lg, spark)
         return df
 
-    def _spark_error(self, e: Exception, planned: Planned | None) -> str | AccessDenied:
-        """Spark's error as one line, or AccessDenied when it names a hidden column."""
+    def _spark_error(self, e: Exception, planned: Planned | None,
+                     query_id: str) -> str | AccessDenied:
+        """Spark's error as class + query id (its full text to the server log), Spark's first
+        line for an allow-listed analysis error, or AccessDenied when it names a hidden
+        column."""
         raw = str(getattr(e, "desc", None) or e)
         if ROW_FILTER_VIOLATION in raw and planned is not None:
             t = planned.target
@@ -347,6 +540,10 @@ class GovernedSession:
                 tables=(planned.target_name or "",),
                 policies=t.policy_ids if t else (),
                 row_filters=tuple(f.id for f in t.row_filters) if t else ())
+        from pyspark.errors import AnalysisException
+
+        if not isinstance(e, AnalysisException) or error_class(e) not in READABLE_ANALYSIS_ERRORS:
+            return failure_message(e, query_id, self.user)
         lines = [ln for ln in raw.strip().splitlines() if ln.strip()]
         first = lines[0] if lines else type(e).__name__
         if first.startswith("An error occurred while calling") and len(lines) > 1:
@@ -369,13 +566,29 @@ class GovernedSession:
 
     def _event(self, **kw: Any) -> AuditEvent:
         return AuditEvent(user=self.user, auth=self.auth, via=self.via, ip=self.ip,
-                          proto=self.proto, caller_context=self.caller_context, **kw)
+                          proto=self.proto, caller_context=self.caller_context,
+                          policy_version=self._policy_version, phase=self._phase, **kw)
 
     def _write(self, events: list[AuditEvent]) -> None:
         try:
             self.lg.audit.write(events)
         except AuditWriteError as e:
+            if self._phase == "outcome":  # the effect may have happened: say so
+                ERROR_LOG.error("query %s ran but its outcome is not on record: %s",
+                                self.last_query_id, e)
+                raise AuditUnavailable(
+                    f"audit log unavailable: the statement ran and its intent is on record "
+                    f"(query {self.last_query_id}), but its outcome could not be written"
+                ) from None
             raise AuditUnavailable(f"audit log unavailable, access refused: {e}") from None
+
+    def _audit_intent(self, planned: Planned, qid: str, sh: str) -> None:
+        """Audit before effect: the intent is flushed before anything runs; when it cannot
+        be written nothing runs. Every later record of the statement is its outcome."""
+        self._phase = "intent"
+        self._write([self._event(allowed=True, succeeded=False, query_id=qid, stmt_hash=sh,
+                                 **line) for line in planned.audit_lines()])
+        self._phase = "outcome"
 
     def _audit_ok(self, planned: Planned, qid: str, sh: str, started: float) -> None:
         ms = int((time.perf_counter() - started) * 1000)
@@ -424,3 +637,31 @@ def remove_managed_files(lg: Lakegate, location: str) -> None:
     loc = Path(location).resolve()
     if lg.catalog.warehouse in loc.parents and loc.is_dir():
         shutil.rmtree(loc)
+
+
+def _git(policies: Path, *args: str) -> bytes:
+    """Run git in the policy directory; one clear line when it fails (fail closed)."""
+    try:
+        done = subprocess.run(["git", "-C", str(policies), *args], capture_output=True,
+                              check=True, timeout=30)
+    except (OSError, subprocess.SubprocessError) as e:
+        raise LakegateError(f"policies_ref: git {args[0]} failed in {policies}: "
+                            f"{type(e).__name__}") from None
+    return done.stdout
+
+
+def _git_commit(policies: Path, ref: str) -> str:
+    """The commit `ref` names now (`--end-of-options`: a ref is never taken as an option)."""
+    return _git(policies, "rev-parse", "--verify", "--end-of-options",
+                f"{ref}^{{commit}}").decode().strip()
+
+
+def _git_policy_set(policies: Path, commit: str) -> PolicySet:
+    """The policy files of the directory as committed in `commit`, never the working files."""
+    # ls-tree lists paths relative to the policy directory; `commit:./name` reads them so
+    names = _git(policies, "ls-tree", "-r", "-z", "--name-only", commit, "--", ".")
+    files: dict[str, str] = {}
+    for name in names.decode().split("\0"):
+        if name and is_policy_file(name):
+            files[name] = _git(policies, "show", f"{commit}:./{name}").decode("utf-8")
+    return load_policy_text(files)

@@ -45,6 +45,13 @@ def _write_policy(lg: Lakegate, text: str) -> None:
     os.utime(f, (later, later))  # mtime must move even within the clock's resolution
 
 
+def _settled_reload(lg: Lakegate) -> None:
+    """A changed directory is loaded once it stayed unchanged for the settle interval."""
+    lg.maybe_reload(min_interval=0)
+    time.sleep(lg.config.policies_settle + 0.05)
+    lg.maybe_reload(min_interval=0)
+
+
 def _reload_lines(lg: Lakegate) -> list[str]:
     log = (lg.config.audit / "audit.log").read_text().splitlines()
     return [ln for ln in log if "cmd=policyReload" in ln]
@@ -81,7 +88,7 @@ row_filters:
     principals: [alice]
     where: "id < 2"
 """)
-    lg.maybe_reload(min_interval=0)
+    _settled_reload(lg)
     assert s.sql("SELECT count(*) AS n FROM ext.raw.events").first().n == 2
 
     good_hash = lg.enforcer.policy_set.content_hash
@@ -93,7 +100,7 @@ row_filters:
     assert "allowed=false" in last and "selekt" in last
 
     _write_policy(lg, "groups: {readers: [bob]}\n")
-    lg.maybe_reload(min_interval=0)
+    _settled_reload(lg)
     with pytest.raises(AccessDenied, match=r"no SELECT privilege on table ext\.raw\.events"):
         s.sql("SELECT * FROM ext.raw.events")
     assert "allowed=true" in _reload_lines(lg)[-1]

@@ -18,6 +18,8 @@ from governance import AccessDenied, LakegateError
 KEYS = ["allowed", "ugi", "ip", "cmd", "src", "dst", "perm", "proto", "callerContext",
         "succeeded", "eventId", "ts", "queryId", "stmtHash", "columns", "masked", "rowFilters",
         "policies", "reason", "durationMs", "writer", "seq", "prevHash", "hash"]
+# the session writes the extension keys (audit/README.md) before the chain keys
+KEYS_EXT = [*KEYS[:20], "policyVersion", "phase", *KEYS[20:]]
 # the fields a test states exactly; the rest are ids, times and the hash chain
 STATED = ["allowed", "ugi", "ip", "cmd", "src", "dst", "perm", "proto", "callerContext",
           "succeeded", "columns", "masked", "rowFilters", "policies", "reason"]
@@ -32,7 +34,7 @@ def parse(line: str) -> dict[str, str]:
         key, sep, value = part.partition("=")
         assert sep and value != "", f"blank or malformed field {part!r}"
         fields[key] = value
-    assert list(fields) == KEYS
+    assert list(fields) == KEYS_EXT
     return fields
 
 
@@ -214,6 +216,8 @@ def test_failed_statement_is_logged_allowed_but_not_succeeded(lakehouse):
 def test_denied_statement_is_logged_under_its_own_cmd(lakehouse, user, sql, cmd, src):
     error, lines = run(lakehouse, user, sql)
     assert type(error) is AccessDenied
+    # a write denied at run time had its intent recorded first; its outcome is the denial
+    lines = [ln for ln in lines if ln["phase"] != "intent"]
     assert [(ln["allowed"], ln["succeeded"], ln["cmd"], ln["src"]) for ln in lines] == [
         ("false", "false", cmd, src)]
     assert lines[0]["reason"] == str(error)
@@ -269,8 +273,27 @@ WRITES = [
         line("admin", cmd="drop", src="a.s.dst", policies="admin-all")]),
 ]
 @pytest.fixture(scope="module")
-def written(wlake) -> list[list[dict[str, str]]]:
+def runs(wlake) -> list[list[dict[str, str]]]:
     return [run(wlake, user, sql)[1] for user, sql, _ in WRITES]
+
+
+@pytest.fixture(scope="module")
+def written(runs) -> list[list[dict[str, str]]]:
+    """The records of each statement's outcome (or its denial): intents left out."""
+    return [[ln for ln in lines if ln["phase"] != "intent"] for lines in runs]
+
+
+@pytest.mark.parametrize("i", range(len(WRITES)), ids=[w[1] for w in WRITES])
+def test_an_allowed_write_records_its_intent_before_its_outcome(runs, i):
+    lines = runs[i]
+    if WRITES[i][2][0]["allowed"] == "false":  # denied while planning: nothing to intend
+        assert [ln["phase"] for ln in lines] == ["null"]
+        return
+    n = len(WRITES[i][2])
+    assert [ln["phase"] for ln in lines] == ["intent"] * n + ["outcome"] * n
+    assert [ln["succeeded"] for ln in lines[:n]] == ["false"] * n
+    assert [{**stated(ln), "succeeded": "true"} for ln in lines[:n]] == \
+        [stated(ln) for ln in lines[n:]]
 
 
 @pytest.mark.parametrize("i", range(len(WRITES)), ids=[w[1] for w in WRITES])

@@ -1,0 +1,22 @@
+"""REST POST /statements: an error while collecting rows is its class and the audit line's
+query id only (issue 10, item 1b); the full text is in the server log."""
+
+from __future__ import annotations
+
+import re
+
+from api_testkit import LG, read_audit
+
+from governance.session import route_error_log
+
+
+def test_rest_collect_error_is_class_and_query_id_only(as_user, api_lakegate, tmp_path):
+    log = tmp_path / "lakegate-server.log"
+    route_error_log(log)
+    r = as_user("alice").post(f"{LG}/statements", json={
+        "statement": "SELECT to_number(name, '9') AS n FROM main.sales.customers"})
+    assert r.status_code == 400, r.text
+    m = re.search(r"statement failed: \[[A-Z][A-Z_.]*\] \(query ([0-9a-f]{32})\)", r.text)
+    assert m and "Anna" not in r.text and "Schmidt" not in r.text, r.text
+    assert m.group(1) in {ln.get("queryId") for ln in read_audit(api_lakegate)}
+    assert m.group(1) in log.read_text() and "Anna" in log.read_text()
