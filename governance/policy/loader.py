@@ -21,7 +21,7 @@ import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from governance.errors import LakegateError
-from governance.identity import NAME_RULE, InvalidName, canonical_group
+from governance.identity import InvalidName, canonical_group
 from governance.policy.model import (
     ANY,
     MASKS,
@@ -570,8 +570,8 @@ class _FileParser:
                 node,
                 "bad-principal",
                 str(e),
-                "a principal is user:NAME, group:NAME, a bare NAME or '*' (quoted); "
-                f"a name is {NAME_RULE}, one principal per list entry",
+                "a principal is user:NAME, group:NAME, a bare NAME or '*' (quoted), "
+                "one per list entry",
             )
             return None
 
