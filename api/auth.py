@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import re
 import time
 from dataclasses import dataclass
 
 from governance.config import ApiConfig
-
-USER_RE = re.compile(r"[\w.@\-+]+")  # what GovernedSession accepts
+from governance.identity import InvalidName, canonical_user
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,18 +34,18 @@ def token_hash(token: str) -> str:
 
 def sign_token(secret: str, user: str, ttl_seconds: int = 3600, *, now: float | None = None
                ) -> str:
-    """A signed token for `user` valid for `ttl_seconds` (for scripts and tests)."""
-    if not USER_RE.fullmatch(user):
-        raise ValueError(f"invalid user name {user!r}")
+    """A signed token for `user` valid for `ttl_seconds` (for scripts and tests); a name
+    outside governance.identity's set raises InvalidName instead of being minted."""
     expiry = int((now if now is not None else time.time()) + ttl_seconds)
-    body = f"{user.lower()}.{expiry}"
+    body = f"{canonical_user(user)}.{expiry}"
     sig = hmac.new(secret.encode(), body.encode(), hashlib.sha256).hexdigest()
     return f"{body}.{sig}"
 
 
 class TokenAuth:
     def __init__(self, cfg: ApiConfig) -> None:
-        self._by_hash = {t.sha256: t.user for t in cfg.tokens}
+        # Canonical again here, not only in Config.load: an ApiConfig may be built in code.
+        self._by_hash = {t.sha256: canonical_user(t.user) for t in cfg.tokens}
         self._secret = cfg.secret.encode() if cfg.secret else None
 
     @property
@@ -75,11 +73,17 @@ class TokenAuth:
         if self._secret is None or len(parts) != 3:
             raise Unauthenticated("invalid token")
         user, expiry, sig = parts
-        if not USER_RE.fullmatch(user) or not expiry.isdigit():
+        try:
+            canonical = canonical_user(user)
+        except InvalidName:
+            # A look-alike (`\u212aarl`) is refused, never folded onto the ASCII user.
+            raise Unauthenticated("invalid token") from None
+        if not (expiry.isascii() and expiry.isdigit()):  # not Arabic-Indic or other digits
             raise Unauthenticated("invalid token")
         want = hmac.new(self._secret, f"{user}.{expiry}".encode(), hashlib.sha256).hexdigest()
-        if not hmac.compare_digest(want, sig.lower()):
+        # compare_digest raises TypeError on non-ASCII str: hostile bytes are just invalid.
+        if not sig.isascii() or not hmac.compare_digest(want, sig.lower()):
             raise Unauthenticated("invalid token")
         if int(expiry) < time.time():
             raise Unauthenticated("token expired")
-        return Principal(user.lower(), "signed", int(expiry))
+        return Principal(canonical, "signed", int(expiry))

@@ -65,6 +65,9 @@ async def table_detail(request: Request, caller: CallerDep, full_name: str) -> d
     dname = ps.domain_of_schema(table.catalog, table.schema)
     domain = ps.domains.get(dname) if dname else None
     delta = read_log(table.location)
+    # Under a row filter a query shows only some rows: the raw row count, the version and the
+    # last commit would tell how many rows are hidden and when they change.
+    withheld = bool(access.row_filters)
     return {
         "full_name": table.full_name, "catalog_name": table.catalog,
         "schema_name": table.schema, "name": table.name, "comment": table.comment,
@@ -81,10 +84,10 @@ async def table_detail(request: Request, caller: CallerDep, full_name: str) -> d
             "row_filter_applies": bool(access.row_filters),
             "row_filters": filters,
         },
-        "delta": {"version": delta.version,
-                  "last_commit": dt(delta.last_commit_ms / 1000) if delta.last_commit_ms
-                  else None,
-                  "row_count": delta.row_count, "history_complete": delta.history_complete},
+        "delta": {"withheld": True} if withheld else {
+            "version": delta.version,
+            "last_commit": dt(delta.last_commit_ms / 1000) if delta.last_commit_ms else None,
+            "row_count": delta.row_count, "history_complete": delta.history_complete},
         "products": svc.registry.products_by_table().get(table.full_name, []),
     }
 
@@ -93,8 +96,12 @@ async def table_detail(request: Request, caller: CallerDep, full_name: str) -> d
             response_model=TableHistory, responses=responses(400, 404))
 async def table_history(request: Request, caller: CallerDep, full_name: str,
                         limit: Annotated[int, Query(ge=1, le=1000)] = 50) -> dict:
-    """Delta commits, newest first, read from `_delta_log` (no Spark)."""
-    table, _ = get_service(request).discovery.visible_table(caller, full_name)
+    """Delta commits, newest first, read from `_delta_log` (no Spark); none for a caller whose
+    row filter applies, since commit times and operations show when hidden rows change."""
+    table, access = get_service(request).discovery.visible_table(caller, full_name)
+    if access.row_filters:
+        return {"full_name": table.full_name, "version": None, "complete": False,
+                "withheld": True, "commits": []}
     log = read_log(table.location)
     return {"full_name": table.full_name, "version": log.version,
             "complete": log.history_complete,

@@ -141,6 +141,8 @@ class DeltaSummary(BaseModel):
     last_commit: datetime | None = None
     row_count: int | None = Field(None, description="sum of numRecords stats; null if unknown")
     history_complete: bool = Field(False, description="every commit since version 0 is kept")
+    withheld: bool = Field(False, description="true: a row filter applies to you, so version, "
+                           "last commit and row count are left out (they would reveal hidden rows)")
 
 
 class TableDetail(BaseModel):
@@ -169,6 +171,8 @@ class TableHistory(BaseModel):
     full_name: str
     version: int | None
     complete: bool
+    withheld: bool = Field(False, description="true: a row filter applies to you, so the commits "
+                           "are left out (they would show when hidden rows change)")
     commits: list[CommitInfo] = Field(description="newest first")
 
 

@@ -145,20 +145,25 @@ class Registry:
         visible = [t for t in p.output_tables
                    if owner or (t in snap.tables and self.discovery.can_see(caller,
                                                                             snap.tables[t]))]
+        # Commit times of a table under the caller's row filter show when hidden rows change.
+        timed = set(p.output_tables) if owner else {
+            t for t in visible
+            if not caller.enforcer.table_access(caller.ident, snap.tables[t]).row_filters}
         return {
             "name": p.name, "domain": p.domain, "description": p.description,
             "output_tables": visible, "stage": p.stage, "tags": list(p.tags),
             "classification": p.classification, "freshness": p.freshness,
-            "freshness_status": self.freshness(p, set(visible)),
+            "freshness_status": self.freshness(p, set(visible), timed),
             "source": p.source,
             "editable": owner and p.source == "api" and p.stage != "retired",
             "created_at": dt(p.created_at), "updated_at": dt(p.updated_at),
             "created_by": p.created_by, "updated_by": p.updated_by,
         }
 
-    def freshness(self, p: DataProduct, shown: set[str]) -> dict | None:
+    def freshness(self, p: DataProduct, shown: set[str], timed: set[str]) -> dict | None:
         """Fresh when every output table's newest commit is younger than the objective;
-        stale if any is older; unknown when a table or its log is missing."""
+        stale if any is older; unknown when a table or its log is missing, or when its commit
+        times are not the caller's to know (not in `timed`: hidden or row-filtered)."""
         objective = p.freshness_seconds
         if objective is None:
             return None
@@ -168,7 +173,8 @@ class Registry:
         tables = []
         for name in p.output_tables:
             info = snap.tables.get(name)
-            last_ms = read_log(info.location).last_commit_ms if info is not None else None
+            last_ms = (read_log(info.location).last_commit_ms
+                       if info is not None and name in timed else None)
             age = None if last_ms is None else max(0.0, now - last_ms / 1000)
             fresh = None if age is None else age <= objective
             verdicts.append(fresh)

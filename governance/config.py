@@ -9,6 +9,7 @@ from typing import Any
 import yaml
 
 from governance.errors import ConfigError
+from governance.identity import InvalidName, canonical_user
 
 _KEYS = {"warehouse", "catalog", "policies", "audit", "spark", "default_catalog",
          "default_schema", "verify_plans", "audit_max_bytes", "audit_backup_count", "api",
@@ -146,7 +147,11 @@ def _api_config(p: Path, raw: Any, *, rel_to: Path) -> ApiConfig:
         digest = str(t["sha256"]).strip().lower()
         if len(digest) != 64 or any(ch not in "0123456789abcdef" for ch in digest):
             raise ConfigError(f"{p}: api.tokens[{i}].sha256 is not 64 hex digits")
-        tokens.append(ApiToken(str(t["user"]).strip().lower(), digest))
+        try:
+            user = canonical_user(t["user"])
+        except InvalidName as e:
+            raise ConfigError(f"{p}: api.tokens[{i}].user: {e}") from None
+        tokens.append(ApiToken(user, digest))
     secret = raw.get("secret")
     if raw.get("secret_env"):
         secret = os.environ.get(str(raw["secret_env"])) or secret

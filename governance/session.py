@@ -29,6 +29,7 @@ from catalog.products import dir_stamp
 from catalog.store import open_store
 from governance.config import Config
 from governance.errors import AccessDenied, AuditUnavailable, LakegateError
+from governance.identity import InvalidName, canonical_user
 from governance.plan import ROW_FILTER_VIOLATION, Planned, Planner
 from governance.policy.enforcer import PolicyEnforcer
 from governance.policy.loader import is_policy_file, load_policy_dir, load_policy_text
@@ -416,10 +417,11 @@ class GovernedSession:
     def __init__(self, lg: Lakegate, user: str, *, auth: str = "SIMPLE",
                  via: str | None = None, ip: str = "127.0.0.1", proto: str = "spark",
                  caller_context: str | None = None) -> None:
-        if not user or not re.fullmatch(r"[\w.@\-+]+", user):
-            raise LakegateError(f"invalid user name {user!r}")
+        try:
+            self.user = canonical_user(user)
+        except InvalidName as e:
+            raise LakegateError(str(e)) from None
         self.lg = lg
-        self.user = user.lower()
         self.auth, self.via, self.ip, self.proto = auth, via, ip, proto
         self.caller_context = caller_context
         self.namespace = Namespace(lg.config.default_catalog, lg.config.default_schema)

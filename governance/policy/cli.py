@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from governance.identity import canonical_user
 from governance.policy.analysis import (
     diff_policies,
     effective_access,
@@ -151,7 +152,7 @@ def register(parser: argparse.ArgumentParser) -> None:
     t.set_defaults(func=cmd_test)
 
     e = sub.add_parser("explain", help="a user's effective rights on a table")
-    e.add_argument("--user", required=True)
+    e.add_argument("--user", required=True, type=canonical_user)  # look-alikes: usage error
     e.add_argument("--dir", default="policies", help="policy directory or git revision")
     e.add_argument("--format", choices=["text", "json"], default="text")
     e.add_argument("table")

@@ -11,6 +11,8 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Literal
 
+from governance.identity import canonical_name
+
 PRIVILEGES: tuple[str, ...] = ("select", "modify", "create", "manage")
 MASKS: tuple[str, ...] = (
     "redact",
@@ -98,12 +100,12 @@ class Principal:
         if text == "*":
             return ANY
         if text.startswith("user:"):
-            return cls("user", _principal_name(text[5:], text))
+            return cls("user", _principal_name(text[5:], text, "user"))
         if text.startswith("group:"):
-            return cls("group", _principal_name(text[6:], text))
+            return cls("group", _principal_name(text[6:], text, "group"))
         if ":" in text:
             raise ValueError(f"'{text}' is not a principal: use user:NAME, group:NAME, NAME or '*'")
-        return cls("user", _principal_name(text, text))
+        return cls("user", _principal_name(text, text, "user"))
 
     @property
     def key(self) -> str:
@@ -114,11 +116,13 @@ class Principal:
         return self.key
 
 
-def _principal_name(name: str, text: str) -> str:
+def _principal_name(name: str, text: str, kind: str) -> str:
+    """The canonical name (governance.identity): a look-alike is refused, never lower-cased
+    onto an ASCII user; InvalidName is a ValueError."""
     name = name.strip()
     if not name:
         raise ValueError(f"'{text}' names no principal")
-    return name.lower()
+    return canonical_name(name, kind)
 
 
 ANY = Principal("any", "*")
