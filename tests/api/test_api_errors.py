@@ -17,6 +17,8 @@ def test_rest_collect_error_is_class_and_query_id_only(as_user, api_lakegate, tm
         "statement": "SELECT to_number(name, '9') AS n FROM main.sales.customers"})
     assert r.status_code == 400, r.text
     m = re.search(r"statement failed: \[[A-Z][A-Z_.]*\] \(query ([0-9a-f]{32})\)", r.text)
-    assert m and "Anna" not in r.text and "Schmidt" not in r.text, r.text
+    names = ("Anna", "Ben", "Chen", "Dominique", "Eve", "Farah")  # the demo's customers
+    assert m and not any(n in r.text for n in names), r.text
     assert m.group(1) in {ln.get("queryId") for ln in read_audit(api_lakegate)}
-    assert m.group(1) in log.read_text() and "Anna" in log.read_text()
+    text = log.read_text()
+    assert m.group(1) in text and any(n in text for n in names)  # the full text stays here
