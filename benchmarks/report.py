@@ -522,9 +522,7 @@ def write_report(results: dict[str, Any], out_md: Path, charts_dir: Path) -> Pat
                 add(f"| q{w['id']} | {_f(w['a'])} | {_f(w['b'])} | {_f(w['c'])} | "
                     f"{_f(w['c_over_a'], '.2f')} | {_f(w['c_over_b'], '.2f')} |")
             add("")
-        for key, title in (("skipped", "Skipped (fail in raw Spark)"),
-                           ("b_failed", "B (dynamic views) failed"),
-                           ("product_bugs", "**Product bugs: C fails where A works**")):
+        for key, title in (("product_bugs", "**Product bugs: C fails where A works**"),):
             items = s.get(key) or []
             add(f"{title}: " + ("none" if not items else ""))
             for it in items:
