@@ -365,9 +365,9 @@ def default_caveats(results: dict[str, Any]) -> list[str]:
                    "run fits in minutes; at this size most queries take well under a few "
                    "seconds, so fixed per-statement costs (planning, analysis, verification, "
                    "audit) weigh far more than they would on real data. Re-run with "
-                   "`make bench BENCH_ARGS=\"--sf 1\"` for a fairer ratio.")
-    out.append("A, B and C share one SparkSession and run interleaved per query, so JIT, "
-               "caches and background load hit all three alike; medians of the rounds are "
+                   "`make bench-sf1` (the issue 14 run) for a fairer ratio.")
+    out.append("A, A', B and C share one SparkSession and run interleaved per query, so JIT, "
+               "caches and background load hit all four alike; medians of the rounds are "
                "reported, not means.")
     out.append("Tables are not Hive-partitioned except `inventory` (by week); TPC-DS queries "
                "put their date ranges on `date_dim`, which open-source Spark turns into file "
