@@ -35,7 +35,8 @@ def diagnose_cross_joins(query_ids: list[int]) -> dict[int, int]:
     its dynamic partition pruning does not consider (it takes inner, semi and outer joins).
     """
     from benchmarks.rewrite import setup
-    from benchmarks.tpcds import BENCH_USER, spark_queries
+    from benchmarks.tpcds import spark_queries
+    from benchmarks.tpcds_policies import BENCH_USER
     from governance.plan import Planner
     from governance.resolve import Namespace
     from governance.rewrite import PolicySql

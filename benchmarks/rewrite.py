@@ -25,7 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import sqlglot
 
 from benchmarks import harness
-from benchmarks.tpcds import BENCH_USER, spark_queries, tpcds_policy_yaml, tpcds_tables
+from benchmarks.tpcds import spark_queries, tpcds_tables
+from benchmarks.tpcds_policies import BENCH_USER, tpcds_policy_yaml
 from catalog.catalog import Catalog
 from catalog.store import SqliteStore
 from governance.plan import Planner

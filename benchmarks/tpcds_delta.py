@@ -60,15 +60,8 @@ from sqlglot import exp
 from benchmarks import harness
 from benchmarks.breakdown import breakdown_ms
 from benchmarks.spark_metrics import checksum, files_by_table, partitions_by_table, scan_metrics
-from benchmarks.tpcds import (
-    BENCH_USER,
-    FACT_TABLES,
-    TABLES,
-    generate_parquet,
-    spark_queries,
-    tpcds_policy_yaml,
-    tpcds_tables,
-)
+from benchmarks.tpcds import FACT_TABLES, TABLES, generate_parquet, spark_queries, tpcds_tables
+from benchmarks.tpcds_policies import BENCH_USER, tpcds_policy_yaml
 from benchmarks.tpcds_summary import FLAG_RATIO, files_over, print_summary, summarize, total
 from benchmarks.tpcds_views import CATALOG, FLOOR_DB, SCHEMA, VIEW_DB, setup_views
 

@@ -17,7 +17,7 @@ from typing import Any
 import sqlglot
 from sqlglot import exp
 
-from benchmarks.tpcds import BENCH_USER
+from benchmarks.tpcds_policies import BENCH_USER
 
 CATALOG, SCHEMA = "tpcds", "sf1"
 VIEW_DB = "lg_dynviews"  # where B's dynamic views live (spark_catalog)
