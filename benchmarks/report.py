@@ -449,7 +449,7 @@ def write_report(results: dict[str, Any], out_md: Path, charts_dir: Path) -> Pat
         add("")
         add(img("audit_scaling", "audit throughput scaling"))
     else:
-        add("_benchmarks/audit.py not present or failed_\n")
+        add("_not run or failed_\n")
 
     # api ------------------------------------------------------------------------------
     add("## REST discovery (issue 5)\n")
@@ -470,7 +470,7 @@ def write_report(results: dict[str, Any], out_md: Path, charts_dir: Path) -> Pat
         add(api["text"].rstrip()[-4000:])
         add("```\n")
     else:
-        add("_benchmarks/api.py not present (another issue) or failed; nothing to report._\n")
+        add("_not run or failed_\n")
 
     # weak -----------------------------------------------------------------------------
     if results.get("caveats"):
