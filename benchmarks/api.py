@@ -36,6 +36,8 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks import harness  # noqa: E402
+
 POLICIES = """
 groups:
   analysts: [alice]
@@ -254,4 +256,4 @@ def _wait(port: int, proc: subprocess.Popen) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(harness.main("api", main))

@@ -28,6 +28,7 @@ elif _REPO not in sys.path:
     sys.path.insert(0, _REPO)
 
 from audit import AuditEvent, AuditLog, statement_hash  # noqa: E402
+from benchmarks import harness  # noqa: E402
 
 STATEMENT_HASH = statement_hash("SELECT id, region, email FROM main.sales.orders")
 
@@ -92,20 +93,12 @@ def _process_main(args: tuple[str, float, int, bool, int], queue: multiprocessin
     queue.put((lines, elapsed, latencies[:: max(1, len(latencies) // 20000)]))
 
 
-def percentile(sorted_ns: list[int], q: float) -> float:
-    """q-th percentile in µs of an ascending list of ns values."""
-    if not sorted_ns:
-        return float("nan")
-    index = min(len(sorted_ns) - 1, round(q / 100 * (len(sorted_ns) - 1)))
-    return sorted_ns[index] / 1000
-
-
 def report(label: str, lines: int, wall: float, latencies: list[int]) -> None:
-    latencies.sort()
+    p50, p99 = (harness.percentile(latencies, q) / 1000 for q in (0.5, 0.99))
     print(
         f"{label:<28} {lines / wall:>12,.0f} lines/s   "
-        f"p50 {percentile(latencies, 50):>8.1f} µs   p99 {percentile(latencies, 99):>8.1f} µs"
-        f"   mean {statistics.fmean(latencies) / 1000 if latencies else 0:>7.1f} µs"
+        f"p50 {p50:>8.1f} µs   p99 {p99:>8.1f} µs"
+        f"   mean {statistics.fmean(latencies) / 1000:>7.1f} µs"
     )
 
 
@@ -191,4 +184,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(harness.main("audit", main))

@@ -17,6 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks import harness
 from catalog.model import ColumnInfo, TableInfo
 from governance.policy.enforcer import PolicyEnforcer
 from governance.policy.model import (
@@ -68,11 +69,6 @@ def generate(lines: int, seed: int = 7) -> tuple[PolicySet, list[TableInfo]]:
                      column_masks=tuple(masks)), tables
 
 
-def pct(values: list[float], q: float) -> float:
-    s = sorted(values)
-    return s[min(len(s) - 1, round(q * (len(s) - 1)))]
-
-
 def bench(lines: int, requests: int) -> None:
     ps, tables = generate(lines)
     t0 = time.perf_counter()
@@ -103,7 +99,7 @@ def bench(lines: int, requests: int) -> None:
         disagreements += allowed != mine
     print(f"{lines:>7} lines, {GROUPS} groups: build {build_s:.2f} s; identity "
           f"{ident_us:.0f} us/user; table decision p50 {statistics.median(lat):.0f} us, "
-          f"p99 {pct(lat, 0.99):.0f} us; casbin enforce() p50 "
+          f"p99 {harness.percentile(lat, 0.99):.0f} us; casbin enforce() p50 "
           f"{statistics.median(casbin_lat) / 1000:.1f} ms "
           f"({statistics.median(casbin_lat) / statistics.median(lat):.0f}x slower); "
           f"table-level disagreements with casbin: {disagreements}/{sample}")
@@ -120,4 +116,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(harness.main("decisions", main))

@@ -1,8 +1,11 @@
 """Rewrite latency over the 99 TPC-DS queries: parse, decide, rewrite, generate; no Spark.
 
-Every table carries row filters and masks (benchmarks/tpcds.py). Prints per-phase and
-total p50/p99/max per query execution, cold (first plan of each query) and warm.
-Target (issue 2): p50 under 5 ms, max under 25 ms.
+Every table carries row filters and masks (benchmarks/tpcds.py). Prints p50/p99/max per
+query execution, cold (first plan of each query) and warm, and, interleaved with it in the
+same rounds, sqlglot's own parse + generate of the same text: the floor any sqlglot-based
+rewrite pays, so the ratio shows what Lakegate adds on top.
+Targets: issue 2, p50 under 5 ms and max under 25 ms; issue 14, p50 at most 1.5 ms and at
+most 1.3 x sqlglot's parse + generate.
 
     python benchmarks/rewrite.py [--rounds N] [--json]
 """
@@ -14,13 +17,16 @@ import json
 import statistics
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.tpcds import BENCH_USER, spark_queries, tpcds_policy_yaml, tpcds_tables
+import sqlglot
+
+from benchmarks import harness
+from benchmarks.tpcds import spark_queries, tpcds_tables
+from benchmarks.tpcds_policies import BENCH_USER, tpcds_policy_yaml
 from catalog.catalog import Catalog
 from catalog.store import SqliteStore
 from governance.plan import Planner
@@ -31,11 +37,13 @@ from governance.rewrite import PolicySql
 
 TARGET_P50_MS = 5.0
 TARGET_MAX_MS = 25.0
+TARGET_P50_MS_14 = 1.5  # issue 14
+TARGET_OVER_SQLGLOT = 1.3  # issue 14: rewrite / sqlglot parse + generate
 
 
-def percentile(values: list[float], q: float) -> float:
-    s = sorted(values)
-    return s[min(len(s) - 1, round(q * (len(s) - 1)))]
+def sqlglot_ms(sql: str) -> float:
+    """Milliseconds for sqlglot alone to parse and regenerate the text (Spark dialect)."""
+    return harness.timed_ms(lambda: sqlglot.parse_one(sql, read="spark").sql("spark"))[0]
 
 
 def setup(root: Path) -> tuple[Catalog, PolicyEnforcer]:
@@ -56,10 +64,9 @@ def planner_timer(catalog: Catalog, enforcer: PolicyEnforcer) -> Callable[[str],
     ns = Namespace("tpcds", "sf1")
 
     def plan(sql: str) -> float:
-        t0 = time.perf_counter()
-        Planner(catalog=catalog, enforcer=enforcer, policy_sql=policy_sql,
-                user=BENCH_USER, namespace=ns).plan(sql)
-        return (time.perf_counter() - t0) * 1000
+        return harness.timed_ms(lambda: Planner(
+            catalog=catalog, enforcer=enforcer, policy_sql=policy_sql, user=BENCH_USER,
+            namespace=ns).plan(sql))[0]
 
     return plan
 
@@ -70,22 +77,39 @@ def run(rounds: int) -> dict:
         plan = planner_timer(*setup(Path(tmp)))
         cold = [plan(sql) for _, sql in queries]
         warm: dict[int, list[float]] = {n: [] for n, _ in queries}
-        for r in range(rounds):
+        glot: dict[int, list[float]] = {n: [] for n, _ in queries}
+        timers = {"rewrite": (plan, warm), "sqlglot": (sqlglot_ms, glot)}
+        for r, order in enumerate(harness.rotations(list(timers), rounds)):
             for n, sql in queries:
-                warm[n].append(plan(sql))
+                for name in order:
+                    fn, into = timers[name]
+                    into[n].append(fn(sql))
             print(f"  round {r + 1}/{rounds} done", file=sys.stderr)
         medians = {n: statistics.median(v) for n, v in warm.items()}
+        glot_medians = {n: statistics.median(v) for n, v in glot.items()}
         all_warm = [x for v in warm.values() for x in v]
+        all_glot = [x for v in glot.values() for x in v]
+    ratios = [medians[n] / glot_medians[n] for n in medians]
     return {
         "queries": len(queries),
         "rounds": rounds,
-        "cold_p50_ms": percentile(cold, 0.5),
+        "cold_p50_ms": harness.percentile(cold, 0.5),
         "cold_max_ms": max(cold),
-        "p50_ms": percentile(all_warm, 0.5),
-        "p99_ms": percentile(all_warm, 0.99),
+        "p50_ms": harness.percentile(all_warm, 0.5),
+        "p99_ms": harness.percentile(all_warm, 0.99),
         "max_ms": max(all_warm),
+        "sqlglot_p50_ms": harness.percentile(all_glot, 0.5),
+        "over_sqlglot": sum(medians.values()) / sum(glot_medians.values()),
+        "over_sqlglot_median": statistics.median(ratios),
         "slowest": sorted(medians.items(), key=lambda kv: -kv[1])[:5],
     }
+
+
+def targets(r: dict) -> dict[str, bool]:
+    """Each rewrite target, met or not (reported, never asserted as a timed test)."""
+    return {"p50_and_max_issue_2": r["p50_ms"] < TARGET_P50_MS and r["max_ms"] < TARGET_MAX_MS,
+            "p50_issue_14": r["p50_ms"] <= TARGET_P50_MS_14,
+            "over_sqlglot": r["over_sqlglot"] <= TARGET_OVER_SQLGLOT}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -94,6 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     r = run(args.rounds)
+    r["targets"] = targets(r)
     if args.json:
         print(json.dumps(r, indent=1))
         return 0
@@ -103,11 +128,17 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  cold  p50 {r['cold_p50_ms']:.2f} ms   max {r['cold_max_ms']:.2f} ms "
           "(first plan of each query: policy SQL not yet cached)")
     print("  slowest (median ms): " + ", ".join(f"q{n} {ms:.1f}" for n, ms in r["slowest"]))
-    ok = r["p50_ms"] < TARGET_P50_MS and r["max_ms"] < TARGET_MAX_MS
-    print(f"  target p50 < {TARGET_P50_MS} ms and max < {TARGET_MAX_MS} ms: "
-          f"{'MET' if ok else 'NOT MET'}")
+    print(f"  sqlglot parse + generate alone: p50 {r['sqlglot_p50_ms']:.2f} ms; rewrite / sqlglot "
+          f"{r['over_sqlglot']:.2f} over all queries (median per query "
+          f"{r['over_sqlglot_median']:.2f})")
+    t = r["targets"]
+    for ok, what in ((t["p50_and_max_issue_2"], f"p50 < {TARGET_P50_MS} ms and max < "
+                      f"{TARGET_MAX_MS} ms"),
+                     (t["p50_issue_14"], f"p50 <= {TARGET_P50_MS_14} ms"),
+                     (t["over_sqlglot"], f"<= {TARGET_OVER_SQLGLOT} x sqlglot")):
+        print(f"  target {what}: {'MET' if ok else 'NOT MET'}")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(harness.main("rewrite", main))

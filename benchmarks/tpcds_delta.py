@@ -1,7 +1,7 @@
 """TPC-DS on Delta: what governance costs next to the query it guards (issue 7).
 
 For every TPC-DS query Spark runs, three ways of running it are measured in one interleaved
-run (per query: A B C, B C A, C A B, ... one order per round; medians over `--rounds`):
+run (per query: A A' B C, A' B C A, ... one order per round; medians over `--rounds`):
 
   A  raw Spark SQL on the Delta tables, no policies: temp views named like the tables over
      `spark.read.format('delta').load(path)`, the query unqualified (the floor);
@@ -13,8 +13,16 @@ run (per query: A B C, B C A, C A B, ... one order per round; medians over `--ro
      user -> group membership Delta table keyed by `current_user()` (Spark's current_user() is
      the OS user, so the membership rows of `bench` are keyed by that name), evaluated at
      query time;
+  A' the floor (issue 14): raw Spark over views with the same filters and masks written in
+     by hand for the bench user alone (benchmarks/tpcds_views.py), so C/A' is the cost of
+     the governance layer itself;
   C  the governed session as user `bench` (`USE tpcds.sf1`, the same unqualified text):
      parse, decide, rewrite, verify against Spark's analyzed plan, execute, audit.
+
+Per query, once, outside the timed runs: where C's time goes (benchmarks/breakdown.py).
+A baseline (A, A', B) that fails, or a breakdown or scan metric that cannot be taken, fails
+the run (benchmarks/harness.py); a query that fails only governed is a product bug: listed,
+and the run exits non-zero after writing its figures.
 
 Every measurement runs the query to completion (`collect()`) and is timed with perf_counter.
 Fact tables are range-partitioned into `--fact-files` files by their date key so Delta data
@@ -32,10 +40,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import getpass
-import hashlib
-import inspect
 import json
-import math
 import os
 import platform
 import shutil
@@ -43,8 +48,7 @@ import statistics
 import sys
 import tempfile
 import time
-import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -53,22 +57,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import sqlglot
 from sqlglot import exp
 
-from benchmarks.tpcds import (
-    BENCH_USER,
-    FACT_TABLES,
-    TABLES,
-    generate_parquet,
-    spark_queries,
-    tpcds_policy_yaml,
-    tpcds_tables,
-)
+from benchmarks import harness
+from benchmarks.breakdown import breakdown_ms
+from benchmarks.spark_metrics import checksum, files_by_table, partitions_by_table, scan_metrics
+from benchmarks.tpcds import FACT_TABLES, TABLES, generate_parquet, spark_queries, tpcds_tables
+from benchmarks.tpcds_policies import BENCH_USER, tpcds_policy_yaml
+from benchmarks.tpcds_summary import FLAG_RATIO, files_over, print_summary, summarize, total
+from benchmarks.tpcds_views import CATALOG, FLOOR_DB, SCHEMA, VIEW_DB, setup_views
 
-CATALOG, SCHEMA = "tpcds", "sf1"
-VIEW_DB = "lg_dynviews"  # where B's dynamic views live (spark_catalog)
-MEMBERSHIP = "lg_membership"  # B's user -> group table (a Delta table)
-FLAG_RATIO = 1.25  # a query with C > FLAG_RATIO x B is flagged (issue 7)
-TARGET_C_OVER_B = 1.0
-TARGET_C_OVER_A = 1.10
+MODES = ("A", "F", "B", "C")  # F: the floor A' (hand-written for the bench user)
+MED_KEY = {"A": "a_med", "F": "floor_med", "B": "b_med", "C": "c_med"}
 
 # The date key each fact table is range-partitioned by (its first column: Delta keeps
 # min/max statistics on the first 32 columns, so skipping works on it).
@@ -122,13 +120,15 @@ def note(msg: str) -> None:
 # --------------------------------------------------------------------------- data
 
 
-def prepare_data(spark: Any, root: Path, sf: float, fact_files: int,
-                 reuse: bool) -> tuple[dict[str, str], dict[str, float]]:
-    """Parquet from dsdgen, then one Delta table per TPC-DS table; returns paths, timings."""
+def prepare_data(spark: Any, root: Path, sf: float, fact_files: int, reuse: bool,
+                 tables: tuple[str, ...] = TABLES) -> tuple[dict[str, str], dict[str, float]]:
+    """Parquet from dsdgen, then one Delta table per TPC-DS table in `tables`; returns
+    paths, timings."""
     timings: dict[str, float] = {}
-    stamp = {"sf": sf, "fact_files": fact_files, "partitioned": PARTITIONED, "v": 2}
+    stamp = {"sf": sf, "fact_files": fact_files, "partitioned": PARTITIONED, "v": 2,
+             "tables": sorted(tables)}
     marker = root / "delta" / "_lakegate_bench.json"
-    delta_paths = {t: str((root / "delta" / t).resolve()) for t in TABLES}
+    delta_paths = {t: str((root / "delta" / t).resolve()) for t in tables}
     if reuse and marker.is_file() and json.loads(marker.read_text()) == stamp:
         log(f"reusing Delta tables under {root / 'delta'} (sf={sf})")
         return delta_paths, timings
@@ -140,10 +140,9 @@ def prepare_data(spark: Any, root: Path, sf: float, fact_files: int,
     if (root / "delta").exists():
         shutil.rmtree(root / "delta")
     t0 = time.perf_counter()
-    for i, table in enumerate(TABLES, 1):
+    for i, table in enumerate(tables, 1):
         t1 = time.perf_counter()
         df = spark.read.parquet(pq[table])
-        writer = None
         if table in PARTITIONED:
             writer = df.write.format("delta").partitionBy(PARTITIONED[table])
         elif table in FACT_TABLES:
@@ -151,155 +150,18 @@ def prepare_data(spark: Any, root: Path, sf: float, fact_files: int,
         else:
             writer = df.coalesce(1).write.format("delta")
         writer.mode("overwrite").save(delta_paths[table])
-        log(f"  [{i:2}/{len(TABLES)}] delta {table:<24} {time.perf_counter() - t1:5.1f} s")
+        log(f"  [{i:2}/{len(tables)}] delta {table:<24} {time.perf_counter() - t1:5.1f} s")
     timings["delta_write_s"] = time.perf_counter() - t0
     marker.write_text(json.dumps(stamp))
     shutil.rmtree(root / "parquet", ignore_errors=True)
     return delta_paths, timings
 
 
-# --------------------------------------------------------------------------- B: dynamic views
-
-
-@dataclass
-class DynamicViews:
-    """B: Databricks-style dynamic views generated from the policy set."""
-
-    spark_user: str  # what Spark's current_user() returns
-    membership_path: str
-    user_alias: dict[str, str] = field(default_factory=dict)  # policy user -> spark user
-
-    def member(self, group: str) -> str:
-        g = group.lower().replace("'", "''")
-        return (f"(SELECT count(1) > 0 FROM delta.`{self.membership_path}` "
-                f"WHERE member = current_user() AND grp = '{g}')")
-
-    def principal_test(self, principals: tuple[Any, ...]) -> str:
-        """SQL true when the current user is one of `principals`; 'TRUE' for '*'."""
-        tests: list[str] = []
-        for p in principals:
-            if p.kind == "any":
-                return "TRUE"
-            if p.kind == "user":
-                name = self.user_alias.get(p.name, p.name).replace("'", "''")
-                tests.append(f"current_user() = '{name}'")
-            else:
-                tests.append(self.member(p.name))
-        if not tests:
-            return "FALSE"
-        return tests[0] if len(tests) == 1 else "(" + " OR ".join(tests) + ")"
-
-    def expression(self, text: str) -> str:
-        """A policy expression with is_member() as a membership lookup and policy user names
-        as Spark user names (current_user() stays: Spark evaluates it at query time)."""
-        tree = sqlglot.parse_one(text, read="spark")
-
-        def fix(node: exp.Expression) -> exp.Expression:
-            if isinstance(node, exp.Anonymous) and str(node.this).lower() in (
-                    "is_member", "is_account_group_member"):
-                arg = node.expressions[0]
-                return sqlglot.parse_one(self.member(arg.name), read="spark")
-            if isinstance(node, exp.Literal) and node.is_string and node.this in self.user_alias:
-                return exp.Literal.string(self.user_alias[node.this])
-            return node
-
-        return tree.transform(fix).sql("spark")
-
-    def view_sql(self, enforcer: Any, table: Any) -> str:
-        from governance.masks import mask_sql, quote_ident
-
-        ps = enforcer.policy_set
-        c, s, t = table.catalog, table.schema, table.name
-        # Column grants are static in Databricks too (GRANT on the view): the view lists the
-        # columns the bench user may read; masks and filters are decided at query time.
-        visible = enforcer.table_access(enforcer.identity(BENCH_USER), table).visible_columns
-        masks = [m for m in ps.column_masks if m.on.matches_table(c, s, t)]
-        proj: list[str] = []
-        for name in visible:
-            col = table.column(name)
-            low = name.lower()
-            tags = ps.column_tags(c, s, t, low)
-            hits = [m for m in masks if low in m.columns or tags.intersection(m.tags)]
-            hits.sort(key=lambda m: -m.priority)
-            branches: list[tuple[str, str]] = []
-            for m in hits:
-                test = self.principal_test(m.principals)
-                if m.except_:
-                    exc = self.principal_test(m.except_)
-                    test = f"NOT {exc}" if test == "TRUE" else f"({test} AND NOT {exc})"
-                custom = None
-                if m.mask == "custom":
-                    custom = self.expression(
-                        (m.expression or "").replace("{col}", quote_ident(name)))
-                branches.append((test, mask_sql(m.mask, name, col.type_text, custom)))
-                if test == "TRUE":
-                    break
-            q = quote_ident(name)
-            if not branches:
-                proj.append(q)
-            elif branches[0][0] == "TRUE":
-                proj.append(f"{branches[0][1]} AS {q}")
-            else:
-                whens = " ".join(f"WHEN {tst} THEN {sql}" for tst, sql in branches
-                                 if tst != "TRUE")
-                last = next((sql for tst, sql in branches if tst == "TRUE"), q)
-                proj.append(f"CASE {whens} ELSE {last} END AS {q}")
-        filters = [f for f in ps.row_filters if f.on.matches_table(c, s, t)]
-        where: list[str] = []
-        permissive = [f for f in filters if f.kind == "permissive"]
-        if len(permissive) == 1:
-            f = permissive[0]
-            a = self.principal_test(f.principals)
-            body = f"({self.expression(f.where)})"
-            where.append(body if a == "TRUE" else f"(NOT {a} OR {body})")
-        elif permissive:
-            # rows pass if any applying permissive filter passes; none applying: no limit
-            applies = [self.principal_test(f.principals) for f in permissive]
-            alts = [f"({self.expression(f.where)})" if a == "TRUE"
-                    else f"({a} AND ({self.expression(f.where)}))"
-                    for a, f in zip(applies, permissive, strict=True)]
-            if "TRUE" not in applies:
-                alts.insert(0, "NOT (" + " OR ".join(applies) + ")")
-            where.append("(" + " OR ".join(alts) + ")")
-        for f in filters:
-            if f.kind != "restrictive":
-                continue
-            a = self.principal_test(f.principals)
-            body = f"({self.expression(f.where)})"
-            where.append(body if a == "TRUE" else f"(NOT {a} OR {body})")
-        sql = f"SELECT {', '.join(proj)} FROM delta.`{table.location}`"
-        return sql + (" WHERE " + " AND ".join(where) if where else "")
-
-
-def setup_views(spark: Any, lg: Any, root: Path, delta_paths: dict[str, str]) -> DynamicViews:
-    """A: temp views over the Delta tables. B: the membership table and dynamic views."""
-    for t in TABLES:
-        spark.read.format("delta").load(delta_paths[t]).createOrReplaceTempView(t)
-    spark_user = spark.sql("SELECT current_user()").collect()[0][0]
-    enforcer = lg.enforcer
-    ps = enforcer.policy_set
-    users = {BENCH_USER}
-    for members in ps.groups.values():
-        users.update(p.name for p in members if p.kind == "user")
-    alias = {BENCH_USER: spark_user}
-    rows = []
-    for u in sorted(users):
-        for g in sorted(enforcer.identity(u).groups):  # nested groups resolved, as IdPs do
-            rows.append((alias.get(u, u), g))
-    mpath = str((root / "delta" / MEMBERSHIP).resolve())
-    spark.createDataFrame(rows, "member string, grp string").coalesce(1).write \
-        .format("delta").mode("overwrite").save(mpath)
-    dv = DynamicViews(spark_user, mpath, alias)
-    spark.sql(f"CREATE DATABASE IF NOT EXISTS {VIEW_DB}")
-    for t in TABLES:
-        info = lg.catalog.table(CATALOG, SCHEMA, t)
-        if info is None:
-            raise LookupError(f"{CATALOG}.{SCHEMA}.{t} is not registered")
-        spark.sql(f"CREATE OR REPLACE VIEW {VIEW_DB}.{t} AS {dv.view_sql(enforcer, info)}")
-    return dv
-
-
-# --------------------------------------------------------------------------- C: Lakegate
+def tables_of(sqls: list[str]) -> tuple[str, ...]:
+    """The TPC-DS tables these statements read (a subset run writes only those)."""
+    names = {t.name.lower() for sql in sqls
+             for t in sqlglot.parse_one(sql, read="spark").find_all(exp.Table)}
+    return tuple(t for t in TABLES if t in names)
 
 
 def setup_lakegate(spark: Any, root: Path, delta_paths: dict[str, str]) -> Any:
@@ -316,94 +178,10 @@ def setup_lakegate(spark: Any, root: Path, delta_paths: dict[str, str]) -> Any:
     tables = tpcds_tables(str(root / "delta"), CATALOG, SCHEMA)
     (pol / "tpcds.yaml").write_text(tpcds_policy_yaml(tables, CATALOG, SCHEMA))
     lg = Lakegate.open(write_config(lake, pol), spark=spark)
-    log(f"registering {len(TABLES)} tables in the Lakegate catalog {CATALOG}.{SCHEMA} ...")
-    for t in TABLES:
-        lg.register_table(f"{CATALOG}.{SCHEMA}.{t}", delta_paths[t])
+    log(f"registering {len(delta_paths)} tables in the Lakegate catalog {CATALOG}.{SCHEMA} ...")
+    for t, path in delta_paths.items():
+        lg.register_table(f"{CATALOG}.{SCHEMA}.{t}", path)
     return lg
-
-
-# --------------------------------------------------------------------------- metrics
-
-
-def _seq(s: Any) -> list[Any]:
-    return [s.apply(i) for i in range(s.size())]
-
-
-def scan_metrics(df: Any) -> list[dict[str, Any]]:
-    """Per file scan of the executed plan: table dir, files read, partitions read.
-
-    Walks the final adaptive plan, query stages and subqueries; reused exchanges and
-    subqueries are not walked again (they read nothing).
-    """
-    root = df._jdf.queryExecution().executedPlan()
-    out: list[dict[str, Any]] = []
-    seen: set[int] = set()
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        nid = node.id()
-        if nid in seen:
-            continue
-        seen.add(nid)
-        cls = node.getClass().getSimpleName()
-        if cls in ("ReusedExchangeExec", "ReusedSubqueryExec"):
-            continue
-        if cls == "AdaptiveSparkPlanExec":
-            stack.append(node.executedPlan())
-            continue
-        if cls.endswith("QueryStageExec"):
-            stack.append(node.plan())
-            continue
-        if cls == "FileSourceScanExec":
-            metrics = node.metrics()
-
-            def m(key: str, metrics: Any = metrics) -> int | None:
-                opt = metrics.get(key)
-                return int(opt.get().value()) if opt.isDefined() else None
-
-            try:
-                path = str(node.relation().location().rootPaths().head().toString())
-            except Exception:
-                path = "?"
-            out.append({
-                "table": Path(path.replace("file:", "")).name,
-                "files": m("numFiles"),
-                "static_files": m("staticFilesNum"),
-                "partitions": m("numPartitions"),
-                "rows": m("numOutputRows"),
-            })
-        stack.extend(_seq(node.children()))
-        stack.extend(_seq(node.subqueries()))
-    return out
-
-
-def files_by_table(scans: list[dict[str, Any]]) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for s in scans:
-        if s["table"] == MEMBERSHIP:
-            continue
-        out[s["table"]] = out.get(s["table"], 0) + (s["files"] or 0)
-    return out
-
-
-def partitions_by_table(scans: list[dict[str, Any]]) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for s in scans:
-        if s["partitions"] is not None:
-            out[s["table"]] = out.get(s["table"], 0) + s["partitions"]
-    return out
-
-
-def checksum(rows: list[Any]) -> str:
-    """Order-independent digest of a result; floats to 9 significant digits."""
-
-    def norm(v: Any) -> str:
-        if isinstance(v, float):
-            return "nan" if math.isnan(v) else f"{v:.9g}"
-        return repr(v)
-
-    lines = sorted("|".join(norm(v) for v in r) for r in rows)
-    return hashlib.sha256("\n".join(lines).encode()).hexdigest()[:16]
 
 
 # --------------------------------------------------------------------------- measurement
@@ -421,6 +199,7 @@ class Runner:
     spark: Any
     session: Any  # the governed session (C)
     b_sql: dict[int | str, str]  # query id -> B text (qualified with the view database)
+    floor_sql: dict[int | str, str]  # query id -> A' text (qualified with the floor views)
 
     def run(self, mode: str, key: int | str, sql: str) -> tuple[float, Any, list[Any]]:
         t0 = time.perf_counter()
@@ -428,105 +207,71 @@ class Runner:
             df = self.spark.sql(sql)
         elif mode == "B":
             df = self.spark.sql(self.b_sql[key])
+        elif mode == "F":
+            df = self.spark.sql(self.floor_sql[key])
         else:
             df = self.session.sql(sql)
         rows = df.collect()
         return time.perf_counter() - t0, df, rows
 
 
-def _qualify_b(sql: str) -> str:
-    """Point a probe's table names at the dynamic views."""
+def qualify(sql: str, db: str) -> str:
+    """Point a probe's table names at the views in `db`."""
     tree = sqlglot.parse_one(sql, read="spark")
     for t in tree.find_all(exp.Table):
         if t.name.lower() in TABLES and not t.args.get("db"):
             if not t.alias:
                 t.set("alias", exp.TableAlias(this=exp.to_identifier(t.name)))
-            t.set("db", exp.to_identifier(VIEW_DB))
+            t.set("db", exp.to_identifier(db))
     return tree.sql("spark")
 
 
 def measure(runner: Runner, key: int | str, sql: str, rounds: int,
             metrics: bool = True) -> dict[str, Any]:
-    """A B C interleaved for one query, `rounds` times (the order rotates each round)."""
-    res: dict[str, Any] = {"id": key, "times": {"A": [], "B": [], "C": []},
-                           "errors": {}, "rows": {}, "checksum": {}, "files": {},
-                           "partitions": {}}
-    order = ["A", "B", "C"]
-    for r in range(rounds):
-        modes = order[r % 3:] + order[: r % 3]
-        for mode in modes:
+    """A, A', B, C interleaved for one query, `rounds` times (the order rotates each round).
+
+    A baseline that fails raises (the run fails); C failing is a product bug, recorded."""
+    res: dict[str, Any] = {"id": key, "times": {m: [] for m in MODES}, "errors": {},
+                           "rows": {}, "checksum": {}, "files": {}, "partitions": {}}
+    for r, order in enumerate(harness.rotations(MODES, rounds)):
+        for mode in order:
             if mode in res["errors"]:
-                continue
-            if mode != "A" and "A" in res["errors"]:
                 continue
             try:
                 secs, df, rows = runner.run(mode, key, sql)
             except Exception as e:
+                if mode != "C":
+                    raise harness.ScenarioFailed(
+                        f"q{key}: baseline {mode} failed: {first_line(e)}") from e
                 res["errors"][mode] = first_line(e)
-                if os.environ.get("LG_BENCH_DEBUG"):
-                    traceback.print_exc()
                 continue
             res["times"][mode].append(secs)
             if r == 0:
                 res["rows"][mode] = len(rows)
                 res["checksum"][mode] = checksum(rows)
                 if metrics:
-                    try:
-                        scans = scan_metrics(df)
-                        res["files"][mode] = files_by_table(scans)
-                        res["partitions"][mode] = partitions_by_table(scans)
-                    except Exception as e:
-                        res["files"][mode] = {"error": first_line(e)}
-    for mode in order:
+                    scans = scan_metrics(df)
+                    res["files"][mode] = files_by_table(scans)
+                    res["partitions"][mode] = partitions_by_table(scans)
+    for mode in MODES:
         v = res["times"][mode]
-        res[f"{mode.lower()}_med"] = statistics.median(v) if v else None
-    a, b, c = res["a_med"], res["b_med"], res["c_med"]
+        res[MED_KEY[mode]] = statistics.median(v) if v else None
+    a, b, c, f = res["a_med"], res["b_med"], res["c_med"], res["floor_med"]
     res["c_over_a"] = c / a if a and c else None
     res["c_over_b"] = c / b if b and c else None
+    res["c_over_floor"] = c / f if f and c else None
     res["flag"] = bool(res["c_over_b"] and res["c_over_b"] > FLAG_RATIO)
     res["b_c_same_answer"] = (res["checksum"].get("B") == res["checksum"].get("C")
                               if "B" in res["checksum"] and "C" in res["checksum"] else None)
+    res["floor_c_same_answer"] = (res["checksum"].get("F") == res["checksum"].get("C")
+                                  if "F" in res["checksum"] and "C" in res["checksum"] else None)
     return res
 
 
 def plan_time_ms(session: Any, sql: str, reps: int = 3) -> float:
     """The governed session's planning alone (parse, decide, rewrite, generate; no Spark)."""
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        session._planner().plan(sql)
-        times.append((time.perf_counter() - t0) * 1000)
-    return statistics.median(times)
-
-
-def breakdown_ms(spark: Any, session: Any, sql: str) -> dict[str, float]:
-    """Where C's extra time goes, once per query, outside the timed runs: the planner,
-    Spark's parse + analysis of the raw text (A) and of the rewritten text (C), and the
-    verification walk over C's analyzed plan."""
-    from governance.verify import verify_plan
-
-    out: dict[str, float] = {}
-    t0 = time.perf_counter()
-    planned = session._planner().plan(sql)
-    out["plan_ms"] = (time.perf_counter() - t0) * 1000
-    t0 = time.perf_counter()
-    spark.sql(sql)
-    out["analyze_a_ms"] = (time.perf_counter() - t0) * 1000
-    t0 = time.perf_counter()
-    df = spark.sql(planned.sql)
-    out["analyze_c_ms"] = (time.perf_counter() - t0) * 1000
-    t0 = time.perf_counter()
-    args: list[Any] = [df._jdf.queryExecution().analyzed(), planned.expected]
-    if len(inspect.signature(verify_plan).parameters) > 2:  # newer: an analyze callback
-        args.append(lambda text: spark.sql(text)._jdf.queryExecution().analyzed())
-    verify_plan(*args)
-    out["verify_ms"] = (time.perf_counter() - t0) * 1000
-    out["rewritten_chars"] = float(len(planned.sql))
-    # comma joins regenerated as explicit CROSS JOINs: Spark plans those as Cross joins, and
-    # its dynamic partition pruning only considers inner/semi/outer joins
-    out["cross_joins_added"] = float(planned.sql.upper().count("CROSS JOIN")
-                                     - sql.upper().count("CROSS JOIN"))
-    return out
+    return statistics.median([harness.timed_ms(lambda: session._planner().plan(sql))[0]
+                              for _ in range(reps)])
 
 
 def fmt_s(v: float | None) -> str:
@@ -558,20 +303,6 @@ def environment(spark: Any) -> dict[str, Any]:
         "cpus": os.cpu_count(),
         "spark_user": getpass.getuser(),
     }
-
-
-def parse_ids(text: str | None) -> set[int] | None:
-    if not text:
-        return None
-    out: set[int] = set()
-    for part in text.split(","):
-        part = part.strip().lstrip("q")
-        if "-" in part:
-            lo, hi = part.split("-")
-            out.update(range(int(lo), int(hi) + 1))
-        elif part:
-            out.add(int(part))
-    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -621,7 +352,12 @@ def main(argv: list[str] | None = None) -> int:
         result["env"] = environment(spark)
         log(f"TPC-DS on Delta: sf={args.sf}, rounds={args.rounds}, {args.master}, "
             f"Spark {spark.version}, dir {root}")
-        delta_paths, t = prepare_data(spark, root, args.sf, args.fact_files, args.reuse)
+        wanted = harness.parse_ids(args.queries)
+        plain = [(n, q) for n, q in spark_queries() if wanted is None or n in wanted]
+        probes_run = [] if args.no_probes else PROBES
+        needed = tables_of([q for _, q in plain] + [q for _, _, q in probes_run])
+        delta_paths, t = prepare_data(spark, root, args.sf, args.fact_files, args.reuse,
+                                      needed)
         setup.update(t)
         t0 = time.perf_counter()
         lg = setup_lakegate(spark, root, delta_paths)
@@ -634,65 +370,61 @@ def main(argv: list[str] | None = None) -> int:
         result["setup"] = setup
         result["policy"] = {"row_filters": len(lg.enforcer.policy_set.row_filters),
                             "column_masks": len(lg.enforcer.policy_set.column_masks),
-                            "tables": len(TABLES)}
+                            "tables": len(needed)}
 
-        wanted = parse_ids(args.queries)
-        plain = [(n, q) for n, q in spark_queries() if wanted is None or n in wanted]
-        qualified = dict(spark_queries(qualify=f"spark_catalog.{VIEW_DB}"))
-        b_sql: dict[int | str, str] = {n: qualified[n] for n, _ in plain}
-        for pid, _, sql in PROBES:
-            b_sql[pid] = _qualify_b(sql)
-        runner = Runner(spark, session, b_sql)
+        b_sql: dict[int | str, str] = {}
+        floor_sql: dict[int | str, str] = {}
+        for texts, db in ((b_sql, VIEW_DB), (floor_sql, FLOOR_DB)):
+            qualified = dict(spark_queries(qualify=f"spark_catalog.{db}"))
+            texts.update({n: qualified[n] for n, _ in plain})
+            texts.update({pid: qualify(sql, db) for pid, _, sql in PROBES})
+        runner = Runner(spark, session, b_sql, floor_sql)
 
         # warm-up (untimed): JIT, Delta log caches, the governed session's policy SQL
-        warm = [(pid, sql) for pid, _, sql in PROBES[:2]] + plain[:2]
+        warm = [(pid, sql) for pid, _, sql in probes_run[:2]] + plain[:2]
         t0 = time.perf_counter()
         for key, sql in warm:
-            for mode in "ABC":
+            for mode in MODES:
                 try:
                     runner.run(mode, key, sql)
-                except Exception:
+                except Exception:  # measured below, where a failure fails the run
                     continue
         setup["warmup_s"] = time.perf_counter() - t0
 
-        log(f"\n{len(plain)} queries x {args.rounds} rounds (A raw, B dynamic views, "
-            "C governed); seconds are medians")
-        log(f"{'query':>6} {'A s':>7} {'B s':>7} {'C s':>7} {'C/A':>5} {'C/B':>5}  "
-            f"{'plan ms':>7}  files A/C  note")
+        log(f"\n{len(plain)} queries x {args.rounds} rounds (A raw, A' hand-written floor, "
+            "B dynamic views, C governed); seconds are medians")
+        log(f"{'query':>6} {'A s':>7} {'A2 s':>7} {'B s':>7} {'C s':>7} {'C/A':>5} "
+            f"{'C/A2':>5} {'C/B':>5}  {'plan ms':>7}  files A/C  note")
         queries: list[dict[str, Any]] = []
         t_loop = time.perf_counter()
         for i, (n, sql) in enumerate(plain, 1):
             r = measure(runner, n, sql, args.rounds)
             r["plan_ms"] = None
-            if "C" not in r["errors"] and "A" not in r["errors"]:
-                try:
-                    r["plan_ms"] = plan_time_ms(session, sql)
-                    r["breakdown"] = breakdown_ms(spark, session, sql)
-                except Exception as e:
-                    r["breakdown"] = {"error": first_line(e)}
+            if "C" not in r["errors"]:
+                r["plan_ms"] = plan_time_ms(session, sql)
+                r["breakdown"] = breakdown_ms(spark, session, sql)
             queries.append(r)
             fa = r["files"].get("A", {})
             fc = r["files"].get("C", {})
             files = (f"{sum(v for v in fa.values() if isinstance(v, int))}/"
                      f"{sum(v for v in fc.values() if isinstance(v, int))}") if fa and fc else "-"
             notes = []
-            if "A" in r["errors"]:
-                notes.append("SKIPPED (fails raw): " + r["errors"]["A"][:120])
-            if "B" in r["errors"]:
-                notes.append("B failed: " + r["errors"]["B"][:120])
             if "C" in r["errors"]:
                 notes.append("PRODUCT BUG (C fails, A works): " + r["errors"]["C"][:120])
             if r["flag"]:
                 notes.append(f"FLAG C > {FLAG_RATIO} x B")
             if r["b_c_same_answer"] is False:
                 notes.append("B and C answers differ")
+            if r["floor_c_same_answer"] is False:
+                notes.append("A' and C answers differ")
             if fa and fc and files_over(fa, fc):
                 notes.append("C reads more files")
             elapsed = time.perf_counter() - t_loop
             eta = elapsed / i * (len(plain) - i)
             plan_ms = r.get("plan_ms")
-            log(f"{'q' + str(n):>6} {fmt_s(r['a_med'])} {fmt_s(r['b_med'])} "
-                f"{fmt_s(r['c_med'])} {fmt_r(r['c_over_a'])} {fmt_r(r['c_over_b'])}  "
+            log(f"{'q' + str(n):>6} {fmt_s(r['a_med'])} {fmt_s(r['floor_med'])} "
+                f"{fmt_s(r['b_med'])} {fmt_s(r['c_med'])} {fmt_r(r['c_over_a'])} "
+                f"{fmt_r(r['c_over_floor'])} {fmt_r(r['c_over_b'])}  "
                 f"{plan_ms if plan_ms is not None else float('nan'):7.1f}  {files:>9}  "
                 f"{'; '.join(notes)}")
             log(f"  [{i}/{len(plain)} done, {elapsed:.0f} s, ~{eta:.0f} s left]")
@@ -714,16 +446,16 @@ def main(argv: list[str] | None = None) -> int:
                     f"C/A {fmt_r(r['c_over_a'])} -> {fmt_r(again['c_over_a'])}")
 
         probes: list[dict[str, Any]] = []
-        if not args.no_probes:
+        if probes_run:
             log("\nfile skipping / partition pruning probes (files read, partitions read)")
-            for pid, what, sql in PROBES:
+            for pid, what, sql in probes_run:
                 r = measure(runner, pid, sql, args.rounds)
                 r["what"] = what
                 r["sql"] = sql
                 probes.append(r)
-                log(f"  {pid:<24} files A {_tot(r['files'].get('A'))} "
-                    f"B {_tot(r['files'].get('B'))} C {_tot(r['files'].get('C'))}; partitions "
-                    f"A {_tot(r['partitions'].get('A'))} C {_tot(r['partitions'].get('C'))}; "
+                log(f"  {pid:<24} files A {total(r['files'].get('A'))} "
+                    f"B {total(r['files'].get('B'))} C {total(r['files'].get('C'))}; partitions "
+                    f"A {total(r['partitions'].get('A'))} C {total(r['partitions'].get('C'))}; "
                     f"C/A {fmt_r(r['c_over_a'])} C/B {fmt_r(r['c_over_b'])}"
                     + (f"  errors {r['errors']}" if r["errors"] else ""))
         result["probes"] = probes
@@ -734,137 +466,18 @@ def main(argv: list[str] | None = None) -> int:
         lg.close()
     finally:
         if args.json and "summary" in result:
-            Path(args.json).write_text(json.dumps(result, indent=1, default=str))
+            harness.write_json(args.json, result)
             note(f"wrote {args.json}")
         if own_dir and not args.keep:
             shutil.rmtree(root, ignore_errors=True)
+    bugs = result["summary"]["product_bugs"]
+    if bugs:
+        raise harness.ScenarioFailed(
+            f"{len(bugs)} queries fail governed where raw Spark runs them: "
+            + ", ".join(f"q{b['id']}" for b in bugs))
     return 0
 
 
-def _tot(d: dict[str, Any] | None) -> str:
-    if not d:
-        return "-"
-    if "error" in d:
-        return "?"
-    return str(sum(v for v in d.values() if isinstance(v, int)))
-
-
-def files_over(a: dict[str, Any], c: dict[str, Any]) -> bool:
-    """Does C read more files than A from any table?"""
-    return any(isinstance(c.get(t), int) and isinstance(v, int) and c[t] > v
-               for t, v in a.items()) or any(t not in a for t in c if t != "error")
-
-
-def summarize(queries: list[dict[str, Any]], probes: list[dict[str, Any]]) -> dict[str, Any]:
-    ok = [q for q in queries if q["a_med"] and q["b_med"] and q["c_med"]]
-    ta = sum(q["a_med"] for q in ok)
-    tb = sum(q["b_med"] for q in ok)
-    tc = sum(q["c_med"] for q in ok)
-    skipped = [{"id": q["id"], "reason": q["errors"]["A"]} for q in queries if "A" in q["errors"]]
-    b_failed = [{"id": q["id"], "error": q["errors"]["B"]} for q in queries
-                if "B" in q["errors"] and "A" not in q["errors"]]
-    bugs = [{"id": q["id"], "error": q["errors"]["C"]} for q in queries
-            if "C" in q["errors"] and "A" not in q["errors"]]
-    differ = [q["id"] for q in queries if q["b_c_same_answer"] is False]
-    flagged = [{"id": q["id"], "c_over_b": q["c_over_b"], "a": q["a_med"], "b": q["b_med"],
-                "c": q["c_med"],
-                "recheck_c_over_b": (q.get("recheck") or {}).get("c_over_b"),
-                "recheck_rounds": (q.get("recheck") or {}).get("rounds")}
-               for q in ok if q["flag"]]
-    worst = sorted(ok, key=lambda q: -(q["c_over_b"] or 0))[:10]
-    more_files = [q["id"] for q in ok
-                  if q["files"].get("A") and q["files"].get("C")
-                  and files_over(q["files"]["A"], q["files"]["C"])]
-    plan = [q["plan_ms"] for q in ok if q.get("plan_ms") is not None]
-    bd = [q["breakdown"] for q in ok if q.get("breakdown") and "error" not in q["breakdown"]]
-    breakdown = {k: {"median": statistics.median([b[k] for b in bd]),
-                     "total_s": sum(b[k] for b in bd) / 1000}
-                 for k in ("plan_ms", "analyze_a_ms", "analyze_c_ms", "verify_ms")} if bd else {}
-    skipping = []
-    for p in probes:
-        fa, fb, fc = (p["files"].get(m) for m in "ABC")
-        pa, pc = p["partitions"].get("A"), p["partitions"].get("C")
-        skipping.append({
-            "id": p["id"], "what": p["what"],
-            "files_a": _sum(fa), "files_b": _sum(fb), "files_c": _sum(fc),
-            "partitions_a": _sum(pa), "partitions_c": _sum(pc),
-            "total_files": None,
-            "same": _sum(fa) == _sum(fc) and _sum(pa) == _sum(pc),
-            "errors": p["errors"],
-        })
-    return {
-        "queries_measured": len(ok), "queries_total": len(queries),
-        "total_a_s": ta, "total_b_s": tb, "total_c_s": tc,
-        "c_over_a": tc / ta if ta else None, "c_over_b": tc / tb if tb else None,
-        "b_over_a": tb / ta if ta else None,
-        "median_query_c_over_a": statistics.median([q["c_over_a"] for q in ok]) if ok else None,
-        "median_query_c_over_b": statistics.median([q["c_over_b"] for q in ok]) if ok else None,
-        "plan_ms_median": statistics.median(plan) if plan else None,
-        "plan_ms_max": max(plan) if plan else None,
-        "plan_s_total": sum(plan) / 1000 if plan else None,
-        "breakdown": breakdown,
-        "overhead_per_query_s": (tc - ta) / len(ok) if ok else None,
-        "flagged": flagged, "worst": [
-            {"id": q["id"], "c_over_b": q["c_over_b"], "c_over_a": q["c_over_a"],
-             "a": q["a_med"], "b": q["b_med"], "c": q["c_med"]} for q in worst],
-        "skipped": skipped, "b_failed": b_failed, "product_bugs": bugs,
-        "answers_differ_b_c": differ, "c_reads_more_files": more_files,
-        "skipping": skipping,
-        "targets": {
-            "total_c_over_b": {"target": TARGET_C_OVER_B,
-                               "met": bool(tb and tc / tb <= TARGET_C_OVER_B)},
-            "total_c_over_a": {"target": TARGET_C_OVER_A,
-                               "met": bool(ta and tc / ta <= TARGET_C_OVER_A)},
-            # a flagged query counts unless re-measuring with more rounds clears it
-            "no_query_over_1_25_b": {"target": FLAG_RATIO, "met": not [
-                f for f in flagged
-                if f["recheck_c_over_b"] is None or f["recheck_c_over_b"] > FLAG_RATIO]},
-            "skipping_kept": {"met": all(s["same"] for s in skipping) and not more_files},
-        },
-    }
-
-
-def _sum(d: dict[str, Any] | None) -> int | None:
-    if not d or "error" in d:
-        return None
-    return sum(v for v in d.values() if isinstance(v, int))
-
-
-def print_summary(result: dict[str, Any]) -> None:
-    s = result["summary"]
-    log(f"\nTPC-DS on Delta, sf={result['config']['sf']}: {s['queries_measured']} of "
-        f"{s['queries_total']} queries measured, {result['config']['rounds']} rounds")
-    log(f"  total (sum of medians): A {s['total_a_s']:.2f} s, B {s['total_b_s']:.2f} s, "
-        f"C {s['total_c_s']:.2f} s")
-    if s["c_over_a"] is not None:
-        log(f"  total C/A {s['c_over_a']:.3f} (target <= {TARGET_C_OVER_A}: "
-            f"{'MET' if s['targets']['total_c_over_a']['met'] else 'NOT MET'})")
-        log(f"  total C/B {s['c_over_b']:.3f} (target <= {TARGET_C_OVER_B}: "
-            f"{'MET' if s['targets']['total_c_over_b']['met'] else 'NOT MET'})")
-        log(f"  total B/A {s['b_over_a']:.3f}; per-query median C/A "
-            f"{s['median_query_c_over_a']:.3f}, C/B {s['median_query_c_over_b']:.3f}")
-    if s["plan_ms_median"] is not None:
-        log(f"  governed planning alone: median {s['plan_ms_median']:.1f} ms, max "
-            f"{s['plan_ms_max']:.1f} ms per query")
-    for k, v in (s.get("breakdown") or {}).items():
-        log(f"  {k[:-3]:<10} median {v['median']:7.1f} ms, over all queries {v['total_s']:6.2f} s")
-    log(f"  queries with C > {FLAG_RATIO} x B: "
-        + (", ".join(f"q{f['id']} ({f['c_over_b']:.2f})" for f in s["flagged"]) or "none"))
-    log("  worst C/B: " + ", ".join(f"q{w['id']} {w['c_over_b']:.2f}" for w in s["worst"][:5]))
-    for k, title in (("skipped", "skipped (fail raw)"), ("b_failed", "B failed"),
-                     ("product_bugs", "PRODUCT BUGS (C fails where A works)")):
-        for item in s[k]:
-            log(f"  {title}: q{item['id']}: {item.get('reason') or item.get('error')}")
-    if s["answers_differ_b_c"]:
-        log(f"  B and C answers differ: {s['answers_differ_b_c']}")
-    log("  files read, C more than A: " + (", ".join(map(str, s["c_reads_more_files"]))
-                                           or "none"))
-    for p in s["skipping"]:
-        log(f"  {p['id']:<24} files A/B/C {p['files_a']}/{p['files_b']}/{p['files_c']}, "
-            f"partitions A/C {p['partitions_a']}/{p['partitions_c']}: "
-            f"{'kept' if p['same'] else 'LOST'}")
-    log(f"  run time {result['run_s']:.0f} s")
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(harness.main("tpcds", main))
+

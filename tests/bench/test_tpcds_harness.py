@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # the benchmarks are not part of the installed distribution
     sys.path.insert(0, str(ROOT))
 
-from benchmarks import tpcds  # noqa: E402
+from benchmarks import tpcds, tpcds_policies  # noqa: E402
 from catalog.model import TableInfo  # noqa: E402
 from governance.policy.model import MASKS, NamePattern, Principal  # noqa: E402
 
@@ -35,7 +35,7 @@ def tables() -> list[TableInfo]:
 
 @pytest.fixture(scope="module")
 def policy(tables: list[TableInfo]) -> dict:
-    return yaml.safe_load(tpcds.tpcds_policy_yaml(tables))
+    return yaml.safe_load(tpcds_policies.tpcds_policy_yaml(tables))
 
 
 def _groups_of(user: str, groups: dict[str, list[str]]) -> set[str]:
@@ -224,7 +224,7 @@ def test_policy_grants_select_to_analysts(policy: dict) -> None:
 
 
 def test_policy_follows_catalog_and_schema(tables: list[TableInfo]) -> None:
-    text = tpcds.tpcds_policy_yaml(tables, catalog="bench", schema="sf10")
+    text = tpcds_policies.tpcds_policy_yaml(tables, catalog="bench", schema="sf10")
     doc = yaml.safe_load(text)
     assert doc["grants"][0]["on"] == "bench.sf10.*"
     assert all(f["on"].startswith("bench.sf10.") for f in doc["row_filters"])
@@ -233,10 +233,10 @@ def test_policy_follows_catalog_and_schema(tables: list[TableInfo]) -> None:
 
 def test_policy_for_a_subset_and_for_a_wrong_schema(tables: list[TableInfo]) -> None:
     few = [t for t in tables if t.name in ("store", "store_sales")]
-    doc = yaml.safe_load(tpcds.tpcds_policy_yaml(few))
+    doc = yaml.safe_load(tpcds_policies.tpcds_policy_yaml(few))
     assert {f["on"] for f in doc["row_filters"]} == {"tpcds.sf1.store", "tpcds.sf1.store_sales"}
     with pytest.raises(ValueError, match="not TPC-DS tables"):
-        tpcds.tpcds_policy_yaml([*few, TableInfo("tpcds", "sf1", "orders", "/x", ())])
+        tpcds_policies.tpcds_policy_yaml([*few, TableInfo("tpcds", "sf1", "orders", "/x", ())])
 
 
 def test_generate_parquet_matches_the_catalog_schema(tmp_path: Path, tables: list[TableInfo]):
@@ -258,11 +258,11 @@ def test_policy_passes_the_real_validator_and_enforcer(tables: list[TableInfo]) 
     from governance.policy.loader import load_policy_text
     from governance.policy.validate import format_problems, validate_policy_text
 
-    files = {"bench.yaml": tpcds.tpcds_policy_yaml(tables)}
+    files = {"bench.yaml": tpcds_policies.tpcds_policy_yaml(tables)}
     problems = validate_policy_text(files)
     assert not problems, format_problems(problems)
     enforcer = PolicyEnforcer(load_policy_text(files))
-    bench = enforcer.identity(tpcds.BENCH_USER)
+    bench = enforcer.identity(tpcds_policies.BENCH_USER)
     for t in tables:
         access = enforcer.table_access(bench, t)
         assert access.can_select, t.name
