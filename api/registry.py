@@ -41,10 +41,7 @@ class Registry:
     def __init__(self, lg: Lakegate, discovery: Discovery) -> None:
         self.lg = lg
         self.discovery = discovery
-        connection = getattr(lg.catalog.store, "connection", None)
-        if connection is None:
-            raise RuntimeError("data products need the SQLite catalog store")
-        self.store = ProductStore(connection)
+        self.store = ProductStore(lg.catalog.store)
         self.problems: list[str] = []
         self._stamp: tuple | None = None
         self._last_check = 0.0

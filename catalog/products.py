@@ -2,7 +2,7 @@
 
 A product names its domain, its output tables, a lifecycle stage and a freshness objective.
 Products are registered through the REST API (source `api`) or written as YAML next to the
-policies (source `yaml:<file>`); both land in one SQLite table in the catalog's file, so every
+policies (source `yaml:<file>`); both land in one table of the catalog's database, so every
 reader has one path. YAML-defined products are owned by their files: the API refuses to
 change them (git is where they are reviewed), and a sync replaces them wholesale.
 """
@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import json
 import re
-import sqlite3
-import threading
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
@@ -20,6 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from sqlalchemy import delete, insert, select, update
+
+from catalog.schema import data_products as _T
+from catalog.store import SqlStore
 
 STAGES: tuple[str, ...] = ("draft", "active", "deprecated", "retired")
 # Lifecycle moves forward; deprecation can be undone, retirement cannot.
@@ -130,87 +132,61 @@ def check_transition(old: str, new: str) -> None:
         raise ProductConflict(f"a product cannot move from stage {old} to {new}")
 
 
-_DDL = """
-CREATE TABLE IF NOT EXISTS data_products (
-    name TEXT PRIMARY KEY, domain TEXT NOT NULL, description TEXT NOT NULL DEFAULT '',
-    output_tables TEXT NOT NULL DEFAULT '[]', stage TEXT NOT NULL, tags TEXT NOT NULL DEFAULT '[]',
-    classification TEXT, freshness TEXT, source TEXT NOT NULL,
-    created_at REAL NOT NULL, updated_at REAL NOT NULL, created_by TEXT, updated_by TEXT);
-CREATE INDEX IF NOT EXISTS data_products_domain ON data_products (domain);
-"""
-_COLS = ("name, domain, description, output_tables, stage, tags, classification, freshness, "
-         "source, created_at, updated_at, created_by, updated_by")
-
-
 class ProductStore:
-    """The `data_products` table in the catalog's SQLite file (shared by processes)."""
+    """The `data_products` table in the catalog's database (shared by processes)."""
 
-    def __init__(self, connect: Any) -> None:
-        """`connect` is the catalog store's `connection` (a per-thread sqlite3 connection)."""
-        self._connect = connect
-        self._lock = threading.Lock()
-        self._connect().executescript(_DDL)
+    def __init__(self, store: SqlStore) -> None:
+        self.store = store
 
     @staticmethod
-    def _row(r: tuple) -> DataProduct:
+    def _product(r: Any) -> DataProduct:
         return DataProduct(
-            name=r[0], domain=r[1], description=r[2], output_tables=tuple(json.loads(r[3])),
-            stage=r[4], tags=tuple(json.loads(r[5])), classification=r[6], freshness=r[7],
-            source=r[8], created_at=r[9], updated_at=r[10], created_by=r[11], updated_by=r[12])
+            name=r.name, domain=r.domain, description=r.description,
+            output_tables=tuple(json.loads(r.output_tables)), stage=r.stage,
+            tags=tuple(json.loads(r.tags)), classification=r.classification,
+            freshness=r.freshness, source=r.source, created_at=r.created_at,
+            updated_at=r.updated_at, created_by=r.created_by, updated_by=r.updated_by)
 
     @staticmethod
-    def _args(p: DataProduct) -> tuple:
-        return (p.name, p.domain, p.description, json.dumps(list(p.output_tables)), p.stage,
-                json.dumps(list(p.tags)), p.classification, p.freshness, p.source, p.created_at,
-                p.updated_at, p.created_by, p.updated_by)
+    def _row(p: DataProduct) -> dict[str, Any]:
+        return {"name": p.name, "domain": p.domain, "description": p.description,
+                "output_tables": json.dumps(list(p.output_tables)), "stage": p.stage,
+                "tags": json.dumps(list(p.tags)), "classification": p.classification,
+                "freshness": p.freshness, "source": p.source, "created_at": p.created_at,
+                "updated_at": p.updated_at, "created_by": p.created_by,
+                "updated_by": p.updated_by}
 
     def get(self, name: str) -> DataProduct | None:
-        r = self._connect().execute(f"SELECT {_COLS} FROM data_products WHERE name=?",
-                                    (name.lower(),)).fetchone()
-        return self._row(r) if r else None
+        with self.store.read() as conn:
+            r = conn.execute(select(_T).where(_T.c.name == name.lower())).first()
+        return self._product(r) if r else None
 
     def list(self, domain: str | None = None) -> list[DataProduct]:
-        sql, args = f"SELECT {_COLS} FROM data_products", ()
+        query = select(_T)
         if domain is not None:
-            sql, args = sql + " WHERE domain=?", (domain.lower(),)
-        return [self._row(r) for r in self._connect().execute(sql + " ORDER BY name", args)]
-
-    def _tx(self) -> sqlite3.Connection:
-        conn = self._connect()
-        conn.execute("BEGIN IMMEDIATE")
-        return conn
+            query = query.where(_T.c.domain == domain.lower())
+        with self.store.read() as conn:
+            return [self._product(r) for r in conn.execute(query.order_by(_T.c.name))]
 
     def create(self, p: DataProduct, user: str) -> DataProduct:
         now = time.time()
         p = replace(p, source="api", created_at=now, updated_at=now, created_by=user,
                     updated_by=user)
-        conn = self._tx()
-        try:
-            if conn.execute("SELECT 1 FROM data_products WHERE name=?", (p.name,)).fetchone():
+        with self.store.write(bump=False) as conn:
+            if conn.execute(select(_T.c.name).where(_T.c.name == p.name)).first():
                 raise ProductConflict(f"product '{p.name}' already exists")
-            conn.execute(f"INSERT INTO data_products ({_COLS}) VALUES "
-                         f"({','.join('?' * 13)})", self._args(p))
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
+            conn.execute(insert(_T), [self._row(p)])
         return p
 
     def update(self, p: DataProduct, user: str, *, expected_updated_at: float) -> DataProduct:
         """Replace an API-owned product if nobody changed it since it was read."""
         p = replace(p, updated_at=max(time.time(), expected_updated_at + 1e-6), updated_by=user)
-        conn = self._tx()
-        try:
-            cur = conn.execute(
-                f"UPDATE data_products SET ({_COLS}) = ({','.join('?' * 13)}) "
-                "WHERE name=? AND updated_at=? AND source='api'",
-                (*self._args(p), p.name, expected_updated_at))
-            if cur.rowcount != 1:
+        with self.store.write(bump=False) as conn:
+            done = conn.execute(update(_T).where(
+                _T.c.name == p.name, _T.c.updated_at == expected_updated_at,
+                _T.c.source == "api").values(self._row(p)))
+            if done.rowcount != 1:
                 raise ProductConflict(f"product '{p.name}' changed meanwhile; read it again")
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
         return p
 
     def sync_yaml(self, products: Iterable[DataProduct]) -> list[str]:
@@ -218,29 +194,25 @@ class ProductStore:
         because the API already owns them."""
         skipped: list[str] = []
         now = time.time()
-        conn = self._tx()
-        try:
-            api_owned = {r[0] for r in conn.execute(
-                "SELECT name FROM data_products WHERE source='api'")}
-            old = {r[0]: r for r in conn.execute(
-                f"SELECT {_COLS} FROM data_products WHERE source LIKE 'yaml:%'")}
-            conn.execute("DELETE FROM data_products WHERE source LIKE 'yaml:%'")
+        with self.store.write(bump=False) as conn:
+            api_owned = set(conn.execute(select(_T.c.name).where(_T.c.source == "api"))
+                            .scalars())
+            yaml_rows = _T.c.source.like("yaml:%")
+            old = {r.name: r for r in conn.execute(select(_T).where(yaml_rows))}
+            conn.execute(delete(_T).where(yaml_rows))
+            rows = []
             for p in products:
                 if p.name in api_owned:
                     skipped.append(p.name)
                     continue
-                prev = self._row(old[p.name]) if p.name in old else None
+                prev = self._product(old[p.name]) if p.name in old else None
                 keep = prev is not None and replace(prev, created_at=0, updated_at=0) == \
                     replace(p, created_at=0, updated_at=0)
                 created = prev.created_at if prev else now
                 updated = prev.updated_at if (prev and keep) else now
-                conn.execute(f"INSERT INTO data_products ({_COLS}) VALUES "
-                             f"({','.join('?' * 13)})",
-                             self._args(replace(p, created_at=created, updated_at=updated)))
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
+                rows.append(self._row(replace(p, created_at=created, updated_at=updated)))
+            if rows:
+                conn.execute(insert(_T), rows)
         return skipped
 
 

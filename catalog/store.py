@@ -1,8 +1,10 @@
-"""Where catalog state lives: a small interface, and SQLite behind it by default.
+"""Where catalog state lives: a small interface, and SQL databases behind it.
 
-Several processes share one catalog file (the CLI, the REST server, notebooks), so SQLite
-runs in WAL mode with a busy timeout; a server database can replace it by implementing
-`CatalogStore`. Names are stored lower-case: Spark compares them case-insensitively.
+SQLite (one file in WAL mode, shared by the processes of one host) is the default;
+PostgreSQL serves several hosts. Both go through SQLAlchemy Core, and the schema is created
+and upgraded by versioned Alembic migrations (`catalog/migrations`), so a catalog made by an
+earlier release upgrades in place. Names are stored lower-case: Spark compares them
+case-insensitively.
 """
 
 from __future__ import annotations
@@ -11,10 +13,24 @@ import json
 import sqlite3
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
+from sqlalchemy import Connection, Engine, create_engine, delete, event, inspect, select, text
+from sqlalchemy import update as sql_update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.engine import make_url
+from sqlalchemy.pool import StaticPool
+
+from catalog import schema as db
 from catalog.model import CatalogInfo, ColumnInfo, SchemaInfo, TableInfo
+
+_GENERATION = "SELECT value FROM meta WHERE key = 'generation'"
+HEAD = "0002"  # the newest migration; tests check it is Alembic's head
+_MIGRATION_LOCK = 0x4C47_4341  # PostgreSQL advisory lock key ("LGCA") for migrations
 
 
 class CatalogStore(Protocol):
@@ -34,201 +50,261 @@ class CatalogStore(Protocol):
     def close(self) -> None: ...
 
 
-_DDL = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
-INSERT OR IGNORE INTO meta VALUES ('generation', 0);
-CREATE TABLE IF NOT EXISTS catalogs (
-    name TEXT PRIMARY KEY, comment TEXT, created_at REAL NOT NULL);
-CREATE TABLE IF NOT EXISTS schemas (
-    catalog TEXT NOT NULL, name TEXT NOT NULL, comment TEXT, created_at REAL NOT NULL,
-    PRIMARY KEY (catalog, name));
-CREATE TABLE IF NOT EXISTS tables (
-    catalog TEXT NOT NULL, schema TEXT NOT NULL, name TEXT NOT NULL,
-    location TEXT NOT NULL, columns TEXT NOT NULL, domain TEXT, comment TEXT,
-    created_at REAL NOT NULL, updated_at REAL NOT NULL,
-    partition_columns TEXT NOT NULL DEFAULT '[]', properties TEXT NOT NULL DEFAULT '{}',
-    PRIMARY KEY (catalog, schema, name));
-"""
+def _engine(url: str) -> Engine:
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        database = parsed.database or ":memory:"
+        if database != ":memory:":
+            Path(database).parent.mkdir(parents=True, exist_ok=True)
+            engine = create_engine(parsed, connect_args={"timeout": 30})
+        else:  # one shared in-memory database, not one per thread
+            engine = create_engine(parsed, poolclass=StaticPool,
+                                   connect_args={"check_same_thread": False})
+
+        @event.listens_for(engine, "connect")
+        def _connect(dbapi_conn: Any, _record: Any) -> None:
+            dbapi_conn.isolation_level = None  # transactions are begun below, explicitly
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA busy_timeout=30000")
+            cur.close()
+
+        @event.listens_for(engine, "begin")
+        def _begin(conn: Connection) -> None:
+            # writers take the write lock up front, so two never deadlock upgrading
+            write = conn.get_execution_options().get("lakegate_write", False)
+            conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+        return engine
+    if parsed.get_backend_name() == "postgresql":
+        if parsed.drivername == "postgresql":
+            parsed = parsed.set(drivername="postgresql+psycopg")
+        return create_engine(parsed, pool_pre_ping=True)
+    raise ValueError(f"catalog URL scheme not supported: {parsed.drivername}")
 
 
-class SqliteStore:
-    """The default store: one SQLite file, safe for several processes at once."""
+def migrate(engine: Engine) -> None:
+    """Bring the database to HEAD; a catalog of the first release (no Alembic version, but
+    its tables) is stamped as 0001 first. Concurrent processes migrate one at a time."""
+    from alembic import command
+    from alembic.config import Config as AlembicConfig
 
-    def __init__(self, path: str | Path) -> None:
-        self.path = str(path)
-        if self.path != ":memory:":
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+    def version(conn: Connection) -> str | None:
+        if "alembic_version" not in inspect(conn).get_table_names():
+            return None
+        return conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
+
+    with engine.connect() as conn:
+        if version(conn) == HEAD:
+            return
+    with engine.connect() as conn:
+        conn = conn.execution_options(lakegate_write=True)
+        with conn.begin():
+            if engine.dialect.name == "postgresql":
+                conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _MIGRATION_LOCK})
+            current = version(conn)
+            if current == HEAD:
+                return
+            cfg = AlembicConfig()
+            cfg.set_main_option("script_location", "catalog:migrations")
+            cfg.attributes["connection"] = conn
+            if current is None and "tables" in inspect(conn).get_table_names():
+                command.stamp(cfg, "0001")
+            command.upgrade(cfg, "head")
+
+
+def _columns_json(info: TableInfo) -> str:
+    return json.dumps([
+        {"name": c.name, "type_text": c.type_text, "nullable": c.nullable,
+         "position": c.position, "comment": c.comment, "type_json": c.type_json}
+        for c in info.columns
+    ])
+
+
+class SqlStore:
+    """The catalog in a SQL database (SQLite or PostgreSQL), safe for many processes."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.engine = _engine(url)
+        migrate(self.engine)
+        self._insert = pg_insert if self.engine.dialect.name == "postgresql" else sqlite_insert
         self._local = threading.local()
-        self._all: list[sqlite3.Connection] = []
-        self._lock = threading.Lock()
-        with self._conn() as c:
-            c.executescript(_DDL)
+        self._readers: list[Any] = []
+        self._readers_lock = threading.Lock()
 
-    def _conn(self) -> sqlite3.Connection:
-        conn = getattr(self._local, "conn", None)
+    @contextmanager
+    def read(self) -> Iterator[Connection]:
+        with self.engine.connect() as conn:
+            yield conn
+
+    @contextmanager
+    def write(self, *, bump: bool = True) -> Iterator[Connection]:
+        """One transaction; `bump` moves the generation (catalog changes), so every process
+        re-reads its snapshot. Data products' writes do not."""
+        with self.engine.connect() as conn:
+            conn = conn.execution_options(lakegate_write=True)
+            with conn.begin():
+                yield conn
+                if bump:
+                    conn.execute(sql_update(db.meta).where(db.meta.c.key == "generation")
+                                 .values(value=db.meta.c.value + 1))
+
+    def upsert(self, table: Any, rows: list[dict[str, Any]]) -> Any:
+        """INSERT ... ON CONFLICT (primary key) DO UPDATE, in the database's dialect."""
+        stmt = self._insert(table)
+        keys = [c.name for c in table.primary_key]
+        return stmt.on_conflict_do_update(
+            index_elements=keys,
+            set_={c: stmt.excluded[c] for c in rows[0] if c not in keys})
+
+    def _reader(self) -> Any:
+        """This thread's own autocommit DB-API connection, outside the pool: generation() runs
+        on every catalog lookup (the rewrite hot path), where a pooled SQLAlchemy round trip
+        costs ~1 ms and this one a few µs (SQLite) or one network round trip (PostgreSQL)."""
+        conn = getattr(self._local, "reader", None)
         if conn is None:
-            conn = sqlite3.connect(self.path, timeout=30, isolation_level=None,
-                                   check_same_thread=False)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA busy_timeout=30000")
-            self._local.conn = conn
-            with self._lock:
-                self._all.append(conn)
+            url = self.engine.url
+            if self.engine.dialect.name == "postgresql":
+                import psycopg
+
+                conn = psycopg.connect(url.set(drivername="postgresql").render_as_string(
+                    hide_password=False), autocommit=True)
+            elif (url.database or ":memory:") == ":memory:":
+                conn = self.engine.raw_connection().driver_connection  # the one shared db
+            else:
+                conn = sqlite3.connect(url.database, timeout=30, isolation_level=None,
+                                       check_same_thread=False)
+            self._local.reader = conn
+            with self._readers_lock:
+                self._readers.append(conn)
         return conn
 
-    def _write(self, sql: str, args: tuple) -> int:
-        conn = self._conn()
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            cur = conn.execute(sql, args)
-            conn.execute("UPDATE meta SET value = value + 1 WHERE key = 'generation'")
-            conn.execute("COMMIT")
-            return cur.rowcount
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-
-    def connection(self) -> sqlite3.Connection:
-        """This thread's connection, for modules that keep their own tables in the same file
-        (data products); their writes do not move the catalog's generation."""
-        return self._conn()
-
     def generation(self) -> int:
-        row = self._conn().execute("SELECT value FROM meta WHERE key='generation'").fetchone()
+        row = self._reader().execute(_GENERATION).fetchone()
         return int(row[0])
 
     # catalogs
     def get_catalog(self, name: str) -> CatalogInfo | None:
-        row = self._conn().execute(
-            "SELECT name, comment, created_at FROM catalogs WHERE name=?", (name.lower(),)
-        ).fetchone()
+        c = db.catalogs.c
+        with self.read() as conn:
+            row = conn.execute(select(c.name, c.comment, c.created_at)
+                               .where(c.name == name.lower())).first()
         return CatalogInfo(*row) if row else None
 
     def list_catalogs(self) -> list[CatalogInfo]:
-        rows = self._conn().execute("SELECT name, comment, created_at FROM catalogs ORDER BY name")
-        return [CatalogInfo(*r) for r in rows]
+        c = db.catalogs.c
+        with self.read() as conn:
+            rows = conn.execute(select(c.name, c.comment, c.created_at).order_by(c.name))
+            return [CatalogInfo(*r) for r in rows]
 
     def put_catalog(self, info: CatalogInfo) -> None:
-        self._write(
-            "INSERT OR REPLACE INTO catalogs VALUES (?,?,?)",
-            (info.name.lower(), info.comment, info.created_at or time.time()),
-        )
+        row = {"name": info.name.lower(), "comment": info.comment,
+               "created_at": info.created_at or time.time()}
+        with self.write() as conn:
+            conn.execute(self.upsert(db.catalogs, [row]), [row])
 
     # schemas
     def get_schema(self, catalog: str, name: str) -> SchemaInfo | None:
-        row = self._conn().execute(
-            "SELECT catalog, name, comment, created_at FROM schemas WHERE catalog=? AND name=?",
-            (catalog.lower(), name.lower()),
-        ).fetchone()
+        c = db.schemas.c
+        with self.read() as conn:
+            row = conn.execute(select(c.catalog, c.name, c.comment, c.created_at).where(
+                c.catalog == catalog.lower(), c.name == name.lower())).first()
         return SchemaInfo(*row) if row else None
 
     def list_schemas(self, catalog: str | None = None) -> list[SchemaInfo]:
-        sql = "SELECT catalog, name, comment, created_at FROM schemas"
-        args: tuple = ()
+        c = db.schemas.c
+        query = select(c.catalog, c.name, c.comment, c.created_at)
         if catalog is not None:
-            sql += " WHERE catalog=?"
-            args = (catalog.lower(),)
-        return [SchemaInfo(*r) for r in self._conn().execute(sql + " ORDER BY catalog, name", args)]
+            query = query.where(c.catalog == catalog.lower())
+        with self.read() as conn:
+            return [SchemaInfo(*r) for r in conn.execute(query.order_by(c.catalog, c.name))]
 
     def put_schema(self, info: SchemaInfo) -> None:
-        self._write(
-            "INSERT OR REPLACE INTO schemas VALUES (?,?,?,?)",
-            (info.catalog.lower(), info.name.lower(), info.comment,
-             info.created_at or time.time()),
-        )
+        row = {"catalog": info.catalog.lower(), "name": info.name.lower(),
+               "comment": info.comment, "created_at": info.created_at or time.time()}
+        with self.write() as conn:
+            conn.execute(self.upsert(db.schemas, [row]), [row])
 
     # tables
-    _TABLE_COLS = ("catalog, schema, name, location, columns, domain, comment, created_at, "
-                   "updated_at, partition_columns, properties")
-
     @staticmethod
-    def _table(row: tuple) -> TableInfo:
-        cols = tuple(ColumnInfo(**c) for c in json.loads(row[4]))
+    def _table(row: Any) -> TableInfo:
+        cols = tuple(ColumnInfo(**c) for c in json.loads(row.columns))
         return TableInfo(
-            catalog=row[0], schema=row[1], name=row[2], location=row[3], columns=cols,
-            domain=row[5], comment=row[6], created_at=row[7], updated_at=row[8],
-            partition_columns=tuple(json.loads(row[9])), properties=json.loads(row[10]),
+            catalog=row.catalog, schema=row.schema, name=row.name, location=row.location,
+            columns=cols, domain=row.domain, comment=row.comment, created_at=row.created_at,
+            updated_at=row.updated_at, partition_columns=tuple(json.loads(row.partition_columns)),
+            properties=json.loads(row.properties),
         )
 
+    @staticmethod
+    def _table_row(info: TableInfo, now: float) -> dict[str, Any]:
+        return {"catalog": info.catalog.lower(), "schema": info.schema.lower(),
+                "name": info.name.lower(), "location": info.location,
+                "columns": _columns_json(info), "domain": info.domain, "comment": info.comment,
+                "created_at": info.created_at or now, "updated_at": info.updated_at or now,
+                "partition_columns": json.dumps(list(info.partition_columns)),
+                "properties": json.dumps(info.properties)}
+
     def get_table(self, catalog: str, schema: str, name: str) -> TableInfo | None:
-        row = self._conn().execute(
-            f"SELECT {self._TABLE_COLS} FROM tables WHERE catalog=? AND schema=? AND name=?",
-            (catalog.lower(), schema.lower(), name.lower()),
-        ).fetchone()
+        c = db.tables.c
+        with self.read() as conn:
+            row = conn.execute(select(db.tables).where(
+                c.catalog == catalog.lower(), c.schema == schema.lower(),
+                c.name == name.lower())).first()
         return self._table(row) if row else None
 
     def list_tables(self, catalog: str | None = None, schema: str | None = None) -> list[TableInfo]:
-        sql = f"SELECT {self._TABLE_COLS} FROM tables WHERE 1=1"
-        args: list[str] = []
+        c = db.tables.c
+        query = select(db.tables)
         if catalog is not None:
-            sql += " AND catalog=?"
-            args.append(catalog.lower())
+            query = query.where(c.catalog == catalog.lower())
         if schema is not None:
-            sql += " AND schema=?"
-            args.append(schema.lower())
-        rows = self._conn().execute(sql + " ORDER BY catalog, schema, name", args)
-        return [self._table(r) for r in rows]
+            query = query.where(c.schema == schema.lower())
+        with self.read() as conn:
+            rows = conn.execute(query.order_by(c.catalog, c.schema, c.name))
+            return [self._table(r) for r in rows]
 
     def put_table(self, info: TableInfo) -> None:
-        cols = json.dumps([
-            {"name": c.name, "type_text": c.type_text, "nullable": c.nullable,
-             "position": c.position, "comment": c.comment, "type_json": c.type_json}
-            for c in info.columns
-        ])
-        now = time.time()
-        self._write(
-            f"INSERT OR REPLACE INTO tables ({self._TABLE_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-            (info.catalog.lower(), info.schema.lower(), info.name.lower(), info.location, cols,
-             info.domain, info.comment, info.created_at or now, info.updated_at or now,
-             json.dumps(list(info.partition_columns)), json.dumps(info.properties)),
-        )
+        self.put_tables([info])
 
     def put_tables(self, infos: list[TableInfo]) -> None:
         """Many tables in one transaction (bulk registration, benchmarks): one generation
-        step instead of one fsync'ed commit per table."""
-        conn = self._conn()
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            now = time.time()
-            for info in infos:
-                cols = json.dumps([
-                    {"name": c.name, "type_text": c.type_text, "nullable": c.nullable,
-                     "position": c.position, "comment": c.comment, "type_json": c.type_json}
-                    for c in info.columns
-                ])
-                conn.execute(
-                    f"INSERT OR REPLACE INTO tables ({self._TABLE_COLS}) "
-                    "VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                    (info.catalog.lower(), info.schema.lower(), info.name.lower(),
-                     info.location, cols, info.domain, info.comment, info.created_at or now,
-                     info.updated_at or now, json.dumps(list(info.partition_columns)),
-                     json.dumps(info.properties)))
-            conn.execute("UPDATE meta SET value = value + 1 WHERE key = 'generation'")
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
+        step instead of one commit per table."""
+        if not infos:
+            return
+        now = time.time()
+        rows = [self._table_row(i, now) for i in infos]
+        with self.write() as conn:
+            conn.execute(self.upsert(db.tables, rows), rows)
 
     def delete_table(self, catalog: str, schema: str, name: str) -> bool:
-        return self._write(
-            "DELETE FROM tables WHERE catalog=? AND schema=? AND name=?",
-            (catalog.lower(), schema.lower(), name.lower()),
-        ) > 0
+        c = db.tables.c
+        with self.write() as conn:
+            done = conn.execute(delete(db.tables).where(
+                c.catalog == catalog.lower(), c.schema == schema.lower(), c.name == name.lower()))
+            return done.rowcount > 0
 
     def close(self) -> None:
-        with self._lock:
-            for c in self._all:
-                c.close()
-            self._all.clear()
+        with self._readers_lock:
+            for conn in self._readers:
+                conn.close()
+            self._readers.clear()
         self._local = threading.local()
+        self.engine.dispose()
 
 
-def open_store(url: str | Path) -> CatalogStore:
-    """`sqlite:///rel/path`, `sqlite:////abs/path` (SQLAlchemy's spelling), a bare file path,
-    or `:memory:`; other schemes are not built yet."""
-    text = str(url)
-    if text.startswith("sqlite:///"):
-        return SqliteStore(text[len("sqlite:///") :])
-    if "://" in text:
-        raise ValueError(f"catalog URL scheme not supported: {text.split('://')[0]}")
-    return SqliteStore(text)
+class SqliteStore(SqlStore):
+    """The default store: one SQLite file (or `:memory:`)."""
+
+    def __init__(self, path: str | Path) -> None:
+        super().__init__(f"sqlite:///{path}")
+
+
+def open_store(url: str | Path) -> SqlStore:
+    """`sqlite:///rel/path`, `sqlite:////abs/path`, `postgresql://user@host:port/db`
+    (SQLAlchemy's spellings), a bare file path, or `:memory:`."""
+    text_url = str(url)
+    if "://" in text_url:
+        return SqlStore(text_url)
+    return SqliteStore(text_url)

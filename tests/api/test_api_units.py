@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import sqlite3
 from pathlib import Path
 
 import pytest
@@ -23,6 +22,7 @@ from catalog.products import (
     normalise,
     parse_duration,
 )
+from catalog.store import SqliteStore
 from governance.config import Config
 from governance.errors import ConfigError
 
@@ -68,8 +68,7 @@ def test_lifecycle_transitions() -> None:
 
 
 def test_store_create_update_and_yaml_sync(tmp_path: Path) -> None:
-    conn = sqlite3.connect(tmp_path / "c.db", isolation_level=None, check_same_thread=False)
-    store = ProductStore(lambda: conn)
+    store = ProductStore(SqliteStore(tmp_path / "c.db"))
     p = store.create(normalise(DataProduct("a", "sales")), "erin")
     with pytest.raises(ProductConflict):
         store.create(p, "erin")

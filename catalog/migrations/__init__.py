@@ -1,0 +1,1 @@
+"""Versioned schema migrations of the catalog database (Alembic)."""
