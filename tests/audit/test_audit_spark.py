@@ -121,6 +121,8 @@ def python_rows(directory: Path) -> dict[tuple[str, int], dict[str, Any]]:
             "policies": list(record.policies) or None,
             "reason": record.reason,
             "durationMs": record.duration_ms,
+            "policyVersion": record.policy_version,
+            "phase": record.phase,
             "prevHash": record.prev_hash,
             "hash": record.hash,
             "file": record.file,

@@ -100,7 +100,7 @@ def test_mask_reading_another_masked_column_sees_the_raw_value(leak_planner) -> 
     """Masks apply to the raw row (as in Trino): `amount` inside m-region-raw is unmasked."""
     planned = leak_planner("seer").plan("SELECT region FROM orders")
     assert "CONCAT(`region`, '/', CAST(amount AS STRING)) AS `region`" in planned.sql
-    assert "CAST(NULL AS decimal(10,2)) AS `amount`" in planned.sql
+    assert "CAST(NULL AS DECIMAL(10, 2)) AS `amount`" in planned.sql
 
 
 
