@@ -144,7 +144,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     api_server.register(sub.add_parser(
         "serve", help="serve the REST API: Unity Catalog discovery, domains, governed SQL"))
+    _register_connect(sub)
     return p
+
+
+def _register_connect(sub: Any) -> None:
+    """`lakegate connect`: governed Spark Connect (api/connect)."""
+    from api.connect import server as connect_server
+
+    connect_server.register(sub.add_parser(
+        "connect", help="serve governed Spark Connect (gRPC over TLS) for stock PySpark"))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -13,7 +13,7 @@ from governance.identity import InvalidName, canonical_user
 
 _KEYS = {"warehouse", "catalog", "policies", "audit", "spark", "default_catalog",
          "default_schema", "verify_plans", "audit_max_bytes", "audit_backup_count", "api",
-         "policies_ref", "policies_settle"}
+         "policies_ref", "policies_settle", "connect"}
 _API_KEYS = {"tokens", "secret", "secret_env", "row_limit", "timeout", "products", "host",
              "port"}
 
@@ -41,6 +41,17 @@ class ApiConfig:
 
 
 @dataclass(frozen=True)
+class ConnectConfig:
+    """The `connect:` section, read by `lakegate connect` (README: Spark Connect); tokens
+    are the `api:` section's. PySpark sends a token only over TLS, hence cert and key."""
+
+    host: str = "127.0.0.1"
+    port: int = 15002
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+
+
+@dataclass(frozen=True)
 class Config:
     warehouse: Path
     catalog: str  # SQLite file path or URL
@@ -57,6 +68,7 @@ class Config:
     policies_settle: float = 1.0  # seconds a changed policy dir must stay unchanged
     path: Path | None = None
     api: ApiConfig = field(default_factory=ApiConfig)
+    connect: ConnectConfig = field(default_factory=ConnectConfig)
 
     @property
     def products_dir(self) -> Path:
@@ -126,6 +138,7 @@ class Config:
             policies_settle=float(raw.get("policies_settle", 1.0)),
             path=p,
             api=_api_config(p, raw.get("api"), rel_to=base),
+            connect=_connect_config(p, raw.get("connect"), rel_to=base),
         )
 
 
@@ -175,3 +188,23 @@ def _api_config(p: Path, raw: Any, *, rel_to: Path) -> ApiConfig:
         prod_path = q if q.is_absolute() else (rel_to / q).resolve()
     return ApiConfig(tuple(tokens), secret, row_limit, timeout, prod_path,
                      str(raw.get("host", "127.0.0.1")), port)
+
+
+def _connect_config(p: Path, raw: Any, *, rel_to: Path) -> ConnectConfig:
+    if raw is None:
+        return ConnectConfig()
+    if not isinstance(raw, dict) or set(raw) - {"host", "port", "tls_cert", "tls_key"}:
+        raise ConfigError(f"{p}: 'connect' must be a mapping of host, port, tls_cert, tls_key")
+    paths = {}
+    for key in ("tls_cert", "tls_key"):
+        if raw.get(key) is not None:
+            if not isinstance(raw[key], str):
+                raise ConfigError(f"{p}: connect.{key} must be a path")
+            q = Path(raw[key]).expanduser()
+            paths[key] = q if q.is_absolute() else (rel_to / q).resolve()
+    try:
+        port = int(raw.get("port", 15002))
+    except (TypeError, ValueError):
+        raise ConfigError(f"{p}: connect.port must be a number") from None
+    return ConnectConfig(str(raw.get("host", "127.0.0.1")), port, paths.get("tls_cert"),
+                         paths.get("tls_key"))

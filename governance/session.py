@@ -426,6 +426,9 @@ class GovernedSession:
         self.caller_context = caller_context
         self.namespace = Namespace(lg.config.default_catalog, lg.config.default_schema)
         self.last_query_id: str | None = None  # queryId of the last statement's audit lines
+        # the last statement's plan (rewritten SQL, expected views): entry points that run
+        # it elsewhere (api/connect) send this SQL and verify against `expected`
+        self.last_planned: Planned | None = None
         self._policy_version: str | None = None  # of the set that planned the statement
         self._phase: str | None = None  # audit phase of the statement's next record
 
@@ -461,6 +464,7 @@ class GovernedSession:
         query_id = uuid.uuid4().hex
         self.last_query_id = query_id
         self._phase = None
+        self.last_planned = None
         self._policy_version = self.lg.policy_version
         raw = statement if isinstance(statement, bytes) \
             else str(statement).encode("utf-8", "surrogatepass")
@@ -469,7 +473,7 @@ class GovernedSession:
         planner: Planner | None = None
         try:
             planner = self._planner()
-            planned = planner.plan(statement)
+            planned = self.last_planned = planner.plan(statement)
             self._check_audit()
             if planned.cmd not in READ_ONLY_CMDS:
                 self._audit_intent(planned, query_id, stmt_hash)

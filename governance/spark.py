@@ -1,7 +1,8 @@
 """Spark at the edge: building the embedded SparkSession with Delta Lake.
 
-The Delta jars come from Maven Central through Spark's own `spark.jars.packages` resolver
-on first start (cached under ~/.ivy2 afterwards), so a fresh machine needs nothing else.
+The Delta jars (and the Spark Connect server classes `lakegate connect` serves from inside
+this JVM) come from Maven Central through Spark's own `spark.jars.packages` resolver on
+first start (cached under ~/.ivy2 afterwards), so a fresh machine needs nothing else.
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ GOVERNED_CONF = {
 }
 # A local session talks only to itself, on loopback.
 LOCAL_CONF = {"spark.driver.bindAddress": "127.0.0.1", "spark.driver.host": "127.0.0.1"}
+# The Connect server classes for api/connect's in-driver backend. 3.5.8 is not on Maven
+# Central; 3.5.7 is the newest 3.5 there and runs in a 3.5.8 driver (see README).
+CONNECT_PACKAGE = "org.apache.spark:spark-connect_2.12:3.5.7"
 DEFAULT_CONF = {
     "spark.ui.enabled": "false",
     "spark.sql.shuffle.partitions": "4",
@@ -49,7 +53,9 @@ def cached_delta_jars() -> list[str] | None:
     v = version("delta-spark")
     jars = Path.home() / ".ivy2" / "jars"
     names = [f"io.delta_delta-spark_2.12-{v}.jar", f"io.delta_delta-storage-{v}.jar",
-             "org.antlr_antlr4-runtime-4.9.3.jar"]
+             "org.antlr_antlr4-runtime-4.9.3.jar",
+             "org.apache.spark_spark-connect_2.12-3.5.7.jar",
+             "org.spark-project.spark_unused-1.0.0.jar"]
     paths = [jars / n for n in names]
     return [str(p) for p in paths] if all(p.is_file() for p in paths) else None
 
@@ -97,7 +103,8 @@ def build_spark(master: str = "local[*]", conf: dict[str, str] | None = None,
         if jars and "spark.jars.packages" not in (conf or {}):
             spark = builder.config("spark.jars", ",".join(jars)).getOrCreate()
         else:
-            spark = configure_spark_with_delta_pip(builder).getOrCreate()
+            spark = configure_spark_with_delta_pip(
+                builder, extra_packages=[CONNECT_PACKAGE]).getOrCreate()
         spark.sparkContext.setLogLevel("ERROR")
     return spark
 

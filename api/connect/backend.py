@@ -1,0 +1,78 @@
+"""The Spark Connect backend: Spark's own Connect service inside Lakegate's driver JVM.
+
+Spark 3.5's Connect plugin binds every interface and has no authentication, so Lakegate
+does not use it. `ConnectBackend.java` (compiled by Janino in the driver, like the plan
+walker) serves Spark's `SparkConnectService` on 127.0.0.1 on a free port, behind an
+interceptor that refuses every call without this process's random secret. Only the gateway
+holds the secret, so only the gateway reaches the backend. Running in the same JVM also
+lets the verifier analyse a rewritten plan in the exact session the backend runs it in.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+#: The metadata key the gateway adds to every forwarded call (see ConnectBackend.java).
+SECRET_HEADER = "x-lakegate-backend"
+MAX_MESSAGE_BYTES = 128 * 1024 * 1024  # Spark Connect's own default inbound limit
+
+_lock = threading.Lock()
+# One compiled ConnectBackend per JVM: py4j caches methods by class name, so a second
+# class of the same name (another Janino loader) would be called through the first's.
+_compiled: dict[int, Any] = {}
+
+
+class BackendUnavailable(RuntimeError):
+    """The driver JVM has no Spark Connect server classes (see governance/spark.py)."""
+
+
+class Backend:
+    """One in-JVM Spark Connect server on loopback, reachable only with `secret`."""
+
+    def __init__(self, spark: SparkSession) -> None:
+        self.spark = spark
+        self.secret = secrets.token_urlsafe(32)
+        with _lock:
+            self._java = _compile(spark)
+            self._server = self._java.start(self.secret, MAX_MESSAGE_BYTES)
+        self.port = int(self._server.getPort())
+
+    @property
+    def target(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def analyze(self, relation: bytes, user: str, session_id: str) -> Any:
+        """Spark's analyzed plan of `relation` in the backend session (user, session_id)."""
+        return self._java.analyze(bytearray(relation), user, session_id)
+
+    def stop(self) -> None:
+        self._server.shutdownNow()
+
+
+def _compile(spark: SparkSession) -> Any:
+    jvm = spark.sparkContext._jvm
+    gateway = spark.sparkContext._gateway
+    assert jvm is not None and gateway is not None
+    found = _compiled.get(id(jvm))
+    if found is not None:
+        return found
+    loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+    try:
+        loader.loadClass("org.apache.spark.sql.connect.service.SparkConnectService")
+    except Exception:
+        raise BackendUnavailable(
+            "the Spark Connect server classes are not on the driver's class path; start "
+            "Spark through governance.spark.build_spark (it adds spark-connect)") from None
+    compiler = jvm.org.codehaus.janino.SimpleCompiler()
+    compiler.setParentClassLoader(loader)
+    compiler.cook(Path(__file__).with_name("ConnectBackend.java").read_text())
+    cls = compiler.getClassLoader().loadClass("ConnectBackend")
+    ctor = cls.getDeclaredConstructor(gateway.new_array(jvm.java.lang.Class, 0))
+    found = _compiled[id(jvm)] = ctor.newInstance(gateway.new_array(jvm.java.lang.Object, 0))
+    return found

@@ -1,0 +1,269 @@
+"""Govern a Spark Connect plan before Spark sees it: an allow-list walk of the proto tree.
+
+Every relation and expression type is on an allow-list or refused with one line, never
+passed through. Each walk visits every field of an allowed message (by its descriptor), so
+no relation or expression can hide in a field the walker does not know. Table reads become
+governed SQL: a `sql` relation is planned by the user's `GovernedSession` (the same planner,
+audit lines and verifier as `s.sql`) and replaced by the rewritten SQL; `read.named_table`
+(`spark.table`, `spark.read.table`) becomes the governed `SELECT *` of that table. Function
+calls follow governance.constructs' rules (identity functions become literals of the
+verified user; denied and non-built-in functions are refused); expression strings
+(`selectExpr`, `filter("...")`, `expr(...)`) are parsed with sqlglot, refused when they read
+tables, and sent as sqlglot regenerates them. The composed plan is then analysed in the
+backend session and checked by the plan verifier against every view placed.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import sqlglot
+from google.protobuf.descriptor import FieldDescriptor
+from pyspark.sql.connect.proto import expressions_pb2, relations_pb2
+from sqlglot import exp
+
+from governance.constructs import (
+    DENIED_FUNCTIONS,
+    IDENTITY_MEMBER,
+    IDENTITY_USER,
+    METADATA_COLUMNS,
+    SPARK_BUILTINS,
+    govern_expression,
+)
+from governance.errors import Refused
+from governance.parse import parse_statement
+from governance.verify import Expected, verify_plan
+
+if TYPE_CHECKING:
+    from api.connect.backend import Backend
+    from governance.plan import Planned
+    from governance.session import GovernedSession
+
+Relation = relations_pb2.Relation
+Expression = expressions_pb2.Expression
+MAX_DEPTH = 256
+
+#: Relation types whose every field is walked (inputs governed, expressions checked).
+RELATIONS = frozenset({
+    "project", "filter", "join", "set_op", "sort", "limit", "offset", "tail", "aggregate",
+    "local_relation", "sample", "deduplicate", "range", "subquery_alias", "repartition",
+    "repartition_by_expression", "to_df", "with_columns_renamed", "show_string",
+    "html_string", "drop", "with_columns", "unpivot", "to_schema", "fill_na", "drop_na",
+    "replace", "summary", "describe", "crosstab", "cov", "corr", "approx_quantile",
+    "freq_items", "sample_by", "collect_metrics",
+})
+#: Refused relation types with the reason the caller reads.
+REFUSED_RELATIONS = {
+    "map_partitions": "Python UDFs (mapInPandas/mapInArrow) are refused",
+    "group_map": "Python UDFs (applyInPandas) are refused",
+    "co_group_map": "Python UDFs (cogroup applyInPandas) are refused",
+    "apply_in_pandas_with_state": "Python UDFs (applyInPandasWithState) are refused",
+    "common_inline_user_defined_table_function": "user-defined table functions are refused",
+    "catalog": "catalog calls (spark.catalog.*) are refused: they expose tables and "
+               "locations the policies hide; use spark.sql('SHOW TABLES') or "
+               "spark.sql('DESCRIBE t')",
+    "cached_local_relation": "server-side cached relations are refused",
+    "cached_remote_relation": "server-side cached DataFrames are refused",
+    "with_watermark": "streaming is refused",
+    "parse": "parsing a DataFrame of strings as JSON or CSV is refused",
+    "hint": "DataFrame hints are refused",
+    "extension": "relation extensions are refused",
+}
+#: Expression types walked field by field; anything else is refused.
+EXPRESSIONS = frozenset({
+    "unresolved_attribute", "unresolved_function", "call_function", "unresolved_star",
+    "alias", "cast", "unresolved_regex", "sort_order", "lambda_function", "window",
+    "unresolved_extract_value", "update_fields", "unresolved_named_lambda_variable",
+})
+#: Nodes an expression string may not contain: they read tables or are statements.
+_READS = (exp.Query, exp.Table, exp.Subquery, exp.Command, exp.DDL, exp.DML, exp.Lateral)
+
+
+class PlanGovernor:
+    """Rewrites the relations of one Connect request for one user's governed session."""
+
+    def __init__(self, session: GovernedSession) -> None:
+        self.session = session
+        self.expected = Expected()
+        self.query_ids: list[str] = []  # queryIds of the governed statements' audit lines
+        self.tables: list[str] = []
+        self._is_member = session.lg.enforcer.identity(session.user).is_member
+
+    # relations --------------------------------------------------------------------------
+
+    def relation(self, rel: Relation) -> Relation:
+        """A governed copy of `rel`; raises Refused/AccessDenied with one line."""
+        out = Relation()
+        out.CopyFrom(rel)
+        self._relation(out, 0)
+        return out
+
+    def _relation(self, rel: Relation, depth: int) -> None:
+        if depth > MAX_DEPTH:
+            raise Refused(f"plan nests more than {MAX_DEPTH} levels; refused")
+        kind = rel.WhichOneof("rel_type")
+        if kind == "sql":
+            self._sql(rel)
+        elif kind == "read":
+            self._read(rel)
+        elif kind in RELATIONS:
+            self._walk(getattr(rel, kind), depth + 1)
+        elif kind in REFUSED_RELATIONS:
+            raise Refused(f"{REFUSED_RELATIONS[kind]} through the Lakegate gateway")
+        else:
+            raise Refused(f"Spark Connect relation type {kind or 'unset'} is not governed by "
+                          "Lakegate; refused")
+
+    def _sql(self, rel: Relation) -> None:
+        q = rel.sql
+        if q.args or q.pos_args:
+            raise Refused("SQL parameters are not governed; inline the values")
+        tree = parse_statement(q.query)
+        if not isinstance(tree, exp.Query | exp.Values):
+            raise Refused("only queries can be DataFrames; statements run once, through "
+                          "spark.sql(...)")
+        planned = self._plan(self.session.sql, q.query)
+        rel.sql.query = planned
+
+    def _read(self, rel: Relation) -> None:
+        r = rel.read
+        if r.is_streaming:
+            raise Refused("streaming reads are refused through the Lakegate gateway")
+        if r.WhichOneof("read_type") != "named_table":
+            raise Refused("path reads (spark.read.load/parquet/json/csv/format) are refused; "
+                          "read governed tables with spark.table(...) or spark.sql(...)")
+        if r.named_table.options:
+            raise Refused("read options are not governed; for time travel use "
+                          "spark.sql('SELECT ... FROM t VERSION AS OF n')")
+        governed = self._plan(self.session.table, r.named_table.unparsed_identifier)
+        common = Relation()
+        common.common.CopyFrom(rel.common)
+        rel.Clear()
+        rel.MergeFrom(common)
+        rel.sql.query = governed
+
+    def _plan(self, run: Any, text: str) -> str:
+        """Plan, verify and audit through the governed session; the rewritten query SQL."""
+        run(text)
+        planned: Planned | None = self.session.last_planned
+        if planned is None or not planned.is_query or planned.sql is None:
+            raise Refused("only queries can be DataFrames; refused")
+        if planned.derived:
+            raise Refused("system.access.audit is not readable through Spark Connect; use "
+                          "`lakegate audit query` or spark.sql through the REST API")
+        if self.session.last_query_id:
+            self.query_ids.append(self.session.last_query_id)
+        for loc, views in planned.expected.views.items():
+            self.expected.views.setdefault(loc, []).extend(views)
+        self.tables.extend(v.access.table.full_name for v in planned.views)
+        return planned.sql
+
+    # expressions ------------------------------------------------------------------------
+
+    def _expression(self, e: Expression, depth: int) -> None:
+        if depth > MAX_DEPTH:
+            raise Refused(f"expression nests more than {MAX_DEPTH} levels; refused")
+        kind = e.WhichOneof("expr_type")
+        if kind == "literal":
+            return
+        if kind == "common_inline_user_defined_function":
+            raise Refused("Python and Scala UDFs are refused through the Lakegate gateway")
+        if kind == "expression_string":
+            e.expression_string.expression = self._expression_text(
+                e.expression_string.expression)
+            return
+        if kind in ("unresolved_function", "call_function"):
+            f = getattr(e, kind)
+            if kind == "unresolved_function" and f.is_user_defined_function:
+                raise Refused("user-defined functions are refused through the Lakegate gateway")
+            if self._function(e, f.function_name.lower(), list(f.arguments)):
+                return
+        elif kind not in EXPRESSIONS:
+            raise Refused(f"Spark Connect expression type {kind or 'unset'} is not governed "
+                          "by Lakegate; refused")
+        self._walk(getattr(e, kind), depth + 1)
+
+    def _function(self, e: Expression, name: str, args: list[Expression]) -> bool:
+        """Apply the function rules; True when `e` was replaced by a literal."""
+        if name in IDENTITY_USER:
+            if args:
+                raise Refused(f"{name}() takes no arguments")
+            e.Clear()
+            e.literal.string = self.session.user
+            return True
+        if name in IDENTITY_MEMBER:
+            if len(args) != 1 or args[0].literal.WhichOneof("literal_type") != "string":
+                raise Refused(f"{name}() takes one string literal (a group name)")
+            member = self._is_member(args[0].literal.string)
+            e.Clear()
+            e.literal.boolean = member
+            return True
+        if name in DENIED_FUNCTIONS:
+            raise Refused(f"function {name}() is refused through the Lakegate gateway")
+        if name not in SPARK_BUILTINS:
+            raise Refused(f"function {name}() is not a Spark built-in; refused")
+        return False
+
+    def _expression_text(self, text: str) -> str:
+        """A user's expression string, checked and regenerated from its sqlglot tree."""
+        try:
+            tree = sqlglot.parse_one(text, read="spark")
+        except sqlglot.errors.ParseError:
+            raise Refused("cannot parse expression string; refused") from None
+        if any(isinstance(node, _READS) for node in tree.walk()):
+            raise Refused("expression strings may not read tables or run statements; use "
+                          "spark.sql(...) or spark.table(...)")
+        tree = govern_expression(tree, self.session.user, self._is_member,
+                                 where="expression string")
+        return tree.sql("spark")
+
+    # the generic walk -------------------------------------------------------------------
+
+    def _walk(self, msg: Any, depth: int) -> None:
+        """Every set field: relations and expressions governed, names checked."""
+        for field, value in msg.ListFields():
+            if field.type == FieldDescriptor.TYPE_STRING:
+                for s in (value if _repeated(field) else [value]):
+                    _check_name(s)
+                continue
+            if field.type != FieldDescriptor.TYPE_MESSAGE:
+                continue
+            if field.message_type.GetOptions().map_entry:
+                items = list(value.items())
+                for k, v in items:
+                    if isinstance(k, str):
+                        _check_name(k)
+                    if isinstance(v, str):
+                        _check_name(v)
+                    elif not isinstance(v, str | int | float | bool | bytes):
+                        self._walk(v, depth + 1)
+                continue
+            for v in (value if _repeated(field) else [value]):
+                if isinstance(v, Relation):
+                    self._relation(v, depth + 1)
+                elif isinstance(v, Expression):
+                    self._expression(v, depth + 1)
+                else:
+                    self._walk(v, depth + 1)
+
+    # verification -----------------------------------------------------------------------
+
+    def verify(self, rel: Relation, backend: Backend, session_id: str) -> None:
+        """The verifier's guarantee on the composed plan: analysed in the backend session the
+        plan will run in, every read must be one of the views placed here."""
+        if not self.session.lg.config.verify_plans:
+            return
+        plan = backend.analyze(rel.SerializeToString(), self.session.user, session_id)
+        verify_plan(plan, self.expected, self.session.lg.analyze_view)
+
+
+def _repeated(field: FieldDescriptor) -> bool:
+    return field.label == FieldDescriptor.LABEL_REPEATED
+
+
+def _check_name(text: str) -> None:
+    """Column names, aliases and identifiers: file metadata columns are never readable."""
+    low = text.lower()
+    for name in METADATA_COLUMNS:
+        if name in low:
+            raise Refused(f"file metadata columns ({name}) are not readable")

@@ -1,0 +1,97 @@
+"""`lakegate connect`: the governed Spark Connect endpoint (gRPC over TLS).
+
+The gateway listens where `connect.host`/`connect.port` (or --host/--port) say, with the
+certificate and key named in `connect.tls_cert`/`connect.tls_key`; the Spark Connect
+backend it forwards to runs inside this process's driver JVM on loopback (backend.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from governance.errors import ConfigError
+
+if TYPE_CHECKING:
+    from governance.session import Lakegate
+
+
+class Gateway:
+    """The TLS gRPC server, its servicer and the in-JVM backend; `stop()` ends all three."""
+
+    def __init__(self, lg: Lakegate, *, host: str | None = None, port: int | None = None,
+                 max_workers: int = 16) -> None:
+        import grpc
+        from pyspark.sql.connect.proto import base_pb2_grpc
+
+        from api.connect.backend import MAX_MESSAGE_BYTES, Backend
+        from api.connect.service import ConnectService
+
+        cfg = lg.config.connect
+        if cfg.tls_cert is None or cfg.tls_key is None:
+            raise ConfigError("connect.tls_cert and connect.tls_key are required: PySpark "
+                              "sends a token only over TLS")
+        try:
+            creds = grpc.ssl_server_credentials(
+                [(cfg.tls_key.read_bytes(), cfg.tls_cert.read_bytes())])
+        except OSError as e:
+            raise ConfigError(f"connect TLS files: {e.strerror}: {e.filename}") from None
+        self.backend = Backend(lg.spark)
+        self.service = ConnectService(lg, self.backend)
+        self.server = grpc.server(
+            ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="lakegate-connect"),
+            options=[("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES)])
+        base_pb2_grpc.add_SparkConnectServiceServicer_to_server(self.service, self.server)
+        self.host = host or cfg.host
+        try:
+            self.port = self.server.add_secure_port(
+                f"{self.host}:{cfg.port if port is None else port}", creds)
+        except RuntimeError:
+            self.port = 0
+        if not self.port:
+            self.backend.stop()
+            raise ConfigError(f"cannot listen on {self.host}:{port or cfg.port}")
+
+    def start(self) -> None:
+        self.server.start()
+
+    def stop(self, grace: float = 2.0) -> None:
+        self.server.stop(grace).wait()
+        self.service.close()
+        self.backend.stop()
+
+
+def register(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--host", default=None,
+                        help="address to bind (default: connect.host, else 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=None,
+                        help="port (default: connect.port, else 15002)")
+    parser.set_defaults(func=cmd_connect)
+
+
+def cmd_connect(args: argparse.Namespace) -> int:
+    from governance.session import Lakegate
+
+    config = Path(args.config)
+    here = config.resolve().parent
+    lg = Lakegate.open(config, spark_log=here / "lakegate-spark.log",
+                       error_log=here / "lakegate-server.log")
+    try:
+        gateway = Gateway(lg, host=args.host, port=args.port)
+        gateway.start()
+        print(f"lakegate: Spark Connect on {gateway.host}:{gateway.port} (TLS)",
+              file=sys.stderr, flush=True)
+        done = threading.Event()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: done.set())
+        done.wait()
+        gateway.stop()
+    finally:
+        lg.close()
+    return 0

@@ -1,0 +1,454 @@
+"""The gateway's SparkConnectService: token, audit, governed plan, forward, scrubbed errors.
+
+Each call: the bearer token names the user (the REST API's token configuration); the
+verified user replaces whatever `user_context` the client declared, so the backend, which
+keys sessions by (user, session id), never lets one user reach another's session. The plan
+is governed (relations.py) and verified before the backend sees it; SQL commands run
+through the user's governed session here (writes: intent record before effect). One audit
+line per call (`proto=connect`), refusals included, is written before the answer; if it
+cannot be written the call fails. Errors reach the client as one line: a refusal's reason,
+or a failure's error class and query id (Spark's text goes to `lakegate.errors`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import threading
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, NoReturn
+
+import grpc
+from google.protobuf import any_pb2
+from google.rpc import code_pb2, error_details_pb2, status_pb2
+from grpc_status import rpc_status
+from pyspark.sql.connect.proto import base_pb2, base_pb2_grpc, relations_pb2
+from sqlglot import exp
+
+from api.auth import TokenAuth, Unauthenticated
+from api.connect.backend import MAX_MESSAGE_BYTES, SECRET_HEADER, Backend
+from api.connect.relations import PlanGovernor
+from audit import AuditEvent, AuditWriteError
+from governance.errors import AccessDenied, AuditUnavailable, LakegateError
+from governance.parse import parse_statement
+from governance.session import (
+    ERROR_LOG,
+    READABLE_ANALYSIS_ERRORS,
+    GovernedSession,
+    Lakegate,
+    StatementFailed,
+    error_class,
+    failure_message,
+)
+
+#: Settings a client may change in its session; everything else is refused (governance
+#: relies on the rest, e.g. ANSI mode, and the time zone moves row-filter boundaries).
+SETTABLE_CONF = frozenset({
+    "spark.sql.repl.eagerEval.enabled", "spark.sql.repl.eagerEval.maxNumRows",
+    "spark.sql.repl.eagerEval.truncate", "spark.sql.execution.pandas.convertToArrowArraySafely",
+    "spark.sql.execution.arrow.maxRecordsPerBatch",
+    "spark.remote",  # PySpark's builder sets it on every new session; Spark ignores it
+})
+#: Settings a client may read: the settable ones and those PySpark's client reads itself.
+READABLE_CONF = SETTABLE_CONF | {
+    "spark.sql.session.timeZone", "spark.sql.session.localRelationCacheThreshold",
+    "spark.sql.pyspark.inferNestedDictAsStruct.enabled",
+    "spark.sql.pyspark.legacy.inferArrayTypeFromFirstElement.enabled",
+    "spark.sql.timestampType", "spark.sql.execution.pythonUDF.arrow.enabled",
+    "spark.sql.execution.pythonUDTF.arrow.enabled",
+}
+REFUSED_COMMANDS = {
+    "register_function": "Python and Scala UDFs are refused",
+    "register_table_function": "user-defined table functions are refused",
+    "create_dataframe_view": "temporary views are refused (a later spark.table of the name "
+                             "would resolve outside the catalog); keep the DataFrame",
+    "write_operation": "DataFrame writes (df.write) are refused; write with "
+                       "spark.sql('INSERT INTO ...'), which follows the governed write rules",
+    "write_operation_v2": "DataFrame writes (df.writeTo) are refused; write with "
+                          "spark.sql('INSERT INTO ...')",
+    "write_stream_operation_start": "streaming is refused",
+    "streaming_query_command": "streaming is refused",
+    "streaming_query_manager_command": "streaming is refused",
+    "get_resources_command": "resource queries are refused",
+    "extension": "command extensions are refused",
+}
+_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+MAX_SESSIONS = 10_000
+
+
+class _Refusal(Exception):
+    """A call answered with `code` and one line, after its audit record."""
+
+    def __init__(self, code: grpc.StatusCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass
+class _Call:
+    """One gRPC call: who, from where, its queryId and the plan's hash for the audit."""
+
+    cmd: str
+    user: str
+    ip: str
+    session_id: str
+    query_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    started: float = field(default_factory=time.perf_counter)
+    stmt_hash: str | None = None
+    tables: list[str] = field(default_factory=list)
+
+
+class ConnectService(base_pb2_grpc.SparkConnectServiceServicer):
+    """The governed Spark Connect endpoint in front of the in-JVM backend."""
+
+    def __init__(self, lg: Lakegate, backend: Backend) -> None:
+        self.lg = lg
+        self.backend = backend
+        self.auth = TokenAuth(lg.config.api)
+        self._channel = grpc.insecure_channel(backend.target, options=[
+            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES)])
+        self.stub = base_pb2_grpc.SparkConnectServiceStub(self._channel)
+        self._sessions: OrderedDict[tuple[str, str], tuple[GovernedSession, threading.RLock]] = \
+            OrderedDict()
+        self._local_ops: set[tuple[str, str, str]] = set()
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        self._channel.close()
+
+    # the RPCs ---------------------------------------------------------------------------
+
+    def ExecutePlan(self, request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
+        call = self._begin("executePlan", request, context)
+        plan = request.plan
+        try:
+            op = plan.WhichOneof("op_type")
+            if op == "command" and plan.command.WhichOneof("command_type") == "sql_command":
+                answers = self._sql_command(call, request)
+            elif op == "command":
+                kind = plan.command.WhichOneof("command_type")
+                why = REFUSED_COMMANDS.get(kind, f"command {kind} is not governed")
+                raise AccessDenied(f"{why} through the Lakegate gateway")
+            elif op == "root":
+                answers = None
+                request.plan.root.CopyFrom(self._govern(call, plan.root))
+            else:
+                raise AccessDenied("an empty plan is refused")
+        except Exception as e:
+            self._fail(call, context, e)
+        self._audit(call, allowed=True, succeeded=True)
+        if answers is not None:
+            yield from answers
+            return
+        try:
+            for resp in self.stub.ExecutePlan(request, metadata=self._meta()):
+                resp.ClearField("metrics")  # operator names may carry storage paths
+                if resp.WhichOneof("response_type") == "extension":
+                    continue
+                yield resp
+        except grpc.RpcError as e:
+            self._backend_error(call, context, e)
+
+    def AnalyzePlan(self, request: Any, context: grpc.ServicerContext) -> Any:
+        call = self._begin("analyzePlan", request, context)
+        try:
+            kind = request.WhichOneof("analyze")
+            if kind == "explain":
+                raise AccessDenied("explain is refused through the gateway: it shows the "
+                                   "governed views' storage locations and policy expressions")
+            if kind == "input_files":
+                raise AccessDenied("input_files is refused: it shows storage locations")
+            if kind not in ("spark_version", "ddl_parse"):
+                self._govern_fields(call, getattr(request, kind))
+        except Exception as e:
+            self._fail(call, context, e)
+        self._audit(call, allowed=True, succeeded=True)
+        try:
+            return self.stub.AnalyzePlan(request, metadata=self._meta())
+        except grpc.RpcError as e:
+            self._backend_error(call, context, e)
+
+    def Config(self, request: Any, context: grpc.ServicerContext) -> Any:
+        call = self._begin("config", request, context)
+        try:
+            op = request.operation
+            kind = op.WhichOneof("op_type")
+            sub = getattr(op, kind) if kind else None
+            if kind == "set":
+                keys, allowed = [p.key for p in sub.pairs], SETTABLE_CONF
+            elif kind == "unset":
+                keys, allowed = list(sub.keys), SETTABLE_CONF
+            elif kind == "get_with_default":
+                keys, allowed = [p.key for p in sub.pairs], READABLE_CONF
+            elif kind in ("get", "get_option", "is_modifiable"):
+                keys, allowed = list(sub.keys), READABLE_CONF
+            else:
+                raise AccessDenied(f"configuration operation {kind or 'unset'} is refused; "
+                                   "settings are read and set by name")
+            bad = [k for k in keys if k not in allowed]
+            if bad:
+                raise AccessDenied(f"configuration {bad[0]} is not on the gateway's allow-list "
+                                   f"for {kind}; refused")
+        except Exception as e:
+            self._fail(call, context, e)
+        self._audit(call, allowed=True, succeeded=True)
+        try:
+            return self.stub.Config(request, metadata=self._meta())
+        except grpc.RpcError as e:
+            self._backend_error(call, context, e)
+
+    def AddArtifacts(self, request_iterator: Any, context: grpc.ServicerContext) -> Any:
+        first = next(iter(request_iterator), None)
+        call = self._begin("addArtifacts", first or base_pb2.AddArtifactsRequest(), context)
+        self._fail(call, context, AccessDenied(
+            "artifacts (jars, Python files, archives, files) are refused through the Lakegate "
+            "gateway"))
+
+    def ArtifactStatus(self, request: Any, context: grpc.ServicerContext) -> Any:
+        call = self._begin("artifactStatus", request, context)
+        self._fail(call, context, AccessDenied(
+            "artifacts are refused through the Lakegate gateway"))
+
+    def Interrupt(self, request: Any, context: grpc.ServicerContext) -> Any:
+        return self._forward("interrupt", self.stub.Interrupt, request, context)
+
+    def ReattachExecute(self, request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
+        call = self._begin("reattachExecute", request, context)
+        self._audit(call, allowed=True, succeeded=True)
+        try:
+            for resp in self.stub.ReattachExecute(request, metadata=self._meta()):
+                resp.ClearField("metrics")
+                yield resp
+        except grpc.RpcError as e:
+            self._backend_error(call, context, e)
+
+    def ReleaseExecute(self, request: Any, context: grpc.ServicerContext) -> Any:
+        call = self._begin("releaseExecute", request, context)
+        key = (call.user, call.session_id, request.operation_id)
+        with self._lock:
+            local = key in self._local_ops
+            self._local_ops.discard(key)
+        if local:  # answered here (a SQL command): nothing to release in the backend
+            self._audit(call, allowed=True, succeeded=True)
+            return base_pb2.ReleaseExecuteResponse(session_id=call.session_id,
+                                                   operation_id=request.operation_id)
+        return self._forward_call(call, self.stub.ReleaseExecute, request, context)
+
+    # governing --------------------------------------------------------------------------
+
+    def _session(self, call: _Call) -> tuple[GovernedSession, threading.RLock]:
+        key = (call.user, call.session_id)
+        with self._lock:
+            found = self._sessions.get(key)
+            if found is None:
+                s = self.lg.session(call.user, auth="TOKEN", proto="connect", ip=call.ip,
+                                    caller_context=f"connect:{call.session_id}")
+                found = self._sessions[key] = (s, threading.RLock())
+                while len(self._sessions) > MAX_SESSIONS:
+                    self._sessions.popitem(last=False)
+            self._sessions.move_to_end(key)
+        return found
+
+    def _govern(self, call: _Call, rel: Any) -> Any:
+        """The governed, verified copy of a relation (runs in the user's session lock)."""
+        session, lock = self._session(call)
+        with lock:
+            gov = PlanGovernor(session)
+            out = gov.relation(rel)
+            gov.verify(out, self.backend, call.session_id)
+        call.tables.extend(gov.tables)
+        return out
+
+    def _govern_fields(self, call: _Call, msg: Any) -> None:
+        """Every plan or relation an analyze request carries, governed in place."""
+        for fd, value in msg.ListFields():
+            if isinstance(value, base_pb2.Plan):
+                if value.WhichOneof("op_type") != "root":
+                    raise AccessDenied("only query plans can be analysed")
+                value.root.CopyFrom(self._govern(call, value.root))
+            elif isinstance(value, relations_pb2.Relation):
+                value.CopyFrom(self._govern(call, value))
+            elif fd.message_type is not None and fd.message_type.name not in (
+                    "DataType", "StorageLevel"):
+                raise AccessDenied(f"analyze field {fd.name} is not governed; refused")
+
+    def _sql_command(self, call: _Call, request: Any) -> list[Any]:
+        """spark.sql(text): queries become a `sql` relation governed on every later use;
+        other statements run now through the governed session (intent before effect)."""
+        cmd = request.plan.command.sql_command
+        if cmd.args or cmd.pos_args:
+            raise AccessDenied("SQL parameters are not governed; inline the values")
+        session, lock = self._session(call)
+        try:
+            is_query = isinstance(parse_statement(cmd.sql), exp.Query | exp.Values)
+        except LakegateError:
+            is_query = False  # SHOW and friends, or a refusal the session words and audits
+        result = base_pb2.ExecutePlanResponse.SqlCommandResult()
+        with lock:
+            if is_query:
+                self._govern(call, relations_pb2.Relation(sql=relations_pb2.SQL(query=cmd.sql)))
+                result.relation.sql.query = cmd.sql
+            else:
+                df = session.sql(cmd.sql)
+                if session.last_query_id:
+                    call.query_id = session.last_query_id
+                result.relation.local_relation.data = _arrow_bytes(df, session)
+        op_id = request.operation_id or str(uuid.uuid4())
+        with self._lock:
+            self._local_ops.add((call.user, call.session_id, op_id))
+        head = dict(session_id=call.session_id, operation_id=op_id)
+        return [base_pb2.ExecutePlanResponse(**head, response_id=str(uuid.uuid4()),
+                                             sql_command_result=result),
+                base_pb2.ExecutePlanResponse(
+                    **head, response_id=str(uuid.uuid4()),
+                    result_complete=base_pb2.ExecutePlanResponse.ResultComplete())]
+
+    # calls, audit, errors ---------------------------------------------------------------
+
+    def _begin(self, cmd: str, request: Any, context: grpc.ServicerContext) -> _Call:
+        """Authenticate, force the verified user into the request, hash it for the audit."""
+        ip = _peer_ip(context.peer())
+        session_id = str(getattr(request, "session_id", "") or "")
+        call = _Call(cmd, "anonymous", ip, session_id if _UUID.match(session_id) else "")
+        call.stmt_hash = "sha256:" + hashlib.sha256(request.SerializeToString()).hexdigest()
+        header = dict(context.invocation_metadata()).get("authorization")
+        try:
+            principal = self.auth.authenticate(header if isinstance(header, str) else None)
+        except Unauthenticated as e:
+            self._fail(call, context, _Refusal(grpc.StatusCode.UNAUTHENTICATED, str(e)))
+        call.user = principal.user
+        if not call.session_id:
+            self._fail(call, context, _Refusal(grpc.StatusCode.INVALID_ARGUMENT,
+                                               "session_id must be a UUID"))
+        if request.HasField("user_context"):
+            request.user_context.Clear()
+        request.user_context.user_id = principal.user
+        request.user_context.user_name = principal.user
+        return call
+
+    def _audit(self, call: _Call, *, allowed: bool, succeeded: bool,
+               reason: str | None = None) -> None:
+        try:
+            self.lg.audit.write([AuditEvent(
+                allowed=allowed, user=call.user, auth="TOKEN", ip=call.ip, cmd=call.cmd,
+                src=",".join(dict.fromkeys(call.tables)) or None, proto="connect",
+                caller_context=f"connect:{call.session_id}" if call.session_id else None,
+                succeeded=succeeded, query_id=call.query_id, stmt_hash=call.stmt_hash,
+                reason=reason, duration_ms=int((time.perf_counter() - call.started) * 1000),
+                policy_version=self.lg.policy_version)])
+        except AuditWriteError as e:
+            ERROR_LOG.error("connect call %s not on record: %s", call.query_id, e)
+            raise AuditUnavailable(f"audit log unavailable, access refused: {e}") from None
+
+    def _fail(self, call: _Call, context: grpc.ServicerContext, e: BaseException) -> NoReturn:
+        """Record the refusal or failure, then answer with one line (never Spark's text)."""
+        if isinstance(e, _Refusal):
+            code, message, allowed = e.code, str(e), False
+        elif isinstance(e, AccessDenied):
+            code, message, allowed = grpc.StatusCode.PERMISSION_DENIED, str(e), False
+        elif isinstance(e, AuditUnavailable):
+            code, message, allowed = grpc.StatusCode.UNAVAILABLE, str(e), True
+        elif isinstance(e, StatementFailed | LakegateError):
+            code, message, allowed = grpc.StatusCode.INVALID_ARGUMENT, str(e), True
+        else:
+            code, allowed = grpc.StatusCode.INVALID_ARGUMENT, True
+            message = _spark_message(e, call)
+        try:
+            self._audit(call, allowed=allowed, succeeded=False, reason=message)
+        except AuditUnavailable as ae:
+            code, message = grpc.StatusCode.UNAVAILABLE, str(ae)
+        context.abort_with_status(rpc_status.to_status(
+            status_pb2.Status(code=code.value[0], message=message)))
+        raise AssertionError("unreachable")  # abort_with_status raises
+
+    def _backend_error(self, call: _Call, context: grpc.ServicerContext,
+                       e: grpc.RpcError) -> NoReturn:
+        """A backend failure as error class + query id; its exception type kept (class names
+        only) so the client raises the same kind of error."""
+        status = rpc_status.from_call(e)  # type: ignore[arg-type]
+        info = error_details_pb2.ErrorInfo()
+        for d in status.details if status else ():
+            if d.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
+                d.Unpack(info)
+        ERROR_LOG.error("connect query %s (user %s) failed in the backend: %s %s",
+                        call.query_id, call.user, e.code(), e.details())
+        cls = info.metadata.get("errorClass") or info.reason.rsplit(".", 1)[-1] or "ERROR"
+        message = f"statement failed: [{cls}] (query {call.query_id})"
+        try:
+            self._audit(call, allowed=True, succeeded=False, reason=message)
+        except AuditUnavailable as ae:
+            message = str(ae)
+        details = []
+        if info.reason:
+            safe = error_details_pb2.ErrorInfo(reason=info.reason, domain=info.domain)
+            if "classes" in info.metadata:
+                safe.metadata["classes"] = info.metadata["classes"]
+            packed = any_pb2.Any()
+            packed.Pack(safe)
+            details.append(packed)
+        code = e.code() if e.code() is not None else grpc.StatusCode.INTERNAL
+        context.abort_with_status(rpc_status.to_status(status_pb2.Status(
+            code=code.value[0] if code != grpc.StatusCode.UNKNOWN else code_pb2.INTERNAL,
+            message=message, details=details)))
+        raise AssertionError("unreachable")
+
+    def _forward(self, cmd: str, method: Any, request: Any,
+                 context: grpc.ServicerContext) -> Any:
+        return self._forward_call(self._begin(cmd, request, context), method, request, context)
+
+    def _forward_call(self, call: _Call, method: Any, request: Any,
+                      context: grpc.ServicerContext) -> Any:
+        self._audit(call, allowed=True, succeeded=True)
+        try:
+            return method(request, metadata=self._meta())
+        except grpc.RpcError as e:
+            self._backend_error(call, context, e)
+
+    def _meta(self) -> list[tuple[str, str]]:
+        return [(SECRET_HEADER, self.backend.secret)]
+
+
+def _spark_message(e: BaseException, call: _Call) -> str:
+    """A Spark error while analysing a governed plan: an allow-listed analysis error's first
+    line (it names only the plan's own identifiers), else class + query id."""
+    from pyspark.errors import AnalysisException
+
+    if isinstance(e, AnalysisException) and error_class(e) in READABLE_ANALYSIS_ERRORS:
+        lines = [ln for ln in str(getattr(e, "desc", None) or e).splitlines() if ln.strip()]
+        first = lines[0] if lines else type(e).__name__
+        ERROR_LOG.info("connect query %s: %s", call.query_id, e)
+        return f"statement failed: {first.split('; line ')[0][:500]}"
+    return failure_message(e, call.query_id, call.user)
+
+
+def _arrow_bytes(df: Any, session: GovernedSession) -> bytes:
+    """A command's (small) result as the Arrow IPC stream a LocalRelation carries."""
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    try:
+        rows = df.collect()
+    except Exception as e:
+        raise StatementFailed(failure_message(e, session.last_query_id or "", session.user)) \
+            from None
+    schema = to_arrow_schema(df.schema)
+    table = pa.Table.from_pylist([r.asDict() for r in rows], schema=schema)
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+def _peer_ip(peer: str) -> str:
+    """gRPC's `ipv4:1.2.3.4:5678` / `ipv6:[::1]:5678` as the address alone."""
+    kind, _, rest = peer.partition(":")
+    if kind == "ipv6":
+        return rest.rsplit(":", 1)[0].strip("[]")
+    if kind == "ipv4":
+        return rest.rsplit(":", 1)[0]
+    return kind or "unknown"
