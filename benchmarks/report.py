@@ -472,6 +472,26 @@ def write_report(results: dict[str, Any], out_md: Path, charts_dir: Path) -> Pat
     else:
         add("_not run or failed_\n")
 
+    # connect --------------------------------------------------------------------------
+    add("## Spark Connect gateway (issue 12)\n")
+    sc = results.get("connect") or {}
+    if sc.get("query"):
+        q, f = sc["query"], sc["first_row"]
+        add("`benchmarks/connect.py`: a governed aggregate through `lakegate connect` (TLS, "
+            "token, plan walk, governed planning, verification, audit) vs the same query on "
+            f"the plain Spark Connect service behind it, interleaved, {sc['rounds']} rounds; "
+            "and the time to the first row of a small query.\n")
+        add("| | gateway p50 ms | gateway p99 ms | plain p50 ms | plain p99 ms | ratio p50 |")
+        add("|---|---|---|---|---|---|")
+        add(f"| governed query | {q['gateway']['p50']:.0f} | {q['gateway']['p99']:.0f} | "
+            f"{q['plain']['p50']:.0f} | {q['plain']['p99']:.0f} | {sc['ratio_p50']:.2f} |")
+        add(f"| first row | {f['gateway']['p50']:.0f} | {f['gateway']['p99']:.0f} | "
+            f"{f['plain']['p50']:.0f} | {f['plain']['p99']:.0f} | "
+            f"{f['gateway']['p50'] / f['plain']['p50']:.2f} |")
+        add("")
+    else:
+        add("_not run or failed_\n")
+
     # weak -----------------------------------------------------------------------------
     if results.get("caveats"):
         add("## Caveats\n")

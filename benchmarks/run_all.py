@@ -39,7 +39,7 @@ from benchmarks.tpcds_summary import TARGET_C_OVER_A, TARGET_C_OVER_FLOOR  # noq
 NOISE = (":: ", "\t:: ", "\tconfs", "\tfound", "\t---", "\t|", "Ivy Default", "The jars for",
          "io.delta#", "\tio.delta#", "\torg.antlr#", "\t0 artifacts", "\tdefault",
          "Setting default log level", "To adjust logging level", "\t-----")
-STEPS = ("rewrite", "scaling", "decisions", "audit", "api", "tpcds")
+STEPS = ("rewrite", "scaling", "decisions", "audit", "api", "connect", "tpcds")
 
 
 def run_step(name: str, argv: list[str], timeout: float, echo: bool = True) -> dict[str, Any]:
@@ -279,6 +279,8 @@ def main(argv: list[str] | None = None) -> int:
                      900))
         plan.append(("api", ["benchmarks/api.py", *(["--seconds", "1"] if quick else [])],
                      1200))
+        plan.append(("connect", ["benchmarks/connect.py", "--json",
+                                 "--rounds", "3" if quick else "20"], 1200))
         tp = ["benchmarks/tpcds_delta.py", "--json", str(tmpd / "tpcds.json"),
               "--sf", "0.01" if quick else str(args.sf),
               "--rounds", "1" if quick else str(args.rounds)]
@@ -351,6 +353,8 @@ def collect(name: str, stdout: str, tmpd: Path, results: dict[str, Any]) -> None
         results["audit"] = report.parse_audit(stdout)
     elif name == "api":
         results["api"] = {"text": stdout, "rows": report.parse_api(stdout)}
+    elif name == "connect":
+        results["connect"] = json.loads(stdout[stdout.index("{"):])
     elif name == "tpcds":
         results["tpcds"] = json.loads((tmpd / "tpcds.json").read_text())
     data = results[name]

@@ -85,8 +85,6 @@ class PlanGovernor:
     def __init__(self, session: GovernedSession) -> None:
         self.session = session
         self.expected = Expected()
-        self.query_ids: list[str] = []  # queryIds of the governed statements' audit lines
-        self.tables: list[str] = []
         self._is_member = session.lg.enforcer.identity(session.user).is_member
 
     # relations --------------------------------------------------------------------------
@@ -151,11 +149,8 @@ class PlanGovernor:
         if planned.derived:
             raise Refused("system.access.audit is not readable through Spark Connect; use "
                           "`lakegate audit query` or spark.sql through the REST API")
-        if self.session.last_query_id:
-            self.query_ids.append(self.session.last_query_id)
         for loc, views in planned.expected.views.items():
             self.expected.views.setdefault(loc, []).extend(views)
-        self.tables.extend(v.access.table.full_name for v in planned.views)
         return planned.sql
 
     # expressions ------------------------------------------------------------------------
@@ -188,8 +183,9 @@ class PlanGovernor:
         if name in IDENTITY_USER:
             if args:
                 raise Refused(f"{name}() takes no arguments")
-            e.Clear()
-            e.literal.string = self.session.user
+            e.Clear()  # named as Spark names the call, so df columns read the same
+            e.alias.expr.literal.string = self.session.user
+            e.alias.name.append(f"{name}()")
             return True
         if name in IDENTITY_MEMBER:
             if len(args) != 1 or args[0].literal.WhichOneof("literal_type") != "string":
@@ -258,7 +254,7 @@ class PlanGovernor:
 
 
 def _repeated(field: FieldDescriptor) -> bool:
-    return field.label == FieldDescriptor.LABEL_REPEATED
+    return bool(field.is_repeated)
 
 
 def _check_name(text: str) -> None:

@@ -53,7 +53,10 @@ SETTABLE_CONF = frozenset({
     "spark.sql.execution.arrow.maxRecordsPerBatch",
     "spark.remote",  # PySpark's builder sets it on every new session; Spark ignores it
 })
-#: Settings a client may read: the settable ones and those PySpark's client reads itself.
+#: Settings a client may read: the settable ones, those PySpark's client reads itself, and
+#: the client-side families below (never storage, catalog or credential settings).
+READABLE_PREFIXES = ("spark.sql.execution.arrow.", "spark.sql.execution.pandas.",
+                     "spark.sql.repl.", "spark.sql.pyspark.")
 READABLE_CONF = SETTABLE_CONF | {
     "spark.sql.session.timeZone", "spark.sql.session.localRelationCacheThreshold",
     "spark.sql.pyspark.inferNestedDictAsStruct.enabled",
@@ -99,7 +102,6 @@ class _Call:
     query_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     started: float = field(default_factory=time.perf_counter)
     stmt_hash: str | None = None
-    tables: list[str] = field(default_factory=list)
 
 
 class ConnectService(base_pb2_grpc.SparkConnectServiceServicer):
@@ -132,8 +134,8 @@ class ConnectService(base_pb2_grpc.SparkConnectServiceServicer):
                 answers = self._sql_command(call, request)
             elif op == "command":
                 kind = plan.command.WhichOneof("command_type")
-                why = REFUSED_COMMANDS.get(kind, f"command {kind} is not governed")
-                raise AccessDenied(f"{why} through the Lakegate gateway")
+                raise AccessDenied(REFUSED_COMMANDS.get(
+                    kind, f"Spark Connect command {kind} is not governed by Lakegate; refused"))
             elif op == "root":
                 answers = None
                 request.plan.root.CopyFrom(self._govern(call, plan.root))
@@ -141,7 +143,7 @@ class ConnectService(base_pb2_grpc.SparkConnectServiceServicer):
                 raise AccessDenied("an empty plan is refused")
         except Exception as e:
             self._fail(call, context, e)
-        self._audit(call, allowed=True, succeeded=True)
+        self._allow(call, context)
         if answers is not None:
             yield from answers
             return
@@ -167,7 +169,7 @@ class ConnectService(base_pb2_grpc.SparkConnectServiceServicer):
                 self._govern_fields(call, getattr(request, kind))
         except Exception as e:
             self._fail(call, context, e)
-        self._audit(call, allowed=True, succeeded=True)
+        self._allow(call, context)
         try:
             return self.stub.AnalyzePlan(request, metadata=self._meta())
         except grpc.RpcError as e:
@@ -190,13 +192,14 @@ class ConnectService(base_pb2_grpc.SparkConnectServiceServicer):
             else:
                 raise AccessDenied(f"configuration operation {kind or 'unset'} is refused; "
                                    "settings are read and set by name")
-            bad = [k for k in keys if k not in allowed]
+            bad = [k for k in keys if k not in allowed and not (
+                allowed is READABLE_CONF and k.startswith(READABLE_PREFIXES))]
             if bad:
                 raise AccessDenied(f"configuration {bad[0]} is not on the gateway's allow-list "
                                    f"for {kind}; refused")
         except Exception as e:
             self._fail(call, context, e)
-        self._audit(call, allowed=True, succeeded=True)
+        self._allow(call, context)
         try:
             return self.stub.Config(request, metadata=self._meta())
         except grpc.RpcError as e:
@@ -219,7 +222,7 @@ class ConnectService(base_pb2_grpc.SparkConnectServiceServicer):
 
     def ReattachExecute(self, request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
         call = self._begin("reattachExecute", request, context)
-        self._audit(call, allowed=True, succeeded=True)
+        self._allow(call, context)
         try:
             for resp in self.stub.ReattachExecute(request, metadata=self._meta()):
                 resp.ClearField("metrics")
@@ -234,7 +237,7 @@ class ConnectService(base_pb2_grpc.SparkConnectServiceServicer):
             local = key in self._local_ops
             self._local_ops.discard(key)
         if local:  # answered here (a SQL command): nothing to release in the backend
-            self._audit(call, allowed=True, succeeded=True)
+            self._allow(call, context)
             return base_pb2.ReleaseExecuteResponse(session_id=call.session_id,
                                                    operation_id=request.operation_id)
         return self._forward_call(call, self.stub.ReleaseExecute, request, context)
@@ -242,6 +245,12 @@ class ConnectService(base_pb2_grpc.SparkConnectServiceServicer):
     # governing --------------------------------------------------------------------------
 
     def _session(self, call: _Call) -> tuple[GovernedSession, threading.RLock]:
+        """The user's governed session for this Connect session. The calling gRPC thread's
+        JVM thread gets Lakegate's SparkSession as its active one: Spark's analyzer reads
+        its settings from the active session, and the verifier analyses statements directly
+        (outside `spark.sql`), where a fresh thread would have none."""
+        spark = self.lg.spark
+        spark._jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
         key = (call.user, call.session_id)
         with self._lock:
             found = self._sessions.get(key)
@@ -261,7 +270,6 @@ class ConnectService(base_pb2_grpc.SparkConnectServiceServicer):
             gov = PlanGovernor(session)
             out = gov.relation(rel)
             gov.verify(out, self.backend, call.session_id)
-        call.tables.extend(gov.tables)
         return out
 
     def _govern_fields(self, call: _Call, msg: Any) -> None:
@@ -297,7 +305,10 @@ class ConnectService(base_pb2_grpc.SparkConnectServiceServicer):
                 df = session.sql(cmd.sql)
                 if session.last_query_id:
                     call.query_id = session.last_query_id
-                result.relation.local_relation.data = _arrow_bytes(df, session)
+                data = _arrow_bytes(df, session)
+                if data is not None:  # Spark takes an empty result by its schema alone
+                    result.relation.local_relation.data = data
+                result.relation.local_relation.schema = df.schema.json()
         op_id = request.operation_id or str(uuid.uuid4())
         with self._lock:
             self._local_ops.add((call.user, call.session_id, op_id))
@@ -336,7 +347,7 @@ class ConnectService(base_pb2_grpc.SparkConnectServiceServicer):
         try:
             self.lg.audit.write([AuditEvent(
                 allowed=allowed, user=call.user, auth="TOKEN", ip=call.ip, cmd=call.cmd,
-                src=",".join(dict.fromkeys(call.tables)) or None, proto="connect",
+                proto="connect",
                 caller_context=f"connect:{call.session_id}" if call.session_id else None,
                 succeeded=succeeded, query_id=call.query_id, stmt_hash=call.stmt_hash,
                 reason=reason, duration_ms=int((time.perf_counter() - call.started) * 1000),
@@ -344,6 +355,13 @@ class ConnectService(base_pb2_grpc.SparkConnectServiceServicer):
         except AuditWriteError as e:
             ERROR_LOG.error("connect call %s not on record: %s", call.query_id, e)
             raise AuditUnavailable(f"audit log unavailable, access refused: {e}") from None
+
+    def _allow(self, call: _Call, context: grpc.ServicerContext) -> None:
+        """The call's allowed line before its answer; no line, no answer (fail closed)."""
+        try:
+            self._audit(call, allowed=True, succeeded=True)
+        except AuditUnavailable as e:
+            context.abort(grpc.StatusCode.UNAVAILABLE, str(e))
 
     def _fail(self, call: _Call, context: grpc.ServicerContext, e: BaseException) -> NoReturn:
         """Record the refusal or failure, then answer with one line (never Spark's text)."""
@@ -403,7 +421,7 @@ class ConnectService(base_pb2_grpc.SparkConnectServiceServicer):
 
     def _forward_call(self, call: _Call, method: Any, request: Any,
                       context: grpc.ServicerContext) -> Any:
-        self._audit(call, allowed=True, succeeded=True)
+        self._allow(call, context)
         try:
             return method(request, metadata=self._meta())
         except grpc.RpcError as e:
@@ -426,8 +444,9 @@ def _spark_message(e: BaseException, call: _Call) -> str:
     return failure_message(e, call.query_id, call.user)
 
 
-def _arrow_bytes(df: Any, session: GovernedSession) -> bytes:
-    """A command's (small) result as the Arrow IPC stream a LocalRelation carries."""
+def _arrow_bytes(df: Any, session: GovernedSession) -> bytes | None:
+    """A command's (small) result as the Arrow IPC stream a LocalRelation carries; None
+    when it has no rows (a stream without batches carries no schema for Spark)."""
     import pyarrow as pa
     from pyspark.sql.pandas.types import to_arrow_schema
 
@@ -436,6 +455,8 @@ def _arrow_bytes(df: Any, session: GovernedSession) -> bytes:
     except Exception as e:
         raise StatementFailed(failure_message(e, session.last_query_id or "", session.user)) \
             from None
+    if not rows:
+        return None
     schema = to_arrow_schema(df.schema)
     table = pa.Table.from_pylist([r.asDict() for r in rows], schema=schema)
     sink = pa.BufferOutputStream()

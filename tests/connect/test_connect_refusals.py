@@ -1,0 +1,144 @@
+"""Every route to data around the policies is refused with one line, and audited."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from connect_testkit import audit_lines, token_of
+
+
+def _udf(s: Any) -> Any:
+    from pyspark.sql.connect.functions import udf
+
+    return s.range(3).select(udf(lambda x: x + 1, "long")("id")).collect()
+
+
+def _metadata(s: Any) -> Any:
+    return s.table("main.sales.orders").select("_metadata").collect()
+
+
+def _input_file(s: Any) -> Any:
+    from pyspark.sql.connect import functions as F
+
+    return s.table("main.sales.orders").select(F.input_file_name()).collect()
+
+
+REFUSALS: list[tuple[str, Callable[[Any], Any], str]] = [
+    ("path read parquet", lambda s: s.read.parquet("/tmp").collect(), "path reads"),
+    ("path read format load",
+     lambda s: s.read.format("delta").load("/tmp/x").collect(), "path reads"),
+    ("path read json", lambda s: s.read.json("/tmp/x.json").collect(), "path reads"),
+    ("python udf", _udf, "UDFs are refused"),
+    ("udf registration",
+     lambda s: s.udf.register("f", lambda x: x, "long"), "UDFs are refused"),
+    ("mapInPandas",
+     lambda s: s.range(2).mapInPandas(lambda it: it, "id long").collect(), "Python UDFs"),
+    ("artifacts", lambda s: s.addArtifacts(__file__, pyfile=True), "artifacts"),
+    ("config outside the allow-list",
+     lambda s: s.conf.set("spark.sql.ansi.enabled", "true"), "allow-list"),
+    ("session time zone", lambda s: s.conf.set("spark.sql.session.timeZone", "UTC+10"),
+     "allow-list"),
+    ("catalog listing", lambda s: s.catalog.listTables("main.sales"), "catalog calls"),
+    ("catalog table location",
+     lambda s: s.catalog.listColumns("main.sales.orders"), "catalog calls"),
+    ("expression string reading a table",
+     lambda s: s.range(1).selectExpr("(SELECT max(amount) FROM main.sales.orders) AS m")
+     .collect(), "may not read tables"),
+    ("filter string reading a table",
+     lambda s: s.range(1).filter("id IN (SELECT id FROM main.sales.orders)").collect(),
+     "may not read tables"),
+    ("_metadata column", _metadata, "metadata columns"),
+    ("input_file_name()", _input_file, "input_file_name"),
+    ("reflect in an expression string",
+     lambda s: s.range(1).selectExpr("reflect('java.lang.System', 'getenv', 'HOME')")
+     .collect(), "reflect"),
+    ("temp view", lambda s: s.table("main.sales.orders").createOrReplaceTempView("v"),
+     "temporary views"),
+    ("DataFrame saveAsTable",
+     lambda s: s.table("main.sales.orders").write.saveAsTable("main.sales.copy"),
+     "DataFrame writes"),
+    ("DataFrame insertInto",
+     lambda s: s.table("main.sales.orders").write.insertInto("main.sales.orders"),
+     "DataFrame writes"),
+    ("explain", lambda s: s.table("main.sales.orders").explain(), "explain is refused"),
+    ("inputFiles", lambda s: s.table("main.sales.orders").inputFiles(), "input_files"),
+    ("SQL path read", lambda s: s.sql("SELECT * FROM delta.`/tmp/x`").collect(), ""),
+    ("SQL SET", lambda s: s.sql("SET spark.sql.ansi.enabled=true"), "not governed"),
+    ("audit table through connect",
+     lambda s: s.sql("SELECT * FROM system.access.audit").collect(), ""),
+]
+
+
+@pytest.mark.parametrize(("name", "action", "why"), REFUSALS, ids=[r[0] for r in REFUSALS])
+def test_bypass_routes_are_refused_with_one_line(remote, name, action, why) -> None:
+    with pytest.raises(Exception) as e:
+        action(remote("erin"))
+    text = str(e.value)
+    assert why in text, text
+    if type(e.value).__name__ == "SparkConnectGrpcException":
+        assert "\n" not in text.strip(), text  # one line
+
+
+def test_refusals_are_audited_before_the_answer(remote, audit_dir) -> None:
+    s = remote("erin")
+    with pytest.raises(Exception, match="path reads"):
+        s.read.parquet("/tmp/never").collect()
+    lines = [ln for ln in audit_lines(audit_dir)
+             if ln.get("proto") == "connect" and ln.get("cmd") == "executePlan"
+             and ln.get("allowed") == "false" and "path reads" in ln.get("reason", "")]
+    assert lines and lines[-1]["ugi"].startswith("erin ")
+
+
+def test_unknown_relation_types_are_refused() -> None:
+    """A hand-made plan with a relation type off the allow-list (no client API sends it)."""
+    from pyspark.sql.connect.proto import relations_pb2
+
+    from api.connect.relations import PlanGovernor
+    from governance.errors import Refused
+
+    rel = relations_pb2.Relation()
+    rel.unknown.SetInParent()
+    gov = PlanGovernor.__new__(PlanGovernor)
+    with pytest.raises(Refused, match="relation type unknown is not governed"):
+        gov._relation(rel, 0)
+
+
+@pytest.mark.parametrize("token", ["", "wrong-token", token_of("nobody")])
+def test_wrong_or_missing_token_is_unauthenticated(gateway, token, audit_dir) -> None:
+    import grpc
+    from pyspark.sql.connect.proto import base_pb2, base_pb2_grpc
+
+    creds = grpc.ssl_channel_credentials(
+        root_certificates=(audit_dir.parent / "ca.pem").read_bytes())
+    with grpc.secure_channel(f"127.0.0.1:{gateway.port}", creds) as ch:
+        stub = base_pb2_grpc.SparkConnectServiceStub(ch)
+        req = base_pb2.AnalyzePlanRequest(
+            session_id="00000000-0000-4000-8000-000000000000",
+            spark_version=base_pb2.AnalyzePlanRequest.SparkVersion())
+        req.user_context.user_id = "erin"
+        meta = [("authorization", f"Bearer {token}")] if token else []
+        with pytest.raises(grpc.RpcError) as e:
+            stub.AnalyzePlan(req, metadata=meta)
+    assert e.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    last = [ln for ln in audit_lines(audit_dir) if ln.get("proto") == "connect"][-1]
+    assert last["allowed"] == "false" and last["ugi"].startswith("anonymous ")
+
+
+def test_backend_is_reachable_only_with_the_gateway_secret(gateway) -> None:
+    import grpc
+    from pyspark.sql.connect.proto import base_pb2, base_pb2_grpc
+
+    host, _, _ = gateway.backend.target.partition(":")
+    assert host == "127.0.0.1"
+    with grpc.insecure_channel(gateway.backend.target) as ch:
+        stub = base_pb2_grpc.SparkConnectServiceStub(ch)
+        req = base_pb2.AnalyzePlanRequest(
+            session_id="00000000-0000-4000-8000-000000000001",
+            spark_version=base_pb2.AnalyzePlanRequest.SparkVersion())
+        req.user_context.user_id = "root"
+        for meta in ([], [("x-lakegate-backend", "guess")]):
+            with pytest.raises(grpc.RpcError) as e:
+                stub.AnalyzePlan(req, metadata=meta)
+            assert e.value.code() == grpc.StatusCode.UNAUTHENTICATED
