@@ -142,3 +142,31 @@ def test_backend_is_reachable_only_with_the_gateway_secret(gateway) -> None:
             with pytest.raises(grpc.RpcError) as e:
                 stub.AnalyzePlan(req, metadata=meta)
             assert e.value.code() == grpc.StatusCode.UNAUTHENTICATED
+
+
+def test_verifier_refuses_a_composed_plan_reading_outside_its_views(gateway,
+                                                                    connect_lakegate) -> None:
+    """The verifier's guarantee on this path: a governed view joined with a raw read of the
+    same table (as a parser differential might smuggle in) is refused after analysis in
+    the backend session."""
+    import uuid
+
+    from pyspark.sql.connect.proto import relations_pb2
+
+    from api.connect.relations import PlanGovernor
+    from governance.errors import Refused
+
+    gov = PlanGovernor(connect_lakegate.session("carol"))
+    governed = gov.relation(relations_pb2.Relation(
+        read=relations_pb2.Read(named_table=relations_pb2.Read.NamedTable(
+            unparsed_identifier="main.sales.orders"))))
+    gov.verify(governed, gateway.backend, str(uuid.uuid4()))  # the governed view verifies
+    location = connect_lakegate.catalog.table("main", "sales", "orders").location
+    raw = relations_pb2.Relation(sql=relations_pb2.SQL(
+        query="SELECT * FROM delta.`" + location.replace("`", "``") + "`"))
+    smuggled = relations_pb2.Relation()
+    smuggled.set_op.left_input.CopyFrom(governed)
+    smuggled.set_op.right_input.CopyFrom(raw)
+    smuggled.set_op.set_op_type = relations_pb2.SetOperation.SET_OP_TYPE_UNION
+    with pytest.raises(Refused, match="plan verification"):
+        gov.verify(smuggled, gateway.backend, str(uuid.uuid4()))
