@@ -160,6 +160,8 @@ class ConnectService(base_pb2_grpc.SparkConnectServiceServicer):
         call = self._begin("analyzePlan", request, context)
         try:
             kind = request.WhichOneof("analyze")
+            if kind is None:
+                raise AccessDenied("an empty analyze request is refused")
             if kind == "explain":
                 raise AccessDenied("explain is refused through the gateway: it shows the "
                                    "governed views' storage locations and policy expressions")

@@ -97,10 +97,6 @@ def embedded(connect_lakegate) -> Callable[[str, str], list[tuple]]:
     return run
 
 
-def rows(df: Any) -> list[tuple]:
-    return sorted((tuple(r) for r in df.collect()), key=repr)
-
-
 @pytest.fixture
 def audit_dir(connect_lakegate) -> Path:
     return connect_lakegate.config.audit

@@ -6,6 +6,7 @@ import datetime as dt
 import hashlib
 import ipaddress
 from pathlib import Path
+from typing import Any
 
 PERSONAS = ("alice", "bob", "carol", "dana", "erin", "mallory")
 
@@ -49,6 +50,11 @@ def make_tls(directory: Path) -> tuple[Path, Path, Path]:
     paths[2].write_bytes(key.private_bytes(pem, serialization.PrivateFormat.PKCS8,
                                            serialization.NoEncryption()))
     return paths
+
+
+def rows(df: Any) -> list[tuple]:
+    """A DataFrame's rows as sorted tuples (order-free comparison with `s.sql`)."""
+    return sorted((tuple(r) for r in df.collect()), key=repr)
 
 
 def audit_lines(directory: Path) -> list[dict[str, str]]:

@@ -7,7 +7,7 @@ embedded governed session (`s.sql`) on the same data and policies.
 from __future__ import annotations
 
 import pytest
-from conftest import rows
+from connect_testkit import rows
 
 ORDERS = "SELECT id, region, amount, order_date FROM main.sales.orders"
 CUSTOMERS = "SELECT id, name, email, phone, country FROM main.sales.customers"

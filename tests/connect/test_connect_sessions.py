@@ -10,8 +10,7 @@ import textwrap
 import threading
 import uuid
 
-from conftest import rows
-from connect_testkit import audit_lines, token_of
+from connect_testkit import audit_lines, rows, token_of
 
 ORDERS = "SELECT id, region FROM main.sales.orders"
 
