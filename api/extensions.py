@@ -12,18 +12,18 @@ import threading
 from dataclasses import dataclass
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import Query, Request
 
-from api.app import Caller, get_caller, get_service
+from api.caller import Caller
 from api.delta_log import read_log
+from api.deps import CallerDep, authenticated_router, get_service
 from api.discovery import Snapshot
 from api.errors import responses
 from api.models import SearchResponse, TableDetail, TableHistory, WhoAmI
 from api.registry import dt
 from catalog.model import TableInfo
 
-router = APIRouter(tags=["Lakegate: tables"])
-CallerDep = Annotated[Caller, Depends(get_caller)]
+router = authenticated_router(tags=["Lakegate: tables"])
 
 
 @router.get("/whoami", operation_id="whoami", response_model=WhoAmI, responses=responses())

@@ -90,6 +90,10 @@ class ListTablesResponse(BaseModel):
     next_page_token: str | None = None
 
 
+class TableExists(BaseModel):
+    table_exists: bool = Field(description="false for a table hidden from the caller too")
+
+
 # --- Lakegate: tables, search, identity ------------------------------------------------------
 
 
@@ -305,8 +309,10 @@ class StatementRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     statement: str = Field(min_length=1, max_length=1_000_000)
     row_limit: int | None = Field(None, ge=1, description="at most the server's api.row_limit")
-    timeout_seconds: float | None = Field(None, gt=0, le=86400,
-                                          description="at most the server's api.timeout")
+    timeout_seconds: float | None = Field(
+        None, ge=1, le=86400, allow_inf_nan=False,
+        description="1 s to a day; the server's api.timeout caps it (a smaller value would "
+                    "start Spark only to cancel it)")
 
 
 class StatementColumn(BaseModel):
