@@ -39,7 +39,6 @@ ROUTERS: tuple[tuple[APIRouter, str], ...] = (
 
 def create_app(lg: Lakegate, cfg: ApiConfig | None = None) -> FastAPI:
     """The FastAPI app over one Lakegate; `cfg` overrides lakegate.yaml's `api:` section."""
-    service = Service(lg, cfg)
     app = FastAPI(
         title="Lakegate REST API",
         version="1.0",
@@ -50,12 +49,13 @@ def create_app(lg: Lakegate, cfg: ApiConfig | None = None) -> FastAPI:
             "<token>`, sees only what its user may see, and is written to the audit log "
             "before it is answered."),
     )
-    app.state.service = service
     for router, prefix in ROUTERS:
         app.include_router(router, prefix=prefix)
     missing = unauthenticated_routes(app.routes)
     if missing:
         raise RuntimeError(f"routes without authentication: {', '.join(missing)}")
+    service = Service(lg, cfg)
+    app.state.service = service
 
     app.add_exception_handler(ApiError, api_error_response)  # type: ignore[arg-type]
 
