@@ -81,7 +81,7 @@ async def get_domain(request: Request, caller: CallerDep, name: str) -> dict:
 @router.get("/domains/{name}/tables", operation_id="listDomainTables",
             response_model=ListDomainTablesResponse, responses=responses(400, 404))
 async def list_domain_tables(request: Request, caller: CallerDep, name: str,
-                             max_results: int | None = None,
+                             max_results: Annotated[int | None, Query(ge=0)] = None,
                              page_token: Annotated[str | None, Query(max_length=2000,
                                                                      pattern=TOKEN_PATTERN)] = None
                              ) -> dict:

@@ -9,8 +9,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
+from fastapi import Path
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic.json_schema import SkipJsonSchema
 
+from api.discovery import TABLE_NAME_PATTERN
 from catalog.products import CLASSIFICATIONS, STAGES
 
 # --- Unity Catalog -------------------------------------------------------------------------
@@ -210,6 +213,7 @@ _TAG = r"^[a-z0-9][a-z0-9_\-:.]{0,63}$"
 _DURATION = r"^(\d+\s*[smhdw]\s*)+$"
 TableName = Annotated[str, Field(pattern=_TABLE, max_length=400)]
 Tag = Annotated[str, Field(pattern=_TAG)]
+TablePath = Annotated[str, Path(pattern=TABLE_NAME_PATTERN, description="catalog.schema.table")]
 
 
 class DomainInfo(BaseModel):
@@ -291,13 +295,15 @@ class ProductCreate(BaseModel):
 
 class ProductUpdate(BaseModel):
     """Fields to change (an explicit null clears classification or freshness); the name and
-    the domain are fixed."""
+    the domain are fixed. The other fields may be left out but not null (the schema says
+    so; the route refuses a null with 400)."""
 
     model_config = ConfigDict(extra="forbid")
-    description: str | None = Field(None, max_length=4000)
-    output_tables: list[TableName] | None = Field(None, max_length=1000)
-    stage: Stage | None = None
-    tags: list[Tag] | None = Field(None, max_length=100)
+    description: Annotated[str, Field(max_length=4000)] | SkipJsonSchema[None] = None
+    output_tables: Annotated[list[TableName], Field(max_length=1000)] | \
+        SkipJsonSchema[None] = None
+    stage: Stage | SkipJsonSchema[None] = None
+    tags: Annotated[list[Tag], Field(max_length=100)] | SkipJsonSchema[None] = None
     classification: Classification | None = None
     freshness: str | None = Field(None, pattern=_DURATION, max_length=64)
 

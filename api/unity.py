@@ -21,7 +21,15 @@ from typing import Any
 from fastapi import Request, Response
 
 from api.deps import CallerDep, authenticated_router, get_service
-from api.discovery import TOKEN_PATTERN, decode_token, page_size, split_name
+from api.discovery import (
+    CATALOG_NAME_PATTERN,
+    SCHEMA_NAME_PATTERN,
+    TABLE_NAME_PATTERN,
+    TOKEN_PATTERN,
+    decode_token,
+    page_size,
+    split_name,
+)
 from api.errors import ApiError, responses
 from api.models import (
     ListCatalogsResponse,
@@ -42,7 +50,7 @@ def _param(name: str, where: str, schema: dict, description: str, required: bool
             "schema": schema, "description": description}
 
 
-_MAX = _param("max_results", "query", {"type": "integer"},
+_MAX = _param("max_results", "query", {"type": "integer", "minimum": 0},
               "page size; 0 or absent: the server's (100); capped at 1000; negative: 400")
 _TOKEN = _param("page_token", "query",
                 {"type": "string", "maxLength": 2000, "pattern": TOKEN_PATTERN},
@@ -53,11 +61,9 @@ _SCHEMA = _param("schema_name", "query", {"type": "string", "maxLength": 255},
                  "parent schema", required=True)
 
 
-_PART = r"[^./]+"
-_NAME_1 = {"type": "string", "pattern": f"^{_PART}$", "maxLength": 255}
-_FULL_NAME_2 = {"type": "string", "pattern": rf"^{_PART}\.{_PART}$", "maxLength": 511}
-_FULL_NAME_3 = {"type": "string", "pattern": rf"^{_PART}\.{_PART}\.{_PART}$",
-                "maxLength": 767}
+_NAME_1 = {"type": "string", "pattern": CATALOG_NAME_PATTERN}
+_FULL_NAME_2 = {"type": "string", "pattern": SCHEMA_NAME_PATTERN}
+_FULL_NAME_3 = {"type": "string", "pattern": TABLE_NAME_PATTERN}
 
 
 def _doc(*params: dict[str, Any]) -> dict[str, Any]:

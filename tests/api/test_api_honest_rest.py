@@ -141,3 +141,30 @@ def test_absurd_timeout_seconds_are_refused_before_spark_runs(as_user, api_lakeg
     assert r.status_code == 400
     assert r.json()["message"].startswith("invalid body.timeout_seconds")
     assert _line(api_lakegate, h)["stmtHash"] == "null"  # the route body never ran
+
+
+def test_storage_credentials_reach_only_managers_and_never_in_a_location(
+        as_user, api_lakegate, app) -> None:
+    """Credential-like table properties are for the table's managers (erin) only; a
+    location's `user:password@` and query are never answered, to anyone."""
+    from dataclasses import replace
+
+    cat = api_lakegate.catalog
+    orders = cat.table("main", "sales", "orders")
+    cat.register_table(replace(orders, location="s3a://AKIA:pw-in-url@lake/orders?sig=sig-in-url",
+                               properties={**orders.properties, "delta.appendOnly": "false",
+                                           "fs.s3a.secret.key": "s3-secret",
+                                           "azure.sas.token": "sas-secret"}), replace=True)
+    app.state.service.discovery.invalidate()
+    try:
+        alice = as_user("alice").get(f"{UC}/tables/main.sales.orders").json()
+        erin = as_user("erin").get(f"{UC}/tables/main.sales.orders").json()
+    finally:
+        cat.register_table(orders, replace=True)
+        app.state.service.discovery.invalidate()
+    assert alice["properties"]["delta.appendOnly"] == "false"
+    assert "storage_location" not in alice
+    assert "secret" not in str(alice) and "pw-in-url" not in str(alice)
+    assert erin["storage_location"] == "s3a://lake/orders"
+    assert erin["properties"]["fs.s3a.secret.key"] == "s3-secret"
+    assert "pw-in-url" not in str(erin) and "sig-in-url" not in str(erin)
