@@ -132,7 +132,7 @@ def test_page_tokens_the_schema_accepts_are_accepted(as_user, token: str, status
     assert bool(pattern.fullmatch(token)) == (status == 200)
 
 
-@pytest.mark.parametrize("timeout", [1e-9, 0.5, 1e9])
+@pytest.mark.parametrize("timeout", [1e-9, 0.001, 0.5])
 def test_absurd_timeout_seconds_are_refused_before_spark_runs(as_user, api_lakegate,
                                                               timeout: float) -> None:
     h = _ctx()
