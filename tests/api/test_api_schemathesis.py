@@ -28,10 +28,19 @@ def operations(app) -> dict:
 def test_schema_covers_every_route(operations) -> None:
     ids = {op.definition.raw.get("operationId") for op in operations.values()}
     assert {"listCatalogs", "getCatalog", "listSchemas", "getSchema", "listTables", "getTable",
-            "getTableDetail", "getTableHistory", "search", "whoami", "listDomains",
+            "getTableExists", "generateTemporaryTableCredentials",
+            "generateTemporaryPathCredentials", "generateTemporaryVolumeCredentials",
+            "generateTemporaryModelVersionCredentials", "getTableDetail", "getTableHistory",
+            "search", "whoami", "listDomains",
             "getDomain", "listDomainTables", "listDomainProducts", "listProducts",
             "getProduct", "createProduct", "updateProduct", "retireProduct",
             "executeStatement"} <= ids
+
+
+def _checks(op) -> list:
+    """UC's credential-vending routes answer a documented 501 by design (credentials are
+    never vended); the conformance checks still hold them to it."""
+    return CHECKS[1:] if "501" in op.definition.raw["responses"] else CHECKS
 
 
 @pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE])
@@ -47,7 +56,7 @@ def test_no_input_makes_the_server_fail(operations, mode: GenerationMode, user: 
         @settings(max_examples=examples, deadline=None, derandomize=True, database=None,
                   suppress_health_check=list(HealthCheck))
         def run(case) -> None:
-            case.call_and_validate(headers=headers, checks=CHECKS)
+            case.call_and_validate(headers=headers, checks=_checks(case.operation))
 
         try:
             run()
