@@ -200,5 +200,5 @@ for _path, _op in (("/temporary-table-credentials", "generateTemporaryTableCrede
                    ("/temporary-volume-credentials", "generateTemporaryVolumeCredentials"),
                    ("/temporary-model-version-credentials",
                     "generateTemporaryModelVersionCredentials")):
-    router.post(_path, operation_id=_op, responses=responses(501), tags=["Unity Catalog"],
+    router.post(_path, operation_id=_op, responses=responses(501),
                 summary=f"{_op}: not supported (501)")(_no_credentials)
