@@ -31,7 +31,7 @@ from api.errors import ApiError
 from api.types import field_json, precision_scale, type_name
 from catalog.catalog import normalise_location
 from catalog.model import CatalogInfo, SchemaInfo, TableInfo
-from catalog.names import InvalidName, check_name
+from catalog.names import NAME_PATTERN, InvalidName, check_name
 
 if TYPE_CHECKING:
     from api.caller import Caller
@@ -136,7 +136,7 @@ class _Renders:
 
 
 # What `split_name` accepts, for the OpenAPI schema (a name part holds no dot or slash).
-_PART = r"[^./]+"
+_PART = NAME_PATTERN  # the one identifier set (catalog/names.py)
 CATALOG_NAME_PATTERN = f"^{_PART}$"
 SCHEMA_NAME_PATTERN = rf"^{_PART}\.{_PART}$"
 TABLE_NAME_PATTERN = rf"^{_PART}\.{_PART}\.{_PART}$"
