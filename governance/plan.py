@@ -437,8 +437,12 @@ class Planner:
         self._refuse_masked_reads(planned)
         check = self.ps.filter_check(self.ident, access, alias)
         if check is not None:
+            fence = _Fence(check, access, alias or info.name, aliased=alias is not None)
             cond = stmt.args.get("where")
-            stmt.set("where", exp.Where(this=_guarded(check, cond.this if cond else None)))
+            stmt.set("where", exp.Where(
+                this=_guarded(check, fence(cond.this) if cond else None)))
+            for eq in stmt.expressions:
+                eq.set("expression", fence(eq.expression))
             self._with_check(stmt.expressions, check, access, alias)
         target = _delta_table(info.location)
         if alias:
@@ -487,14 +491,21 @@ class Planner:
         check = self.ps.filter_check(self.ident, access, alias)
         if check is not None:
             # hidden target rows never match, and a row that is not matched by the source is
-            # acted on only when it passes the filter; both before any user expression runs
-            stmt.set("on", _guarded(check, stmt.args["on"]))
+            # acted on only when it passes the filter; the user's expressions read a hidden
+            # row's columns as NULL wherever Delta evaluates them (its join runs ON on every
+            # target row of the candidate files)
+            fence = _Fence(check, access, alias)
+            stmt.set("on", _guarded(check, fence(stmt.args["on"])))
             for w in clauses:
                 then = w.args.get("then")
+                cond = w.args.get("condition")
                 if w.args.get("source"):
-                    cond = w.args.get("condition")
-                    w.set("condition", _guarded(check.copy(), cond))
+                    w.set("condition", _guarded(check.copy(), fence(cond) if cond else None))
+                elif w.args.get("matched") and cond is not None:
+                    w.set("condition", fence(cond))
                 if isinstance(then, exp.Update):
+                    for eq in then.expressions:
+                        eq.set("expression", fence(eq.expression))
                     self._with_check(then.expressions, check, access, alias)
                 elif isinstance(then, exp.Insert):
                     self._merge_insert_check(then, check, access, alias)
@@ -799,6 +810,49 @@ def _guarded(check: exp.Expression, cond: exp.Expression | None) -> exp.Expressi
     if cond is None:
         return check
     return exp.and_(check, exp.paren(cond), copy=False)
+
+
+class _Fence:
+    """Rewrites a user's write expression so that it reads each target column as
+    `CASE WHEN check THEN col END`: on a row the filter hides it sees only NULLs.
+
+    The guard `check AND (cond)` already skips hidden rows where Spark evaluates the AND
+    itself, but Delta may evaluate a user's expression elsewhere (MERGE's join runs the ON
+    condition on every target row of the candidate files, and its outputs are projections
+    over them). Fenced, whatever runs on a hidden row computes over NULLs only: its result,
+    its errors and its cost cannot depend on a hidden value. Inside a subquery only columns
+    qualified by the target's alias are the target's, and only when `check` is qualified by
+    it too (`aliased`); an unqualified check there would read the subquery's columns."""
+
+    def __init__(self, check: exp.Expression, access: TableAccess, alias: str,
+                 aliased: bool = True) -> None:
+        self.check = check
+        self.alias = alias.lower()
+        self.columns = {c.name.lower() for c in access.table.columns}
+        self.aliased = aliased
+
+    def __call__(self, expr: exp.Expression) -> exp.Expression:
+        expr = expr.copy()
+        for col in [c for c in expr.find_all(exp.Column) if self._is_target(c, expr)]:
+            fenced = exp.Case(ifs=[exp.If(this=self.check.copy(), true=col.copy())])
+            if col is expr:
+                return fenced
+            col.replace(fenced)
+        return expr
+
+    def _is_target(self, col: exp.Column, root: exp.Expression) -> bool:
+        if isinstance(col.this, exp.Star) or col.name.lower() not in self.columns:
+            return False
+        in_subquery = False
+        node = col.parent
+        while node is not None and node is not root.parent:
+            if isinstance(node, exp.Subquery | exp.Select):
+                in_subquery = True
+                break
+            node = node.parent
+        if col.table:
+            return col.table.lower() == self.alias and (self.aliased or not in_subquery)
+        return not in_subquery
 
 
 def _substituted(check: exp.Expression, row: dict[str, exp.Expression],
