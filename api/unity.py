@@ -55,13 +55,11 @@ _MAX = _param("max_results", "query", {"type": "integer", "minimum": 0},
 _TOKEN = _param("page_token", "query",
                 {"type": "string", "maxLength": 2000, "pattern": TOKEN_PATTERN},
                 "next_page_token of the previous page")
-_CATALOG = _param("catalog_name", "query", {"type": "string", "maxLength": 255},
-                  "parent catalog", required=True)
-_SCHEMA = _param("schema_name", "query", {"type": "string", "maxLength": 255},
-                 "parent schema", required=True)
-
-
 _NAME_1 = {"type": "string", "pattern": CATALOG_NAME_PATTERN}
+_CATALOG = _param("catalog_name", "query", {**_NAME_1, "maxLength": 255},
+                  "parent catalog", required=True)
+_SCHEMA = _param("schema_name", "query", {**_NAME_1, "maxLength": 255},
+                 "parent schema", required=True)
 _FULL_NAME_2 = {"type": "string", "pattern": SCHEMA_NAME_PATTERN}
 _FULL_NAME_3 = {"type": "string", "pattern": TABLE_NAME_PATTERN}
 
