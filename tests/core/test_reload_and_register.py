@@ -84,8 +84,11 @@ def test_registering_is_audited(lg: Lakegate, tmp_path: Path) -> None:
                       replace=True)
     with pytest.raises(NotADeltaTable):
         lg.register_table("ext.raw.audited_nothing", str(tmp_path))
-    new = _register_lines(lg)[before:]
-    assert len(new) == 2
+    lines = _register_lines(lg)[before:]
+    intents = [ln for ln in lines if "phase=intent" in ln]
+    new = [ln for ln in lines if "phase=outcome" in ln]
+    assert len(intents) == 2 and len(new) == 2  # audit before effect: intent, then outcome
+    assert "src=ext.raw.events" in intents[0] and "src=ext.raw.audited_nothing" in intents[1]
     assert "src=ext.raw.events" in new[0] and "succeeded=true" in new[0]
     assert "proto=cli" in new[0]
     assert "src=ext.raw.audited_nothing" in new[1] and "succeeded=false" in new[1]
