@@ -40,10 +40,6 @@ class ApiError(Exception):
         self.error_code = error_code or CODES.get(status, "UNKNOWN")
 
 
-def not_found(what: str) -> ApiError:
-    return ApiError(404, f"{what} not found")
-
-
 def body(status: int, message: str, error_code: str | None = None) -> dict[str, str]:
     return {"error_code": error_code or CODES.get(status, "UNKNOWN"), "message": message}
 
