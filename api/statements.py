@@ -104,6 +104,7 @@ async def execute_statement(request: Request, body: StatementRequest,
     loop = asyncio.get_running_loop()
     future = loop.run_in_executor(_pool, run)
     future.add_done_callback(lambda _: svc.discovery.invalidate())  # DDL shows at once
+    future.add_done_callback(_retrieved)  # a statement that outlived its 504 ends quietly
     try:
         return await asyncio.wait_for(asyncio.shield(future), timeout)
     except TimeoutError:
@@ -125,6 +126,14 @@ async def execute_statement(request: Request, body: StatementRequest,
         log.warning("statement %s failed at collect: %s", rec.request_id, e)
         raise ApiError(400, f"statement failed while reading its result ({type(e).__name__}); "
                        f"request id {rec.request_id}") from None
+
+
+def _retrieved(future: asyncio.Future) -> None:
+    """Take a finished statement's exception: after a 504 nobody awaits it, and asyncio
+    would print "Future exception was never retrieved" with Spark's text on stderr."""
+    if not future.cancelled() and future.exception() is not None:
+        log.info("a statement ended after its caller was answered: %s",
+                 type(future.exception()).__name__)
 
 
 def _start_spark(lg: Any) -> None:

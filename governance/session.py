@@ -260,6 +260,8 @@ class Lakegate:
                     enforcer = PolicyEnforcer(ps)
                 except Exception as e:  # fail closed: whatever broke, the last good set stays
                     kept = self._policy.version if self._policy else None
+                    ERROR_LOG.warning("policy reload rejected, %s stays in force: %s",
+                                      kept or "nothing", e)
                     self._audit_reload(False, str(e).splitlines()[0] if str(e) else repr(e),
                                        None, kept)
                     if initial or self._policy is None:

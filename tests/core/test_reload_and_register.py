@@ -94,7 +94,7 @@ def test_registering_is_audited(lg: Lakegate, tmp_path: Path) -> None:
     assert "src=ext.raw.audited_nothing" in new[1] and "succeeded=false" in new[1]
 
 
-def test_hot_reload_applies_changed_policies_and_keeps_last_good(lg: Lakegate) -> None:
+def test_hot_reload_applies_changed_policies_and_keeps_last_good(lg: Lakegate, caplog) -> None:
     s = lg.session("alice")
     assert s.sql("SELECT count(*) AS n FROM ext.raw.events").first().n == 5
 
@@ -110,8 +110,11 @@ row_filters:
 
     good_hash = lg.enforcer.policy_set.content_hash
     _write_policy(lg, "grants: [ {principals: [alice], privileges: [selekt], on: x.y.z} ]\n")
-    assert lg.reload_policies() is False
+    with caplog.at_level("WARNING", logger="lakegate.errors"):
+        assert lg.reload_policies() is False
     assert lg.enforcer.policy_set.content_hash == good_hash  # never open, never empty
+    assert any("policy reload rejected" in r.getMessage() and "selekt" in r.getMessage()
+               for r in caplog.records)  # the server's own log says so too
     assert s.sql("SELECT count(*) AS n FROM ext.raw.events").first().n == 2
     last = _reload_lines(lg)[-1]
     assert "allowed=false" in last and "selekt" in last
