@@ -30,7 +30,8 @@ bench-sf1: $(STAMP)
 	$(PY) benchmarks/run_all.py --sf 1 --workdir bench-sf1 $(BENCH_ARGS)
 
 # The correctness oracle (tests/security/test_differential.py) with many more examples
-# than the normal suite runs; FUZZ_EXAMPLES=N overrides the count.
+# than the normal suite runs, freshly random each time (`make test` replays the same
+# derandomized examples every run); FUZZ_EXAMPLES=N overrides the count.
 FUZZ_EXAMPLES ?= 2000
 fuzz: $(STAMP)
 	LAKEGATE_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest -q tests/security/test_differential.py

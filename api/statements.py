@@ -18,19 +18,19 @@ import math
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import Request
 from starlette.concurrency import run_in_threadpool
 
-from api.app import Caller, get_caller, get_service
+from api.deps import CallerDep, authenticated_router, get_service
 from api.errors import ApiError, responses
 from api.models import StatementRequest, StatementResult
 from audit import statement_hash
 from governance.errors import AccessDenied, AuditUnavailable, LakegateError, SqlParseError
 from governance.session import StatementFailed, failure_message
 
-router = APIRouter(tags=["Lakegate: SQL"])
+router = authenticated_router(tags=["Lakegate: SQL"])
 _pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lakegate-stmt")
 _spark_lock = threading.Lock()
 log = logging.getLogger("lakegate.api")
@@ -62,7 +62,7 @@ def to_json(v: Any) -> Any:
 @router.post("/statements", operation_id="executeStatement", response_model=StatementResult,
              responses=responses(400, 403, 504))
 async def execute_statement(request: Request, body: StatementRequest,
-                            caller: Annotated[Caller, Depends(get_caller)]) -> dict:
+                            caller: CallerDep) -> dict:
     """Run one SQL statement as the caller, under the policies (403 when denied, with the
     message the Python API gives)."""
     svc = get_service(request)

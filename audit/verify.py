@@ -25,7 +25,6 @@ from audit.escape import unescape_java
 from audit.format import ChainLink, parse_complete, partial_line_fields
 from audit.handler import CROSSINGS_NAME, LOG_NAME, CrossingIndex, open_snapshot
 
-BREAK_KINDS = ("edited", "deleted", "inserted", "reordered", "truncated")
 _WINDOW = 256  # recent lines kept per writer to recognise duplicates and forks
 
 _PHRASES = {"deleted": "deleted line(s) before", "anchor": "chain anchor at"}

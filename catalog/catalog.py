@@ -51,9 +51,6 @@ class Catalog:
             self._tables, self._schemas, self._catalogs = tables, schemas, catalogs
             self._generation = gen
 
-    def refresh(self) -> None:
-        self._snapshot()
-
     # reads ------------------------------------------------------------------------------
 
     def table(self, catalog: str, schema: str, name: str) -> TableInfo | None:
@@ -80,11 +77,6 @@ class Catalog:
 
     def catalogs(self) -> list[CatalogInfo]:
         return self.store.list_catalogs()
-
-    def locations(self) -> dict[str, TableInfo]:
-        """Normalised location -> table, for the plan verifier."""
-        self._snapshot()
-        return {normalise_location(t.location): t for t in self._tables.values()}
 
     def managed_location(self, catalog: str, schema: str, name: str) -> str:
         """`warehouse/catalog/schema/table`, built only from valid name parts."""

@@ -16,12 +16,11 @@ from __future__ import annotations
 
 import secrets
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import sqlglot
 from sqlglot import exp
 
-from catalog.model import TableInfo
 from governance.constructs import govern_expression
 from governance.errors import AccessDenied, Refused
 from governance.masks import mask_expr, quote_ident
@@ -48,12 +47,6 @@ class ReadView:
     access: TableAccess
     placeholder: str
     alias: str
-
-
-@dataclass
-class Rewritten:
-    sql: str
-    views: list[ReadView] = field(default_factory=list)
 
 
 class PolicySql:
@@ -333,7 +326,3 @@ def check_hidden_columns(
                     cmd="select", tables=(v.access.table.full_name,),
                     policies=v.access.hidden_by.get(name) or v.access.grant_ids,
                 )
-
-
-def table_for_message(t: TableInfo) -> str:
-    return t.full_name

@@ -22,7 +22,7 @@ from sqlglot import exp
 
 from catalog.model import TableInfo
 from governance.policy.compile import build_enforcer
-from governance.policy.model import ColumnMask, PolicySet, Principal, RowFilter
+from governance.policy.model import ColumnMask, PolicySet, RowFilter
 
 _ALL = "\x00all"  # marks a table-level rule in the column slot of the index
 
@@ -116,7 +116,6 @@ class PolicyEnforcer:
         self._filters = {f.id: f for f in ps.row_filters}
         self._filter_order = {f.id: i for i, f in enumerate(ps.row_filters)}
         self._masks = {m.id: m for m in ps.column_masks}
-        self._groups = set(ps.groups)
         # (subject, privilege) -> (cat, schema, table) -> column|_ALL -> rules
         self._grants: dict[tuple[str, str], dict[tuple[str, str, str], dict[str, list[_GrantRule]]]]
         self._grants = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
@@ -161,9 +160,6 @@ class PolicyEnforcer:
             with self._lock:
                 self._identities[user] = ident
         return ident
-
-    def is_group(self, name: str) -> bool:
-        return name.lower() in self._groups
 
     # privileges -----------------------------------------------------------------------
 
@@ -329,12 +325,3 @@ class PolicyEnforcer:
                 )
             out[low] = AppliedMask(col, best[0])
         return out
-
-    def members_of(self, principal: Principal) -> set[str]:
-        """Users a principal stands for (for discovery and diff tools)."""
-        if principal.kind == "user":
-            return {principal.name}
-        if principal.kind == "any":
-            return {"*"}
-        users = self.casbin.get_implicit_users_for_role(principal.key)
-        return {u[5:] for u in users if u.startswith("user:")}
