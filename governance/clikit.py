@@ -134,8 +134,9 @@ def run(command: click.Command, argv: Sequence[str] | None, prog: str) -> int:
                           standalone_mode=False)
     except click.exceptions.Exit as e:
         return e.exit_code
-    except click.UsageError as e:
-        e.show()
+    except click.UsageError as e:  # one line, like every other mistake
+        where = f" (see '{e.ctx.command_path} --help')" if e.ctx is not None else ""
+        fail(f"{e.format_message()}{where}")
         return EXIT_USAGE
     except click.ClickException as e:
         e.show()
