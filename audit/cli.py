@@ -1,107 +1,129 @@
-"""``lakegate audit verify|query``: wired into the main CLI by :func:`register`."""
+"""``lakegate audit verify|query``; also ``python -m audit`` on its own (see :func:`main`)."""
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+import click
+
 from audit.query import format_json, format_table, parse_time, query
 from audit.verify import verify
+from governance.clikit import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    config_option,
+    config_path,
+    fail,
+    output_option,
+    run,
+)
 
-DEFAULT_AUDIT_DIR = "./audit"
+_DIR_KEY = "lakegate.audit_dir"
 
 
-def _directory(args: argparse.Namespace, explicit: str | None) -> Path:
-    """The directory given on the command line, else the configured ``args.audit_dir``."""
-    return Path(explicit or getattr(args, "audit_dir", None) or DEFAULT_AUDIT_DIR)
+def _remember_dir(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    if value is not None:
+        ctx.find_root().meta[_DIR_KEY] = value
 
 
-def _cmd_verify(args: argparse.Namespace) -> int:
-    directory = _directory(args, args.verify_dir)
-    if not directory.is_dir():
-        print(f"audit verify: no such directory: {directory}", file=sys.stderr)
-        return 2
-    report = verify(directory)
-    if args.format == "json":
-        print(json.dumps(report.to_dict(), indent=2))
+@click.group("audit")
+@config_option
+@click.option("--audit-dir", expose_value=False, callback=_remember_dir,
+              type=click.Path(file_okay=False),
+              help="audit directory (default: the configured audit directory)")
+def audit() -> None:
+    """Verify and query the audit log."""
+
+
+def _directory(explicit: str | None, command: str) -> Path | None:
+    """The directory named on the command line, else the configured one; None (after one
+    line on stderr) when neither is there: checking some other directory would say OK about
+    nothing."""
+    given = explicit or click.get_current_context().find_root().meta.get(_DIR_KEY)
+    if given:
+        directory = Path(given).resolve()
     else:
-        print(report.summary())
-    return 0 if report.ok else 1
+        from governance.config import Config
 
-
-def _cmd_query(args: argparse.Namespace) -> int:
-    directory = _directory(args, args.query_dir)
+        cfg = config_path()
+        if not cfg.is_file():
+            fail(f"audit {command}: no configuration ({cfg.resolve()} not found): give the "
+                 "audit directory or --config")
+            return None
+        directory = Config.load(cfg).audit
     if not directory.is_dir():
-        print(f"audit query: no such directory: {directory}", file=sys.stderr)
-        return 2
-    try:
-        since = parse_time(args.since) if args.since else None
-        until = parse_time(args.until) if args.until else None
-    except ValueError as exc:
-        print(f"audit query: {exc}", file=sys.stderr)
-        return 2
-    result = query(
-        directory,
-        user=args.user,
-        table=args.table,
-        cmd=args.cmd,
-        denied=args.denied,
-        since=since,
-        until=until,
-        limit=args.limit,
-        pending=args.pending,
-    )
-    print(format_json(result.records) if args.format == "json" else format_table(result.records))
-    if result.skipped:
-        print(
-            f"audit query: skipped {result.skipped} line(s) that are not complete audit records "
-            "(run 'audit verify')",
-            file=sys.stderr,
-        )
-    return 0
+        fail(f"audit {command}: no such directory: {directory}")
+        return None
+    return directory
 
 
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be >= 1")
+@audit.command("verify")
+@config_option
+@click.argument("verify_dir", required=False, metavar="[DIR]")
+@output_option("text", "json", default="text")
+def cmd_verify(verify_dir: str | None, output: str) -> int:
+    """Check every hash chain; exit 1 on the first break, 2 when there is nothing to check.
+
+    DIR defaults to the audit directory in lakegate.yaml."""
+    directory = _directory(verify_dir, "verify")
+    if directory is None:
+        return EXIT_USAGE
+    report = verify(directory)
+    if not report.files:
+        fail(f"audit verify: no audit log files in {directory}: nothing was verified")
+        return EXIT_USAGE
+    if output == "json":
+        click.echo(json.dumps(report.to_dict(), indent=2))
+    else:
+        click.echo(report.summary())
+    return EXIT_OK if report.ok else EXIT_FAILED
+
+
+def _positive(_ctx: click.Context, _param: click.Parameter, value: int | None) -> int | None:
+    if value is not None and value < 1:
+        raise click.BadParameter("must be >= 1")
     return value
 
 
-def register(parser: argparse.ArgumentParser) -> None:
-    """Add ``verify`` and ``query`` sub-commands; each sets ``func(args) -> exit code``."""
-    commands = parser.add_subparsers(dest="audit_command", metavar="{verify,query}")
-    commands.required = True
-
-    check = commands.add_parser("verify", help="check every hash chain; exit 1 on the first break")
-    check.add_argument(
-        "verify_dir", nargs="?", metavar="DIR", help="audit directory (default: audit_dir)"
-    )
-    check.add_argument("--format", choices=("text", "json"), default="text")
-    check.set_defaults(func=_cmd_verify)
-
-    search = commands.add_parser("query", help="search audit records (rotated files too)")
-    search.add_argument("--dir", dest="query_dir", help="audit directory")
-    search.add_argument("--user", help="acting user (exact)")
-    search.add_argument("--table", help="table read or written (src or dst)")
-    search.add_argument("--cmd", help="command, e.g. select, refused, policyReload")
-    search.add_argument("--denied", action="store_true", help="only denied/refused accesses")
-    search.add_argument("--pending", action="store_true",
-                        help="only intents of effects with no outcome on record")
-    search.add_argument("--since", help="ISO-8601 time (inclusive, UTC unless zoned)")
-    search.add_argument("--until", help="ISO-8601 time (exclusive)")
-    search.add_argument("--limit", type=_positive, help="keep only the newest N matches")
-    search.add_argument("--format", choices=("table", "json"), default="table")
-    search.set_defaults(func=_cmd_query)
+@audit.command("query")
+@config_option
+@click.option("--dir", "query_dir", help="audit directory (default: the configured one)")
+@click.option("--user", help="acting user (exact)")
+@click.option("--table", help="table read or written (src or dst)")
+@click.option("--cmd", help="command, e.g. select, refused, policyReload")
+@click.option("--denied", is_flag=True, help="only denied/refused accesses")
+@click.option("--pending", is_flag=True,
+              help="only intents of effects with no outcome on record")
+@click.option("--since", help="ISO-8601 time (inclusive, UTC unless zoned)")
+@click.option("--until", help="ISO-8601 time (exclusive)")
+@click.option("--limit", type=int, callback=_positive, help="keep only the newest N matches")
+@output_option("table", "json", default="table")
+def cmd_query(query_dir: str | None, user: str | None, table: str | None, cmd: str | None,
+              denied: bool, pending: bool, since: str | None, until: str | None, limit: int | None,
+              output: str) -> int:
+    """Search audit records (rotated files too)."""
+    directory = _directory(query_dir, "query")
+    if directory is None:
+        return EXIT_USAGE
+    try:
+        start = parse_time(since) if since else None
+        end = parse_time(until) if until else None
+    except ValueError as exc:
+        fail(f"audit query: {exc}")
+        return EXIT_USAGE
+    result = query(directory, user=user, table=table, cmd=cmd, denied=denied, since=start,
+                   until=end, limit=limit, pending=pending)
+    click.echo(format_json(result.records) if output == "json"
+               else format_table(result.records))
+    if result.skipped:
+        fail(f"audit query: skipped {result.skipped} line(s) that are not complete audit "
+             "records (run 'audit verify')")
+    return EXIT_OK
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Stand-alone entry point: ``python -m audit verify DIR``."""
-    parser = argparse.ArgumentParser(prog="python -m audit")
-    parser.add_argument("--audit-dir", dest="audit_dir", default=DEFAULT_AUDIT_DIR)
-    register(parser)
-    args = parser.parse_args(argv)
-    return int(args.func(args))
+    return run(audit, argv, prog="python -m audit")

@@ -3,12 +3,24 @@ Spark (fast, in any CI)."""
 
 from __future__ import annotations
 
-import argparse
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from governance.identity import canonical_user
+import click
+
+from governance.clikit import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    config_option,
+    config_path,
+    fail,
+    output_option,
+    status,
+    user_name,
+)
 from governance.policy.analysis import (
     diff_policies,
     effective_access,
@@ -20,42 +32,73 @@ from governance.policy.enforcer import PolicyEnforcer
 from governance.policy.validate import format_problems, validate_policy_dir
 
 
-def cmd_validate(args: argparse.Namespace) -> int:
-    path = Path(args.dir)
+@click.group("policy")
+@config_option
+def policy() -> None:
+    """Validate, test, diff and explain policies."""
+
+
+@policy.command("validate")
+@config_option
+@click.argument("directory", default="policies", metavar="DIR")
+@output_option("text", "json", default="text")
+@click.option("--strict", is_flag=True, help="warnings fail too (exit 1), e.g. in CI")
+def cmd_validate(directory: str, output: str, strict: bool) -> int:
+    """Check a policy directory; exit 1 on errors (and on warnings with --strict)."""
+    path = Path(directory)
     if not path.is_dir():
-        print(f"lakegate: policy directory {path} not found")
-        return 2
+        fail(f"policy directory {path} not found")
+        return EXIT_USAGE
     problems = validate_policy_dir(path)
+    if strict:
+        problems = [replace(p, severity="error") for p in problems]
     errors = [p for p in problems if p.severity == "error"]
-    if args.format == "json" or problems:
-        print(format_problems(problems, args.format))
-    if args.format == "text":
+    if output == "json" or problems:
+        click.echo(format_problems(problems, output))  # type: ignore[arg-type]
+    if output == "text":
         warnings = len(problems) - len(errors)
-        print(f"{path}: {len(errors)} error(s), {warnings} warning(s)")
-    return 1 if errors else 0
+        click.echo(f"{path}: {len(errors)} error(s), {warnings} warning(s)")
+    return EXIT_FAILED if errors else EXIT_OK
 
 
-def cmd_test(args: argparse.Namespace) -> int:
+@policy.command("test")
+@config_option
+@click.argument("directory", default="policies", metavar="DIR")
+@click.option("--tests", "tests_dir", help="directory of test files (default DIR/tests)")
+@click.option("--spark", is_flag=True, help="also check rows on real Delta tables")
+@click.option("--require-spark", is_flag=True,
+              help="check rows on real Delta tables and fail if any case is skipped")
+def cmd_test(directory: str, tests_dir: str | None, spark: bool, require_spark: bool) -> int:
+    """Run policy test cases (YAML). Without --spark, cases with row expectations are
+    skipped and the summary says how many."""
     from governance.policy.testing import run_tests
 
-    policy_dir = Path(args.dir)
-    tests_dir = Path(args.tests) if args.tests else policy_dir / "tests"
-    files = sorted([*tests_dir.rglob("*.yaml"), *tests_dir.rglob("*.yml")])
+    policy_dir = Path(directory)
+    where = Path(tests_dir) if tests_dir else policy_dir / "tests"
+    files = sorted([*where.rglob("*.yaml"), *where.rglob("*.yml")])
     if not files:
-        print(f"lakegate: no policy test files under {tests_dir}")
-        return 1
-    results = run_tests(policy_dir, files, spark=args.spark)
+        fail(f"no policy test files under {where}")
+        return EXIT_USAGE
+    if spark or require_spark:
+        status("starting Spark to check rows on Delta tables (5-15 s)")
+    results = run_tests(policy_dir, files, spark=spark or require_spark)
     for r in results:
         line = f"{r.status.upper():7} {r.case.file} :: {r.case.name}"
-        print(line + (f"\n        {r.message}" if r.message else ""))
+        click.echo(line + (f"\n        {r.message}" if r.message else ""))
     counts = {s: sum(r.status == s for r in results) for s in ("passed", "failed", "skipped")}
-    print(f"{counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped")
-    return 1 if counts["failed"] else 0
+    click.echo(f"{counts['passed']} passed, {counts['failed']} failed, "
+               f"{counts['skipped']} skipped")
+    if counts["skipped"]:
+        click.echo(f"WARNING: {counts['skipped']} of {len(results)} case(s) were NOT checked "
+                   "(row expectations need --spark; --require-spark fails on skips)", err=True)
+    if counts["failed"] or (require_spark and counts["skipped"]):
+        return EXIT_FAILED
+    return EXIT_OK
 
 
-def _tables(args: argparse.Namespace, enforcer: PolicyEnforcer) -> dict[str, Any]:
+def _tables(enforcer: PolicyEnforcer) -> dict[str, Any]:
     """Catalog tables when a lakegate.yaml is at hand, else the tables policies name."""
-    cfg_path = Path(getattr(args, "config", "lakegate.yaml"))
+    cfg_path = config_path()
     if cfg_path.is_file():
         from catalog.catalog import Catalog
         from catalog.store import open_store
@@ -68,105 +111,102 @@ def _tables(args: argparse.Namespace, enforcer: PolicyEnforcer) -> dict[str, Any
     return {t.full_name: t for t in tables_from_policies(enforcer.policy_set)}
 
 
-def cmd_explain(args: argparse.Namespace) -> int:
-    enforcer = PolicyEnforcer(load_policies(args.dir))
-    tables = _tables(args, enforcer)
-    table = tables.get(args.table.lower())
-    if table is None:
-        print(f"lakegate: table {args.table} is not in the catalog or the policies")
-        return 2
-    acc = effective_access(enforcer, args.user, table)
-    ident = enforcer.identity(args.user)
-    if args.format == "json":
-        print(json.dumps({"user": args.user, "groups": sorted(ident.groups),
-                          "table": table.full_name, **acc.to_dict()}, indent=1))
-        return 0
-    print(f"{args.user} (groups: {', '.join(sorted(ident.groups)) or 'none'}) on "
-          f"{table.full_name}")
+@policy.command("explain")
+@config_option
+@click.option("--user", "-u", required=True, callback=user_name,
+              help="the user whose rights to show")
+@click.option("--dir", "directory", default="policies",
+              help="policy directory or git revision")
+@output_option("text", "json", default="text")
+@click.argument("table")
+def cmd_explain(user: str, directory: str, output: str, table: str) -> int:
+    """A user's effective rights on a table."""
+    enforcer = PolicyEnforcer(load_policies(directory))
+    info = _tables(enforcer).get(table.lower())
+    if info is None:
+        fail(f"table {table} is not in the catalog or the policies")
+        return EXIT_USAGE
+    acc = effective_access(enforcer, user, info)
+    ident = enforcer.identity(user)
+    if output == "json":
+        click.echo(json.dumps({"user": user, "groups": sorted(ident.groups),
+                               "table": info.full_name, **acc.to_dict()}, indent=1))
+        return EXIT_OK
+    click.echo(f"{user} (groups: {', '.join(sorted(ident.groups)) or 'none'}) on "
+               f"{info.full_name}")
     none = "none (the table does not exist for this user)"
-    print(f"  privileges : {', '.join(acc.privileges) or none}")
+    click.echo(f"  privileges : {', '.join(acc.privileges) or none}")
     if acc.can_select:
-        print(f"  columns    : {', '.join(acc.columns)}")
+        click.echo(f"  columns    : {', '.join(acc.columns)}")
         for col, mask, pid in acc.masks:
-            print(f"  mask       : {col} -> {mask} (policy {pid})")
+            click.echo(f"  mask       : {col} -> {mask} (policy {pid})")
         for fid, kind, where in acc.row_filters:
-            print(f"  row filter : {fid} ({kind}): {where}")
-    print(f"  decided by : {', '.join(acc.decided_by) or 'default deny'}")
+            click.echo(f"  row filter : {fid} ({kind}): {where}")
+    click.echo(f"  decided by : {', '.join(acc.decided_by) or 'default deny'}")
     if acc.error:
-        print(f"  ERROR      : {acc.error}")
-    return 0
+        click.echo(f"  ERROR      : {acc.error}")
+    return EXIT_OK
 
 
-def cmd_who_can_see(args: argparse.Namespace) -> int:
-    enforcer = PolicyEnforcer(load_policies(args.dir))
-    tables = _tables(args, enforcer)
-    name = args.target.lower()
+@policy.command("who-can-see")
+@config_option
+@click.option("--dir", "directory", default="policies",
+              help="policy directory or git revision")
+@output_option("text", "json", default="text")
+@click.argument("target", metavar="CATALOG.SCHEMA.TABLE[.COLUMN]")
+def cmd_who_can_see(directory: str, output: str, target: str) -> int:
+    """Who can read a table or column."""
+    enforcer = PolicyEnforcer(load_policies(directory))
+    tables = _tables(enforcer)
+    name = target.lower()
     table = tables.get(name)
     column = None
     if table is None and "." in name:
         base, _, column = name.rpartition(".")
         table = tables.get(base)
     if table is None:
-        print(f"lakegate: {args.target} is not in the catalog or the policies")
-        return 2
+        fail(f"{target} is not in the catalog or the policies")
+        return EXIT_USAGE
     rows = who_can_see(enforcer, table, column)
-    if args.format == "json":
-        print(json.dumps([{"user": u, **a.to_dict()} for u, a in rows], indent=1))
-        return 0
-    print(f"who can see {table.full_name}{'.' + column if column else ''}:")
-    for user, acc in rows:
+    if output == "json":
+        click.echo(json.dumps([{"user": u, **a.to_dict()} for u, a in rows], indent=1))
+        return EXIT_OK
+    click.echo(f"who can see {table.full_name}{'.' + column if column else ''}:")
+    for u, acc in rows:
         masks = {c.lower(): m for c, m, _ in acc.masks}
         how = f"masked ({masks[column]})" if column and column in masks else "clear"
         detail = how if column else f"{len(acc.columns)} columns, {len(acc.masks)} masked"
         filters = f", rows filtered by {', '.join(f[0] for f in acc.row_filters)}" \
             if acc.row_filters else ""
-        print(f"  {user:20} {detail}{filters}")
+        click.echo(f"  {u:20} {detail}{filters}")
     if not rows:
-        print("  nobody")
-    return 0
+        click.echo("  nobody")
+    return EXIT_OK
 
 
-def cmd_diff(args: argparse.Namespace) -> int:
-    old = load_policies(args.old, policy_dir=args.dir)
-    new = load_policies(args.new, policy_dir=args.dir)
-    enforcer = PolicyEnforcer(new)
-    tables = None
-    if Path(args.config).is_file():
-        tables = list(_tables(args, enforcer).values())
-    d = diff_policies(old, new, tables)
-    print(json.dumps(d.to_json(), indent=1) if args.format == "json" else d.to_markdown())
-    return 0
-
-
-def register(parser: argparse.ArgumentParser) -> None:
-    sub = parser.add_subparsers(dest="policy_command", required=True)
-    v = sub.add_parser("validate", help="check a policy directory; exit 1 on errors")
-    v.add_argument("dir", nargs="?", default="policies")
-    v.add_argument("--format", choices=["text", "json"], default="text")
-    v.set_defaults(func=cmd_validate)
-
-    t = sub.add_parser("test", help="run policy test cases (YAML)")
-    t.add_argument("dir", nargs="?", default="policies")
-    t.add_argument("--tests", help="directory of test files (default DIR/tests)")
-    t.add_argument("--spark", action="store_true", help="also check rows on real Delta tables")
-    t.set_defaults(func=cmd_test)
-
-    e = sub.add_parser("explain", help="a user's effective rights on a table")
-    e.add_argument("--user", required=True, type=canonical_user)  # look-alikes: usage error
-    e.add_argument("--dir", default="policies", help="policy directory or git revision")
-    e.add_argument("--format", choices=["text", "json"], default="text")
-    e.add_argument("table")
-    e.set_defaults(func=cmd_explain)
-
-    w = sub.add_parser("who-can-see", help="who can read a table or column")
-    w.add_argument("--dir", default="policies", help="policy directory or git revision")
-    w.add_argument("--format", choices=["text", "json"], default="text")
-    w.add_argument("target", help="catalog.schema.table[.column]")
-    w.set_defaults(func=cmd_who_can_see)
-
-    d = sub.add_parser("diff", help="change in effective access between two policy sets")
-    d.add_argument("old", help="directory or git revision (e.g. main, HEAD~1)")
-    d.add_argument("new", help="directory or git revision")
-    d.add_argument("--dir", default="policies", help="policy directory inside the repo")
-    d.add_argument("--format", choices=["markdown", "json"], default="markdown")
-    d.set_defaults(func=cmd_diff)
+@policy.command("diff")
+@config_option
+@click.argument("old")
+@click.argument("new")
+@click.option("--dir", "directory", default="policies",
+              help="policy directory inside the repo")
+@output_option("markdown", "json", default="markdown")
+@click.option("--fail-on", type=click.Choice(["widen", "any"]),
+              help="exit 1 when access widens (widen) or changes at all (any): for CI")
+def cmd_diff(old: str, new: str, directory: str, output: str, fail_on: str | None) -> int:
+    """Change in effective access between two policy sets (directories or git revisions,
+    e.g. main, HEAD~1)."""
+    before = load_policies(old, policy_dir=directory)
+    after = load_policies(new, policy_dir=directory)
+    tables = list(_tables(PolicyEnforcer(after)).values()) if config_path().is_file() else None
+    d = diff_policies(before, after, tables)
+    click.echo(json.dumps(d.to_json(), indent=1) if output == "json" else d.to_markdown(),
+               nl=output == "json")
+    widened = [c for c in d.changes if c.widens]
+    if fail_on == "widen" and widened:
+        fail(f"policy diff: access widens in {len(widened)} change(s) (--fail-on widen)")
+        return EXIT_FAILED
+    if fail_on == "any" and d.changes:
+        fail(f"policy diff: {len(d.changes)} change(s) in effective access (--fail-on any)")
+        return EXIT_FAILED
+    return EXIT_OK
