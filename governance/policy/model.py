@@ -24,6 +24,8 @@ MASKS: tuple[str, ...] = (
     "year",
     "custom",
 )
+EFFECTS: tuple[str, ...] = ("allow", "deny")
+FILTER_KINDS: tuple[str, ...] = ("permissive", "restrictive")
 Effect = Literal["allow", "deny"]
 FilterKind = Literal["permissive", "restrictive"]
 
