@@ -18,7 +18,6 @@ import secrets
 import threading
 from dataclasses import dataclass, field
 
-import sqlglot
 from sqlglot import exp
 
 from catalog.model import TableInfo
@@ -26,6 +25,7 @@ from governance.constructs import govern_expression
 from governance.errors import AccessDenied, Refused
 from governance.masks import mask_expr, quote_ident
 from governance.policy.enforcer import Identity, PolicyEnforcer, TableAccess
+from governance.policy.expressions import checked_expression
 from governance.resolve import TableRef
 
 # The relation inside a view body is always explicitly aliased, so nothing after it (WHERE
@@ -74,15 +74,11 @@ class PolicySql:
         self._lock = threading.Lock()
 
     def _expr(self, key: str, text: str) -> exp.Expression:
+        """The policy expression's tree, through the checker validation uses (same rules)."""
         tree = self._parsed.get(key)
         if tree is None:
-            try:
-                tree = sqlglot.parse_one(text, read="spark")
-            except sqlglot.errors.SqlglotError as e:
-                raise Refused(f"policy {key} has an expression that does not parse: "
-                              f"{str(e).splitlines()[0][:120]}") from None
-            if any(isinstance(n, exp.Subquery | exp.Select | exp.Table) for n in tree.walk()):
-                raise Refused(f"policy {key} reads a table in its expression")
+            kind = "filter" if self.enforcer.row_filter(key) is not None else "mask"
+            tree = checked_expression(key, text, kind, self.enforcer.policy_set.groups)
             self._parsed[key] = tree
         return tree
 

@@ -162,6 +162,10 @@ class PolicyEnforcer:
                 self._identities[user] = ident
         return ident
 
+    def row_filter(self, rule_id: str) -> RowFilter | None:
+        """The row filter with this id (ids are unique across rule kinds), or None."""
+        return self._filters.get(rule_id)
+
     def is_group(self, name: str) -> bool:
         return name.lower() in self._groups
 

@@ -1,34 +1,73 @@
 """What a policy expression (a row filter's `where`, a custom mask's `expression`) may be.
 
-One checker for validation and for the rewrite, so a policy set that passes
-`lakegate policy validate` never makes a table unreadable at run time.
+One checker for `lakegate policy validate` and for the rewrite: a policy set that passes
+validation never makes a table unreadable at run time, and a rule that validation would
+refuse is refused at plan time under the same rule name. Which functions no governed SQL
+may call is governance.constructs' (shared with statements); what else a per-row policy
+expression may not contain is decided here.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, SqlglotError
 from sqlglot.optimizer.annotate_types import annotate_types
 
+from governance.constructs import (
+    DENIED_FUNCTIONS,
+    IDENTITY_MEMBER,
+    IDENTITY_USER,
+    METADATA_COLUMNS,
+    function_name,
+    is_unknown_function,
+)
+from governance.errors import Refused
 from governance.policy.problems import group_hint
 
 # Identity functions the layer resolves itself, with the number of arguments each takes.
 IDENTITY_ARITY: dict[str, int] = {
-    "current_user": 0,
-    "session_user": 0,
-    "user": 0,
-    "is_member": 1,
-    "is_account_group_member": 1,
+    **dict.fromkeys(IDENTITY_USER, 0),
+    **dict.fromkeys(IDENTITY_MEMBER, 1),
 }
-# Functions that run arbitrary JVM code; never allowed inside a policy expression.
-FORBIDDEN_FUNCTIONS: frozenset[str] = frozenset({"reflect", "java_method", "try_reflect"})
 _READS_DATA = (exp.Query, exp.Subquery, exp.Table, exp.Values, exp.Lateral, exp.Join)
+_PARAMETERS = (exp.Placeholder, exp.Parameter, exp.SessionParameter)
 
 Issue = tuple[str, str, str]  # (code, message, hint)
+
+
+@dataclass(frozen=True, slots=True)
+class ExpressionRules:
+    """What a policy expression may reach beyond its own row.
+
+    `subqueries` is the switch for mapping tables (issue 15): a filter or mask may then
+    read catalog tables in subqueries (which the rewrite must govern like any read); every
+    other rule still holds inside them. Off today: a policy expression reads no table.
+    """
+
+    subqueries: bool = False
+
+
+RULES = ExpressionRules()
+
+
+def checked_expression(
+    key: str, text: str, kind: str, groups: Iterable[str], rules: ExpressionRules = RULES
+) -> exp.Expression:
+    """The parsed policy expression the rewrite applies, or Refused naming the first rule it
+    breaks (the rule `lakegate policy validate` reports). The message names the policy and
+    the rule only: the expression's text is not the caller's to see."""
+    tree, issues = _parse_expression(text, kind)
+    if tree is not None:
+        issues = _walk(tree, kind, set(groups), rules)
+    if tree is None or issues:
+        raise Refused(f"policy {key} cannot be applied: it breaks rule {issues[0][0]} "
+                      "(run lakegate policy validate)")
+    return tree
 
 
 def check_filter_expression(where: str, groups: Iterable[str] = ()) -> list[Issue]:
@@ -36,7 +75,7 @@ def check_filter_expression(where: str, groups: Iterable[str] = ()) -> list[Issu
     tree, issues = _parse_expression(where, "filter")
     if tree is None:
         return issues
-    issues += _walk(tree, "filter", set(groups))
+    issues += _walk(tree, "filter", set(groups), RULES)
     if not issues:
         # arithmetic over columns of unknown type is typed UNKNOWN, but it is never boolean
         kind = "arithmetic" if isinstance(tree, _ARITHMETIC) else _result_type(tree)
@@ -64,7 +103,7 @@ def check_mask_expression(expression: str, groups: Iterable[str] = ()) -> list[I
     tree, issues = _parse_expression(expression, "mask")
     if tree is None:
         return issues
-    issues += _walk(tree, "mask", set(groups))
+    issues += _walk(tree, "mask", set(groups), RULES)
     placeholders = [p for p in tree.find_all(exp.Placeholder) if p.name == "col"]
     if not placeholders and not issues:
         issues.append(
@@ -154,12 +193,14 @@ def _parse_expression(text: str, kind: str) -> tuple[exp.Expression | None, list
     return tree, []
 
 
-def _walk(tree: exp.Expression, kind: str, groups: set[str]) -> list[Issue]:
+def _walk(
+    tree: exp.Expression, kind: str, groups: set[str], rules: ExpressionRules
+) -> list[Issue]:
     """Constructs that have no place in a per-row policy expression, and identity misuse."""
     issues: list[Issue] = []
     what = _what(kind)
     for node in tree.walk():
-        if isinstance(node, _READS_DATA):
+        if isinstance(node, _READS_DATA) and not rules.subqueries:
             issues.append(
                 (
                     f"{kind}-reads-table",
@@ -168,7 +209,8 @@ def _walk(tree: exp.Expression, kind: str, groups: set[str]) -> list[Issue]:
                 )
             )
             break
-        if isinstance(node, exp.AggFunc | exp.Window):
+        per_row = not (rules.subqueries and node.find_ancestor(exp.Query) is not None)
+        if isinstance(node, exp.AggFunc | exp.Window) and per_row:
             issues.append(
                 (
                     "aggregate-in-expression",
@@ -176,9 +218,9 @@ def _walk(tree: exp.Expression, kind: str, groups: set[str]) -> list[Issue]:
                     "a policy expression is evaluated per row; remove the aggregate",
                 )
             )
-        elif isinstance(node, exp.Star) and not isinstance(node.parent, exp.AggFunc):
+        elif isinstance(node, exp.Star) and not isinstance(node.parent, exp.AggFunc) and per_row:
             issues.append(("not-one-expression", f"{what} uses '*'", "name the column"))
-        elif isinstance(node, exp.Placeholder) and not (kind == "mask" and node.name == "col"):
+        elif isinstance(node, _PARAMETERS) and not (kind == "mask" and node.name == "col"):
             label = "{" + node.name + "}" if node.name else "?"
             issues.append(
                 (
@@ -189,24 +231,51 @@ def _walk(tree: exp.Expression, kind: str, groups: set[str]) -> list[Issue]:
             )
         elif isinstance(node, exp.CurrentUser) and node.args.get("this") is not None:
             issues.append(_arity("current_user", 0, 1))
-        elif isinstance(node, exp.Anonymous):
+        elif isinstance(node, exp.Column):
+            issues += _check_column(node, what)
+        elif function_name(node):
             issues += _check_call(node, what, groups)
     return issues
 
 
-def _check_call(node: exp.Anonymous, what: str, groups: set[str]) -> list[Issue]:
-    name = str(node.this).lower()
-    args = node.expressions
-    if name in FORBIDDEN_FUNCTIONS:
+def _check_column(node: exp.Column, what: str) -> list[Issue]:
+    hidden = [p.name for p in node.parts if p.name.lower() in METADATA_COLUMNS]
+    if not hidden:
+        return []
+    return [
+        (
+            "metadata-column",
+            f"{what} reads the file metadata column {hidden[0]}",
+            "use the table's own columns; file metadata is not governed data",
+        )
+    ]
+
+
+def _check_call(node: exp.Expression, what: str, groups: set[str]) -> list[Issue]:
+    name = function_name(node)
+    if name in IDENTITY_ARITY:
+        return _check_identity(node, name, groups) if isinstance(node, exp.Anonymous) else []
+    if name in DENIED_FUNCTIONS:
         return [
             (
                 "forbidden-function",
-                f"{what} calls {name}(), which runs arbitrary JVM code",
-                "policy expressions may not call reflect/java_method",
+                f"{what} calls {name}(), which {DENIED_FUNCTIONS[name]}",
+                "use the row's columns, literals, Spark built-ins and the identity functions",
             )
         ]
-    if name not in IDENTITY_ARITY:
-        return []
+    if is_unknown_function(node, name):
+        return [
+            (
+                "unknown-function",
+                f"{what} calls {name}(), which is not a Spark built-in (a UDF?)",
+                "policy expressions may call only Spark built-ins and the identity functions",
+            )
+        ]
+    return []
+
+
+def _check_identity(node: exp.Anonymous, name: str, groups: set[str]) -> list[Issue]:
+    args = node.expressions
     if len(args) != IDENTITY_ARITY[name]:
         return [_arity(name, IDENTITY_ARITY[name], len(args))]
     if IDENTITY_ARITY[name] == 0:
