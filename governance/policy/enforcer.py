@@ -21,8 +21,21 @@ import sqlglot
 from sqlglot import exp
 
 from catalog.model import TableInfo
-from governance.policy.compile import build_enforcer
-from governance.policy.model import ColumnMask, PolicySet, Principal, RowFilter
+from governance.policy.compile import (
+    FilterLine,
+    GrantLine,
+    MaskLine,
+    build_enforcer,
+    split_object,
+)
+from governance.policy.model import (
+    PRIVILEGES,
+    ColumnMask,
+    PolicySet,
+    Principal,
+    RowFilter,
+    group_users,
+)
 
 _ALL = "\x00all"  # marks a table-level rule in the column slot of the index
 
@@ -133,15 +146,16 @@ class PolicyEnforcer:
         self._lock = threading.Lock()
 
     def _build_index(self) -> None:
+        """Index casbin's own lines (read by the field names compile.py gives them)."""
         model = self.casbin.get_model().model["p"]
-        for sub, obj, act, eft, rid in model["p"].policy:
-            parts = obj.split(".")
-            column = parts[3] if len(parts) == 4 else _ALL
-            self._grants[(sub, act)][tuple(parts[:3])][column].append(_GrantRule(eft, rid))
-        for sub, obj, _kind, rid in model["p2"].policy:
-            self._filter_idx[sub][tuple(obj.split(".")[:3])].append(rid)
-        for sub, obj, rid, _prio, _exc in model["p3"].policy:
-            self._mask_idx[sub][tuple(obj.split(".")[:3])].append(rid)
+        for grant in map(GrantLine._make, model["p"].policy):
+            table, column = split_object(grant.obj)
+            rule = _GrantRule(grant.eft, grant.id)
+            self._grants[(grant.sub, grant.act)][table][column or _ALL].append(rule)
+        for line in map(FilterLine._make, model["p2"].policy):
+            self._filter_idx[line.sub][split_object(line.obj)[0]].append(line.id)
+        for line in map(MaskLine._make, model["p3"].policy):
+            self._mask_idx[line.sub][split_object(line.obj)[0]].append(line.id)
         # freeze the defaultdicts so lookups of absent keys do not grow them
         self._grants = {k: {t: dict(c) for t, c in v.items()} for k, v in self._grants.items()}
         self._filter_idx = {k: dict(v) for k, v in self._filter_idx.items()}
@@ -209,7 +223,7 @@ class PolicyEnforcer:
 
     def privileges(self, ident: Identity, table: TableInfo) -> frozenset[str]:
         out = set()
-        for priv in ("select", "modify", "create", "manage"):
+        for priv in PRIVILEGES:
             if self.has_privilege(ident, priv, table.catalog, table.schema, table.name)[0]:
                 out.add(priv)
         return frozenset(out)
@@ -340,5 +354,4 @@ class PolicyEnforcer:
             return {principal.name}
         if principal.kind == "any":
             return {"*"}
-        users = self.casbin.get_implicit_users_for_role(principal.key)
-        return {u[5:] for u in users if u.startswith("user:")}
+        return set(group_users(self.policy_set.groups, principal.name))

@@ -22,6 +22,7 @@ from governance.policy.model import (
     Principal,
     Source,
     TagAssignment,
+    group_users,
 )
 from governance.policy.problems import Problem, Severity, did_you_mean
 from governance.policy.source import Locations
@@ -130,20 +131,7 @@ class CheckContext:
     def members(self, group: str) -> frozenset[str]:
         """Users in `group`, directly or through nesting (cycles are reported elsewhere)."""
         if group not in self._members:
-            users: set[str] = set()
-            seen: set[str] = set()
-            stack = [group]
-            while stack:
-                g = stack.pop()
-                if g in seen:
-                    continue
-                seen.add(g)
-                for m in self.ps.groups.get(g, ()):
-                    if m.kind == "user":
-                        users.add(m.name)
-                    elif m.kind == "group":
-                        stack.append(m.name)
-            self._members[group] = frozenset(users)
+            self._members[group] = group_users(self.ps.groups, group)
         return self._members[group]
 
     def expand(self, principals: Iterable[Principal]) -> tuple[bool, set[str]]:
