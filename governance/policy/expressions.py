@@ -9,7 +9,6 @@ expression may not contain is decided here.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -27,6 +26,7 @@ from governance.constructs import (
     is_unknown_function,
 )
 from governance.errors import Refused
+from governance.parse import describe_parse_error
 from governance.policy.problems import group_hint
 
 # Identity functions the layer resolves itself, with the number of arguments each takes.
@@ -132,36 +132,19 @@ def _what(kind: str) -> str:
     return "the filter" if kind == "filter" else "the expression"
 
 
-def _parse_description(error: dict[str, object], fallback: str) -> str:
-    """sqlglot's parse error in words a policy author understands."""
-    description = str(error.get("description") or fallback)
-    missing = re.match(r"Required keyword: '\w+' missing for <class '[\w.]*?(\w+)'>", description)
-    if missing:
-        return f"the {missing.group(1).upper()} is incomplete (something is missing after it)"
-    return description
-
-
 def _parse_expression(text: str, kind: str) -> tuple[exp.Expression | None, list[Issue]]:
     what = _what(kind)
     try:
         statements = [s for s in sqlglot.parse(text, read="spark") if s is not None]
-    except ParseError as e:
-        first = e.errors[0] if e.errors else {}
-        where = f" at column {first['col']}" if first.get("col") else ""
-        description = _parse_description(first, str(e).splitlines()[0])
-        return None, [
-            (
-                f"{kind}-syntax",
-                f"{what} '{_short(text)}' is not valid Spark SQL: {description}{where}",
-                "write one Spark SQL expression, e.g. region = 'EMEA'",
-            )
-        ]
     except SqlglotError as e:
+        hint = "write one Spark SQL expression, e.g. region = 'EMEA'"
+        if not isinstance(e, ParseError):
+            hint = "check quotes and parentheses"
         return None, [
             (
                 f"{kind}-syntax",
-                f"{what} '{_short(text)}' is not valid Spark SQL: {str(e).splitlines()[0]}",
-                "check quotes and parentheses",
+                f"{what} '{_short(text)}' is not valid Spark SQL: {describe_parse_error(e)}",
+                hint,
             )
         ]
     if len(statements) != 1:
