@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from itertools import product
 
 import casbin
-import sqlglot
 from sqlglot import exp
 
 from catalog.model import TableInfo
@@ -28,6 +27,7 @@ from governance.policy.compile import (
     build_enforcer,
     split_object,
 )
+from governance.policy.expressions import parse_expression
 from governance.policy.model import (
     PRIVILEGES,
     ColumnMask,
@@ -90,22 +90,20 @@ class TableAccess:
         return tuple(dict.fromkeys(ids))
 
 
-_MASK_COLUMNS: dict[tuple[str, str, str], frozenset[str]] = {}
+_MASK_COLUMNS: dict[tuple[str, str], frozenset[str]] = {}
 
 
-def mask_columns(mask: ColumnMask, column: str) -> frozenset[str]:
-    """Lower-case columns a custom mask's expression reads besides the masked one; an
+def mask_columns(mask: ColumnMask) -> frozenset[str]:
+    """Lower-case columns a custom mask's expression names (its `{col}` is not one); an
     expression that does not parse reads nothing here (the rewriter refuses it anyway)."""
     if mask.mask != "custom" or not mask.expression:
         return frozenset()
-    key = (mask.id, mask.expression, column.lower())
+    key = (mask.id, mask.expression)
     hit = _MASK_COLUMNS.get(key)
     if hit is None:
-        try:
-            tree = sqlglot.parse_one(mask.expression.replace("{col}", "__lg_col"), read="spark")
-            hit = frozenset(c.name.lower() for c in tree.find_all(exp.Column)) - {"__lg_col"}
-        except sqlglot.errors.SqlglotError:
-            hit = frozenset()
+        tree, _ = parse_expression(mask.expression, "mask")
+        hit = frozenset() if tree is None else frozenset(
+            c.name.lower() for c in tree.find_all(exp.Column))
         _MASK_COLUMNS[key] = hit
     return hit
 
@@ -283,7 +281,7 @@ class PolicyEnforcer:
         hidden_low = {h.lower() for h in hidden}
         leaks: dict[str, tuple[str, str]] = {}
         for low, applied in masks.items():
-            read = sorted(mask_columns(applied.mask, applied.column) & hidden_low)
+            read = sorted(mask_columns(applied.mask) & hidden_low)
             if read:
                 leaks[low] = (applied.mask.id, read[0])
         return TableAccess(

@@ -61,7 +61,7 @@ def checked_expression(
     """The parsed policy expression the rewrite applies, or Refused naming the first rule it
     breaks (the rule `lakegate policy validate` reports). The message names the policy and
     the rule only: the expression's text is not the caller's to see."""
-    tree, issues = _parse_expression(text, kind)
+    tree, issues = parse_expression(text, kind)
     if tree is not None:
         issues = _walk(tree, kind, set(groups), rules)
     if tree is None or issues:
@@ -72,7 +72,7 @@ def checked_expression(
 
 def check_filter_expression(where: str, groups: Iterable[str] = ()) -> list[Issue]:
     """Why `where` is not one boolean Spark SQL expression over the filtered table's row."""
-    tree, issues = _parse_expression(where, "filter")
+    tree, issues = parse_expression(where, "filter")
     if tree is None:
         return issues
     issues += _walk(tree, "filter", set(groups), RULES)
@@ -100,7 +100,7 @@ def check_mask_expression(expression: str, groups: Iterable[str] = ()) -> list[I
                 "write {col} where the masked column goes, e.g. concat('***', right({col}, 2))",
             )
         ]
-    tree, issues = _parse_expression(expression, "mask")
+    tree, issues = parse_expression(expression, "mask")
     if tree is None:
         return issues
     issues += _walk(tree, "mask", set(groups), RULES)
@@ -132,7 +132,8 @@ def _what(kind: str) -> str:
     return "the filter" if kind == "filter" else "the expression"
 
 
-def _parse_expression(text: str, kind: str) -> tuple[exp.Expression | None, list[Issue]]:
+def parse_expression(text: str, kind: str) -> tuple[exp.Expression | None, list[Issue]]:
+    """One policy expression's tree (a mask's `{col}` is a placeholder node), or why not."""
     what = _what(kind)
     try:
         statements = [s for s in sqlglot.parse(text, read="spark") if s is not None]

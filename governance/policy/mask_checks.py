@@ -241,7 +241,7 @@ class MaskChecks(CheckContext):
         denies = [g for g in self.ps.grants
                   if g.effect == "deny" and "select" in g.privileges and g.columns]
         for m in self.ps.column_masks:
-            read = mask_columns(m, "{col}")
+            read = mask_columns(m)
             if not read:
                 continue
             audience = self.audience(m)

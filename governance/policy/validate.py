@@ -99,6 +99,8 @@ def _meta_from_rules(ps: PolicySet) -> list[FileMeta]:
 
 
 class _Validator(MaskChecks):
+    """Every set-level check, in the order problems are found."""
+
     def run(self) -> list[Problem]:
         self.check_groups()
         self.check_principals()
