@@ -1,8 +1,9 @@
 """What a policy expression (a row filter's `where`, a custom mask's `expression`) may be.
 
 One checker for `lakegate policy validate` and for the rewrite: a policy set that passes
-validation never makes a table unreadable at run time, and a rule that validation would
-refuse is refused at plan time under the same rule name. Which functions no governed SQL
+validation never makes a table unreadable at run time, and an expression validation would
+refuse is refused at plan time under the same rule name (all rules but a custom mask's use
+of `{col}`, which the rewrite has already replaced by the column). Which functions no governed SQL
 may call is governance.constructs' (shared with statements); what else a per-row policy
 expression may not contain is decided here.
 """
@@ -64,6 +65,8 @@ def checked_expression(
     tree, issues = parse_expression(text, kind)
     if tree is not None:
         issues = _walk(tree, kind, set(groups), rules)
+        if kind == "filter" and not issues:
+            issues = _not_boolean(tree, text)
     if tree is None or issues:
         raise Refused(f"policy {key} cannot be applied: it breaks rule {issues[0][0]} "
                       "(run lakegate policy validate)")
@@ -76,18 +79,7 @@ def check_filter_expression(where: str, groups: Iterable[str] = ()) -> list[Issu
     if tree is None:
         return issues
     issues += _walk(tree, "filter", set(groups), RULES)
-    if not issues:
-        # arithmetic over columns of unknown type is typed UNKNOWN, but it is never boolean
-        kind = "arithmetic" if isinstance(tree, _ARITHMETIC) else _result_type(tree)
-        if kind is not None and kind not in _BOOLEAN_OK:
-            issues.append(
-                (
-                    "filter-not-boolean",
-                    f"the filter '{_short(where)}' is a {kind.lower()} expression, not a condition",
-                    "a filter must be true or false per row, e.g. region = 'EMEA'",
-                )
-            )
-    return issues
+    return issues or _not_boolean(tree, where)
 
 
 def check_mask_expression(expression: str, groups: Iterable[str] = ()) -> list[Issue]:
@@ -121,6 +113,20 @@ def check_mask_expression(expression: str, groups: Iterable[str] = ()) -> list[I
 _BOOLEAN_OK = {"BOOLEAN", "UNKNOWN", "NULL"}
 _ARITHMETIC = (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.IntDiv, exp.Mod, exp.Neg, exp.DPipe,
                exp.BitwiseAnd, exp.BitwiseOr, exp.BitwiseXor, exp.BitwiseNot)
+
+
+def _not_boolean(tree: exp.Expression, where: str) -> list[Issue]:
+    # arithmetic over columns of unknown type is typed UNKNOWN, but it is never boolean
+    kind = "arithmetic" if isinstance(tree, _ARITHMETIC) else _result_type(tree)
+    if kind is None or kind in _BOOLEAN_OK:
+        return []
+    return [
+        (
+            "filter-not-boolean",
+            f"the filter '{_short(where)}' is a {kind.lower()} expression, not a condition",
+            "a filter must be true or false per row, e.g. region = 'EMEA'",
+        )
+    ]
 
 
 def _short(text: str, limit: int = 60) -> str:
