@@ -68,18 +68,21 @@ class PolicySql:
 
     def __init__(self, enforcer: PolicyEnforcer) -> None:
         self.enforcer = enforcer
-        self._parsed: dict[str, exp.Expression] = {}
+        self._parsed: dict[tuple[str, str], exp.Expression] = {}
         self._views: dict[tuple[str, str], tuple[list[exp.Expression], exp.Expression | None]] = {}
         self._bodies: dict[tuple[str, str], str] = {}
         self._lock = threading.Lock()
 
     def _expr(self, key: str, text: str) -> exp.Expression:
-        """The policy expression's tree, through the checker validation uses (same rules)."""
-        tree = self._parsed.get(key)
+        """The policy expression's tree, through the checker validation uses (same rules).
+
+        Cached by key and text: a mask's key (`id:column`) may equal a row filter's id."""
+        tree = self._parsed.get((key, text))
         if tree is None:
-            kind = "filter" if self.enforcer.row_filter(key) is not None else "mask"
+            row_filter = self.enforcer.row_filter(key)
+            kind = "filter" if row_filter is not None and row_filter.where == text else "mask"
             tree = checked_expression(key, text, kind, self.enforcer.policy_set.groups)
-            self._parsed[key] = tree
+            self._parsed[(key, text)] = tree
         return tree
 
     def governed_expr(self, key: str, text: str, ident: Identity) -> exp.Expression:

@@ -97,7 +97,7 @@ def as_mask(where: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def plan_as_alice(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], None]:
+def plan_as_alice(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], str | None]:
     """Plan a read of main.sales.orders as alice under a policy set that skipped validation."""
     root = tmp_path_factory.mktemp("expr-rules")
     catalog = Catalog(SqliteStore(root / "catalog.db"), root / "warehouse")
@@ -106,13 +106,13 @@ def plan_as_alice(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], N
     catalog.register_table(TableInfo("main", "sales", "orders", "/wh/main/sales/orders", (
         ColumnInfo("id", "int", position=0), ColumnInfo("region", "string", position=1))))
 
-    def plan(policy_yaml: str) -> None:
+    def plan(policy_yaml: str) -> str | None:
         unchecked = parse_policy_text({"p/policies.yaml": policy_yaml})
         assert not unchecked.problems  # structurally fine; only the set-level checks object
         enforcer = PolicyEnforcer(unchecked.policy_set)
-        Planner(catalog=catalog, enforcer=enforcer, policy_sql=PolicySql(enforcer),
-                user="alice", namespace=Namespace("main", "sales")
-                ).plan("SELECT id, region FROM main.sales.orders")
+        return Planner(catalog=catalog, enforcer=enforcer, policy_sql=PolicySql(enforcer),
+                       user="alice", namespace=Namespace("main", "sales")
+                       ).plan("SELECT id, region FROM main.sales.orders").sql
 
     return plan
 
@@ -144,7 +144,7 @@ def test_filter_construct_is_refused_by_policy_validate_at_its_line(
 
 @pytest.mark.parametrize(("name", "where", "code"), FILTER_CASES, ids=FILTER_IDS)
 def test_filter_construct_is_refused_at_plan_time_under_the_same_rule(
-    name: str, where: str, code: str, plan_as_alice: Callable[[str], None]
+    name: str, where: str, code: str, plan_as_alice: Callable[[str], str | None]
 ) -> None:
     with pytest.raises(Refused) as exc:
         plan_as_alice(filter_file(where))
@@ -155,7 +155,7 @@ def test_filter_construct_is_refused_at_plan_time_under_the_same_rule(
 @pytest.mark.parametrize(("name", "where", "code"), CASES, ids=IDS)
 def test_mask_construct_is_refused_by_policy_validate_and_at_plan_time(
     name: str, where: str, code: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
-    plan_as_alice: Callable[[str], None],
+    plan_as_alice: Callable[[str], str | None],
 ) -> None:
     code = code.replace("filter-", "mask-")
     text = mask_file(as_mask(where))
@@ -168,7 +168,7 @@ def test_mask_construct_is_refused_by_policy_validate_and_at_plan_time(
 
 
 def test_plan_time_refusal_does_not_show_the_expression(
-    plan_as_alice: Callable[[str], None]
+    plan_as_alice: Callable[[str], str | None]
 ) -> None:
     with pytest.raises(Refused) as exc:
         plan_as_alice(filter_file("region IN (SELECT region FROM main.hr.secret_regions)"))
@@ -188,3 +188,19 @@ def test_subqueries_are_one_switch_away_and_other_rules_still_apply_inside_them(
         checked_expression("f", "count(*) > (SELECT count(*) FROM main.sales.allowed)",
                            "filter", (), on)
 
+
+
+def test_a_mask_keyed_like_a_filter_id_keeps_its_own_expression(
+    plan_as_alice: Callable[[str], str | None]
+) -> None:
+    """Mask `m` on column region is cached as `m:region`, which is also a valid filter id."""
+    text = HEADER + textwrap.dedent("""\
+    row_filters:
+      - {id: "m:region", on: main.sales.orders, principals: [alice], where: "id > 0"}
+    column_masks:
+      - {id: m, on: main.sales.orders, columns: [region], mask: custom,
+         expression: "upper({col})"}
+    """)
+    assert plan_as_alice(text) == (
+        "SELECT id, region FROM (SELECT `id`, UPPER(`region`) AS `region` "
+        "FROM delta.`/wh/main/sales/orders` AS __lg_v WHERE ((id > 0))) AS orders")
