@@ -18,13 +18,13 @@ import secrets
 import threading
 from dataclasses import dataclass
 
-import sqlglot
 from sqlglot import exp
 
 from governance.constructs import govern_expression
 from governance.errors import AccessDenied, Refused
 from governance.masks import mask_expr, quote_ident
 from governance.policy.enforcer import Identity, PolicyEnforcer, TableAccess
+from governance.policy.expressions import checked_expression
 from governance.resolve import TableRef
 
 # The relation inside a view body is always explicitly aliased, so nothing after it (WHERE
@@ -61,22 +61,21 @@ class PolicySql:
 
     def __init__(self, enforcer: PolicyEnforcer) -> None:
         self.enforcer = enforcer
-        self._parsed: dict[str, exp.Expression] = {}
+        self._parsed: dict[tuple[str, str], exp.Expression] = {}
         self._views: dict[tuple[str, str], tuple[list[exp.Expression], exp.Expression | None]] = {}
         self._bodies: dict[tuple[str, str], str] = {}
         self._lock = threading.Lock()
 
     def _expr(self, key: str, text: str) -> exp.Expression:
-        tree = self._parsed.get(key)
+        """The policy expression's tree, through the checker validation uses (same rules).
+
+        Cached by key and text: a mask's key (`id:column`) may equal a row filter's id."""
+        tree = self._parsed.get((key, text))
         if tree is None:
-            try:
-                tree = sqlglot.parse_one(text, read="spark")
-            except sqlglot.errors.SqlglotError as e:
-                raise Refused(f"policy {key} has an expression that does not parse: "
-                              f"{str(e).splitlines()[0][:120]}") from None
-            if any(isinstance(n, exp.Subquery | exp.Select | exp.Table) for n in tree.walk()):
-                raise Refused(f"policy {key} reads a table in its expression")
-            self._parsed[key] = tree
+            row_filter = self.enforcer.row_filter(key)
+            kind = "filter" if row_filter is not None and row_filter.where == text else "mask"
+            tree = checked_expression(key, text, kind, self.enforcer.policy_set.groups)
+            self._parsed[(key, text)] = tree
         return tree
 
     def governed_expr(self, key: str, text: str, ident: Identity) -> exp.Expression:
