@@ -122,7 +122,8 @@ def _row_count(table: DeltaTable) -> int | None:
 
 
 def _deleted_rows(table: DeltaTable) -> int:
-    """Rows the deletion vectors remove: the False entries of each file's keep mask."""
+    """Rows the deletion vectors remove: the False entries of each file's keep mask (counted
+    by pyarrow, imported only for tables that have deletion vectors)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 

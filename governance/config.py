@@ -150,7 +150,7 @@ class _Token(BaseModel):
     user: Annotated[str, AfterValidator(canonical_user)]
     sha256: Annotated[str, StringConstraints(strip_whitespace=True, to_lower=True,
                                              pattern=r"^[0-9a-fA-F]{64}$")] = Field(
-        description="{where}: not 64 hex digits")
+        description="{where}: not 64 hex digits", coerce_numbers_to_str=True)
 
 
 class _Api(BaseModel):
@@ -197,7 +197,7 @@ class _File(BaseModel):
     audit_backup_count: int = 20
     api: _Api | None = Field(None, description="'{where}' must be a mapping (tokens, secret, "
                                                "row_limit, timeout)")
-    policies_ref: str | None = None
+    policies_ref: str | None = Field(None, coerce_numbers_to_str=True)  # a SHA may be digits
     policies_settle: float = 1.0
 
 

@@ -98,3 +98,10 @@ def test_empty_sections_and_omitted_settings_take_the_defaults(tmp_path: Path) -
                                      "main", 64 * 1024 * 1024, 1.0)
     f.write_text("api: {tokens: , secret_env: LAKEGATE_TEST_UNSET_VARIABLE}\n")
     assert Config.load(f).api == ApiConfig()
+
+
+
+def test_an_abbreviated_commit_of_digits_is_a_policies_ref(tmp_path: Path) -> None:
+    f = tmp_path / "lakegate.yaml"
+    f.write_text("policies_ref: 1234567\n")  # YAML reads an int; the ref is its digits
+    assert Config.load(f).policies_ref == "1234567"
