@@ -1,5 +1,5 @@
-"""Pieces without a server: product store and YAML, type mapping, the Delta log reader, the
-`api:` config section and the `serve` command."""
+"""Pieces without a server: product store and YAML, type mapping, the `api:` config section
+and the `serve` command (the Delta log reader, which needs real tables: test_api_delta_log)."""
 
 from __future__ import annotations
 
