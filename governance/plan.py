@@ -19,6 +19,7 @@ from governance.constructs import govern_expression
 from governance.errors import AccessDenied, LakegateError, Refused
 from governance.masks import sql_type
 from governance.parse import parse_statement
+from governance.planning.expected import Expected
 from governance.policy.enforcer import AmbiguousMask, Identity, PolicyEnforcer, TableAccess
 from governance.resolve import (
     Namespace,
@@ -40,7 +41,6 @@ from governance.rewrite import (
     splice,
     view_sql,
 )
-from governance.verify import Expected
 
 # The message of our own raise_error/assert_true when a written row (INSERT, the new version
 # of an UPDATEd or MERGEd row) fails the writer's row filter; the session maps it to
