@@ -8,9 +8,8 @@ is refused, never passed through.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlglot import exp
 
@@ -47,9 +46,6 @@ from governance.rewrite import (
 # AccessDenied. Users cannot call raise_error or assert_true themselves.
 ROW_FILTER_VIOLATION = "LAKEGATE_ROW_FILTER_VIOLATION: a written row is outside the row filter"
 
-if TYPE_CHECKING:
-    from governance.session import Lakegate
-
 _SHOW = re.compile(
     r"^\s*SHOW\s+(TABLES|SCHEMAS|DATABASES|CATALOGS)(?:\s+(?:FROM|IN)\s+([`\w.]+))?\s*;?\s*$",
     re.IGNORECASE,
@@ -60,12 +56,55 @@ _QUERY_TYPES = (exp.Select, exp.Union, exp.Intersect, exp.Except, exp.Subquery, 
 _ALLOWED_TABLE_PROPS = (exp.FileFormatProperty, exp.PartitionedByProperty,
                         exp.SchemaCommentProperty)
 
-Hook = Callable[["Lakegate", Any], None]
 _CMDS: dict[type, str] = {
     **dict.fromkeys(_QUERY_TYPES, "select"), exp.Insert: "insert", exp.Update: "update",
     exp.Delete: "delete", exp.Merge: "merge", exp.Create: "create", exp.Drop: "drop",
     exp.Use: "use", exp.Describe: "describe",
 }
+
+
+@dataclass(frozen=True)
+class CreateCatalog:
+    """Add a catalog to the Lakegate catalog."""
+
+    name: str
+    if_not_exists: bool
+
+
+@dataclass(frozen=True)
+class CreateSchema:
+    """Add a schema; a catalog error (missing catalog, existing schema) is the user's."""
+
+    catalog: str
+    schema: str
+    if_not_exists: bool
+
+
+@dataclass(frozen=True)
+class RegisterTable:
+    """After Spark created the Delta table at `location`: read its schema, register it."""
+
+    catalog: str
+    schema: str
+    name: str
+    location: str
+    domain: str | None
+    comment: str | None
+
+
+@dataclass(frozen=True)
+class DropTable:
+    """Unregister the table; delete its files only if they are its own managed files."""
+
+    catalog: str
+    schema: str
+    name: str
+    location: str
+
+
+# A DDL effect as plain data: the session executes it (governance/actions.py), so planning
+# needs no handle on the session or Spark.
+Action = CreateCatalog | CreateSchema | RegisterTable | DropTable
 
 
 @dataclass
@@ -81,8 +120,8 @@ class Planned:
     columns: dict[int, list[str]] = field(default_factory=dict)  # view index -> columns read
     local_rows: list[tuple] | None = None
     local_schema: str | None = None
-    before: Hook | None = None
-    after: Hook | None = None
+    before: tuple[Action, ...] = ()  # run after the intent record, before the SQL
+    after: tuple[Action, ...] = ()  # run after the SQL succeeded
     namespace: Namespace | None = None
     derived: set[str] = field(default_factory=set)  # derived tables read (need a temp view)
     decided_by: tuple[str, ...] = ()  # policies that allowed a DDL statement
@@ -566,12 +605,9 @@ class Planner:
             raise AccessDenied(f"access denied: user {self.user} may not create catalog "
                                f"{name.lower()} (needs MANAGE on {name.lower()}.*.*)",
                                cmd="create", tables=(f"{name.lower()}.*.*",))
-
-        def run(lg: Lakegate, _spark: Any) -> None:
-            lg.catalog.create_catalog(name, if_not_exists=if_not_exists)
-
-        return Planned(cmd="create", before=run, local_rows=[], local_schema="result string",
-                       target_name=None, decided_by=ids)
+        return Planned(cmd="create", before=(CreateCatalog(name, if_not_exists),),
+                       local_rows=[], local_schema="result string", target_name=None,
+                       decided_by=ids)
 
     def _create(self, stmt: exp.Create) -> Planned:
         kind = (stmt.args.get("kind") or "").upper()
@@ -650,15 +686,7 @@ class Planner:
                            f"USING delta{part_sql}")
         comment_text = comment.this.name if comment is not None else None
         domain = self.enforcer.policy_set.domain_of_schema(c, s)
-
-        def register(lg: Lakegate, spark: Any) -> None:
-            from catalog.delta import read_delta_table
-
-            info = read_delta_table(spark, c, s, t, location, domain=domain,
-                                    comment=comment_text)
-            lg.catalog.register_table(info)
-
-        planned.after = register
+        planned.after = (RegisterTable(c, s, t, location, domain, comment_text),)
         return planned
 
     def _create_schema(self, stmt: exp.Create) -> Planned:
@@ -683,15 +711,9 @@ class Planner:
                                f"(needs CREATE or MANAGE on {c}.{s}.*)", cmd="create",
                                tables=(f"{c}.{s}",))
         if_not_exists = bool(stmt.args.get("exists"))
-
-        def run(lg: Lakegate, _spark: Any) -> None:
-            try:
-                lg.catalog.create_schema(c, s, if_not_exists=if_not_exists)
-            except CatalogError as e:
-                raise LakegateError(str(e)) from None
-
-        return Planned(cmd="create", before=run, local_rows=[], local_schema="result string",
-                       target_name=f"{c}.{s}", decided_by=ids)
+        return Planned(cmd="create", before=(CreateSchema(c, s, if_not_exists),),
+                       local_rows=[], local_schema="result string", target_name=f"{c}.{s}",
+                       decided_by=ids)
 
     def _drop(self, stmt: exp.Drop) -> Planned:
         kind = (stmt.args.get("kind") or "").upper()
@@ -713,16 +735,8 @@ class Planner:
             raise denied_or_missing(self.user, "manage", name)
         if not ok:
             raise denied_or_missing(self.user, "manage", name)
-
-        def run(lg: Lakegate, _spark: Any) -> None:
-            from governance.session import remove_managed_files
-
-            lg.catalog.drop_table(c, s, t)
-            if _owns_files(lg.catalog, info.location, c, s, t):
-                remove_managed_files(lg, info.location)
-
-        return Planned(cmd="drop", before=run, local_rows=[], local_schema="result string",
-                       target_name=name, decided_by=ids)
+        return Planned(cmd="drop", before=(DropTable(c, s, t, info.location),), local_rows=[],
+                       local_schema="result string", target_name=name, decided_by=ids)
 
     # session and metadata ---------------------------------------------------------------
 
@@ -891,16 +905,6 @@ def masked_type(mask: str, type_text: str) -> str:
     if mask == "custom":
         return "masked"
     return type_text
-
-
-def _owns_files(catalog: Catalog, location: str, c: str, s: str, t: str) -> bool:
-    """DROP deletes files only at the table's own managed location, resolved strictly
-    inside the warehouse: never another table's directory, never outside through a link."""
-    try:
-        own = catalog.check_managed(catalog.managed_location(c, s, t))
-        return catalog.check_managed(location) == own
-    except CatalogError:
-        return False
 
 
 def _kind(stmt: exp.Expression) -> str:

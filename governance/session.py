@@ -12,7 +12,6 @@ import getpass
 import json
 import logging
 import re
-import shutil
 import subprocess
 import threading
 import time
@@ -27,6 +26,7 @@ from catalog.delta import read_delta_table
 from catalog.model import ColumnInfo, TableInfo
 from catalog.products import dir_stamp
 from catalog.store import open_store
+from governance.actions import execute_actions
 from governance.config import Config
 from governance.errors import AccessDenied, AuditUnavailable, LakegateError
 from governance.identity import InvalidName, canonical_user
@@ -505,8 +505,7 @@ class GovernedSession:
         spark = self.lg.spark
         if planned.derived:
             self.lg.refresh_audit_view()
-        if planned.before is not None:
-            planned.before(self.lg, spark)
+        execute_actions(planned.before, self.lg.catalog, spark)
         if planned.local_rows is not None:
             return spark.createDataFrame(planned.local_rows, planned.local_schema)
         assert planned.sql is not None
@@ -524,8 +523,7 @@ class GovernedSession:
             if verify:
                 verify_plan(analyze_only(spark, planned.sql), planned.expected, analyze)
             df = spark.sql(planned.sql)
-        if planned.after is not None:
-            planned.after(self.lg, spark)
+        execute_actions(planned.after, self.lg.catalog, spark)
         return df
 
     def _spark_error(self, e: Exception, planned: Planned | None,
@@ -632,13 +630,6 @@ def analyze_only(spark: SparkSession, sql: str) -> Any:
     analyzed = state.analyzer().execute(parsed)
     state.analyzer().checkAnalysis(analyzed)
     return analyzed
-
-
-def remove_managed_files(lg: Lakegate, location: str) -> None:
-    """DROP TABLE deletes data only for tables inside the warehouse (managed tables)."""
-    loc = Path(location).resolve()
-    if lg.catalog.warehouse in loc.parents and loc.is_dir():
-        shutil.rmtree(loc)
 
 
 def _git(policies: Path, *args: str) -> bytes:
