@@ -14,7 +14,13 @@ from typing import TYPE_CHECKING
 
 from catalog.catalog import Catalog, CatalogError
 from governance.errors import LakegateError
-from governance.plan import Action, CreateCatalog, CreateSchema, DropTable, RegisterTable
+from governance.planning.planned import (
+    Action,
+    CreateCatalog,
+    CreateSchema,
+    DropTable,
+    RegisterTable,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -30,7 +30,8 @@ from governance.actions import execute_actions
 from governance.config import Config
 from governance.errors import AccessDenied, AuditUnavailable, LakegateError
 from governance.identity import InvalidName, canonical_user
-from governance.plan import ROW_FILTER_VIOLATION, Planned, Planner
+from governance.planning.dispatch import Planner
+from governance.planning.planned import ROW_FILTER_VIOLATION, Planned
 from governance.policy.enforcer import PolicyEnforcer
 from governance.policy.loader import is_policy_file, load_policy_dir, load_policy_text
 from governance.policy.model import PolicySet
