@@ -2,8 +2,9 @@
 
 `Lakegate` holds what is shared (Spark, catalog, the current policy enforcer, the audit
 log); `GovernedSession` is one user's identity and current namespace. Each statement is
-planned in `plan.py` without Spark, verified against Spark's analyzed plan, run, and
-recorded in the audit log before its result is handed back.
+planned in `governance.planning` without Spark, verified against Spark's analyzed plan, run
+(its DDL actions through `governance.actions`), and recorded in the audit log before its
+result is handed back.
 """
 
 from __future__ import annotations
@@ -185,6 +186,7 @@ class Lakegate:
         if error_log is not None:
             route_error_log(error_log)
         self._spark = spark
+        self._spark_checked = False  # a handed-in SparkSession is checked on first use
         self._spark_log = spark_log
         self.catalog = Catalog(open_store(config.catalog), config.warehouse)
         self.audit = AuditLog(config.audit, max_bytes=config.audit_max_bytes,
@@ -222,10 +224,11 @@ class Lakegate:
 
             self._spark = build_spark(self.config.spark_master, self.config.spark_conf,
                                       log=self._spark_log)
-        else:
+        elif not self._spark_checked:  # checked once: six py4j calls per access otherwise
             from governance.spark import check_spark
 
             check_spark(self._spark)
+            self._spark_checked = True
         return self._spark
 
     # policies ---------------------------------------------------------------------------
