@@ -80,6 +80,11 @@ class Planner:
         return self.ctx.filters
 
     def plan(self, statement: str | bytes) -> Planned:
+        """The statement's plan, against one catalog generation (checked once, on entry)."""
+        with self.ctx.catalog.pinned():
+            return self._plan(statement)
+
+    def _plan(self, statement: str | bytes) -> Planned:
         ctx = self.ctx
         if isinstance(statement, str):
             for pattern, kind in TEXT_PLANNERS:

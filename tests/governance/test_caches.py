@@ -86,6 +86,29 @@ def test_a_re_registered_table_gets_its_masks_on_new_columns(offline) -> None:
     assert "sha2(CAST(`b` AS STRING), 256) AS `b`" in _plan(catalog, ps, "SELECT b FROM t")
 
 
+def test_a_statement_is_planned_with_one_catalog_store_read(offline, monkeypatch) -> None:
+    """The catalog's generation counter is read once per statement, not once per lookup
+    (on PostgreSQL each read is a network round trip)."""
+    catalog, ps = offline
+    for name in ("t2", "t3"):
+        catalog.register_table(TableInfo("c", "s", name, f"/wh/c/s/{name}",
+                                         (ColumnInfo("id", "int"),)))
+    reads: list[int] = []
+    real = catalog.store.generation
+
+    def counted() -> int:
+        reads.append(1)
+        return real()
+
+    monkeypatch.setattr(catalog.store, "generation", counted)
+    _plan(catalog, ps, "SELECT * FROM t JOIN c.s.t2 USING (id) JOIN s.t3 USING (id) "
+                       "WHERE id IN (SELECT id FROM t2)")
+    assert len(reads) == 1
+    catalog.register_table(_info("/wh/c/s/t", ("id", "int"), ("a", "string"), ("b", "string")),
+                           replace=True)
+    assert _view_columns(_plan(catalog, ps, "SELECT * FROM t")) == ["id", "a", "b"]
+
+
 # real Spark, real Delta --------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
