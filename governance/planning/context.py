@@ -52,15 +52,18 @@ class PlanningContext:
         self.ident: Identity = enforcer.identity(user)
 
     def govern(self, tree: exp.Expression) -> exp.Expression:
+        """The user's expression with identity functions resolved and unsafe constructs refused."""
         return govern_expression(tree, self.user, self.ident.is_member,
                                  namespace=(self.ns.catalog, self.ns.schema))
 
     def note(self, access: TableAccess, extra: tuple[str, ...] = ()) -> None:
+        """Remember the deciding policies and row filters of a table, for the audit lines."""
         name = access.table.full_name
         self.decided[name] = tuple(dict.fromkeys((*access.policy_ids, *extra)))
         self.filters[name] = tuple(f.id for f in access.row_filters)
 
     def access(self, ref: TableRef, privilege: str = "select") -> TableAccess:
+        """The user's access to a table read; refused unless it grants `privilege`."""
         access = self.enforcer.table_access(self.ident, ref.info)
         self.note(access)
         if privilege not in access.privileges:
@@ -69,6 +72,8 @@ class PlanningContext:
 
     def reads(self, stmt: exp.Expression, targets: set[int] | None = None,
               ) -> tuple[list[TableRef], list[tuple[TableRef, TableAccess]]]:
+        """Resolve the statement's tables (`targets`: node ids written, not read) and decide
+        every read."""
         resolved = resolve_tables(stmt, self.catalog, self.ns, self.user, targets)
         reads = [(r, self.access(r)) for r in resolved.reads]
         return resolved.targets, reads
@@ -126,6 +131,7 @@ class PlanningContext:
                 policies=tuple(dict.fromkeys([*ids, *self.decided.get(target, ())])))
 
     def target(self, node: exp.Table, privilege: str, cmd: str) -> tuple[TableRef, TableAccess]:
+        """The write target and the user's access to it; refused unless `privilege` holds."""
         if not isinstance(node, exp.Table):
             raise Refused(f"{cmd.upper()} target is not a table")
         targets, _ = self.reads(node, {id(node)})

@@ -29,6 +29,7 @@ _ALLOWED_TABLE_PROPS = (exp.FileFormatProperty, exp.PartitionedByProperty,
 
 
 def plan_create_catalog(ctx: PlanningContext, m: re.Match[str]) -> Planned:
+    """CREATE CATALOG (matched on text): MANAGE on `c.*.*`; the catalog is made by an action."""
     name, if_not_exists = m.group(2), bool(m.group(1))
     checked_parts([name])
     ok, ids = ctx.enforcer.has_privilege(ctx.ident, "manage", name, "*", "*")
@@ -43,6 +44,8 @@ def plan_create_catalog(ctx: PlanningContext, m: re.Match[str]) -> Planned:
 
 
 def plan_create(ctx: PlanningContext, stmt: exp.Create) -> Planned:
+    """CREATE SCHEMA or a managed Delta CREATE TABLE [AS SELECT]; CTAS stores what the user
+    sees (masked values), and the new table is registered by an action after Spark made it."""
     kind = (stmt.args.get("kind") or "").upper()
     if kind in ("SCHEMA", "DATABASE"):
         return _create_schema(ctx, stmt)
@@ -124,6 +127,7 @@ def plan_create(ctx: PlanningContext, stmt: exp.Create) -> Planned:
 
 
 def _create_schema(ctx: PlanningContext, stmt: exp.Create) -> Planned:
+    """CREATE SCHEMA: CREATE or MANAGE on `c.s.*`; the schema is made by an action."""
     node = stmt.this
     parts = table_parts(node)
     if len(parts) == 1:
@@ -151,6 +155,7 @@ def _create_schema(ctx: PlanningContext, stmt: exp.Create) -> Planned:
 
 
 def plan_drop(ctx: PlanningContext, stmt: exp.Drop) -> Planned:
+    """DROP TABLE: MANAGE on the table; unregistering and file removal are an action."""
     kind = (stmt.args.get("kind") or "").upper()
     if kind != "TABLE":
         raise Refused(f"DROP {kind or '?'} is not governed by Lakegate")

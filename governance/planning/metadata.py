@@ -21,6 +21,7 @@ SHOW = re.compile(
 
 
 def plan_use(ctx: PlanningContext, stmt: exp.Use) -> Planned:
+    """USE [CATALOG]: the session's namespace changes once the statement is on record."""
     kind = (stmt.args.get("kind").name.upper() if stmt.args.get("kind") else "")
     parts = [p.lower() for p in table_parts(stmt.this)]
     if kind == "CATALOG":
@@ -40,6 +41,7 @@ def plan_use(ctx: PlanningContext, stmt: exp.Use) -> Planned:
 
 
 def plan_describe(ctx: PlanningContext, stmt: exp.Describe) -> Planned:
+    """DESCRIBE TABLE: visible columns only, masked ones with the type the user sees."""
     style = (stmt.args.get("style") or "").upper()
     if style in ("HISTORY", "DETAIL") or stmt.args.get("partition"):
         raise Refused(f"DESCRIBE {style or 'PARTITION'} is not governed by Lakegate")
@@ -69,6 +71,7 @@ def plan_describe(ctx: PlanningContext, stmt: exp.Describe) -> Planned:
 
 
 def plan_show(ctx: PlanningContext, m: re.Match[str]) -> Planned:
+    """SHOW TABLES/SCHEMAS/CATALOGS (matched on text): only what holds a visible table."""
     what, where = m.group(1).upper(), m.group(2)
     visible = [t for t in ctx.catalog.tables()
                if ctx.enforcer.table_access(ctx.ident, t).can_select]

@@ -12,6 +12,7 @@ QUERY_TYPES = (exp.Select, exp.Union, exp.Intersect, exp.Except, exp.Subquery, e
 
 
 def plan_query(ctx: PlanningContext, stmt: exp.Expression) -> Planned:
+    """Every table read becomes its governed view; the rest of the query is the user's."""
     planned = Planned(cmd="select", is_query=True)
     stmt = ctx.govern(stmt)
     _, reads = ctx.reads(stmt)

@@ -16,6 +16,8 @@ from governance.policy.enforcer import TableAccess
 
 
 def plan_insert(ctx: PlanningContext, stmt: exp.Insert) -> Planned:
+    """`modify` on the target; each row is cast to the column types and checked against the
+    writer's row filter as stored, so no row lands outside it."""
     if isinstance(stmt.this, exp.Directory) or stmt.args.get("directory"):
         raise Refused("INSERT OVERWRITE DIRECTORY is refused; write into a governed table")
     for key in ("partition", "by_name", "where", "alternative", "conflict", "returning"):
@@ -93,18 +95,22 @@ def plan_insert(ctx: PlanningContext, stmt: exp.Insert) -> Planned:
 
 
 def plan_update(ctx: PlanningContext, stmt: exp.Update) -> Planned:
+    """Row-scoped (see `_row_scoped`); FROM is refused, MERGE says the same governably."""
     if stmt.args.get("from_") or stmt.args.get("joins"):
         raise Refused("UPDATE ... FROM is not governed; use MERGE")
     return _row_scoped(ctx, "update", stmt)
 
 
 def plan_delete(ctx: PlanningContext, stmt: exp.Delete) -> Planned:
+    """Row-scoped (see `_row_scoped`); USING is refused, MERGE says the same governably."""
     if stmt.args.get("using") or stmt.args.get("tables"):
         raise Refused("DELETE ... USING is not governed; use MERGE")
     return _row_scoped(ctx, "delete", stmt)
 
 
 def _row_scoped(ctx: PlanningContext, cmd: str, stmt: exp.Update | exp.Delete) -> Planned:
+    """UPDATE/DELETE: only visible rows are touched, the user's expressions run guarded and
+    fenced, and an UPDATE's new row must pass the filter (WITH CHECK)."""
     stmt = ctx.govern(stmt)
     node = stmt.this
     ref, access = ctx.target(node, "modify", cmd)
@@ -155,6 +161,8 @@ def _row_scoped(ctx: PlanningContext, cmd: str, stmt: exp.Update | exp.Delete) -
 
 
 def plan_merge(ctx: PlanningContext, stmt: exp.Merge) -> Planned:
+    """Hidden target rows never match; every clause runs guarded and fenced; updated and
+    inserted rows must pass the writer's filter."""
     stmt = ctx.govern(stmt)
     node = stmt.this
     ref, access = ctx.target(node, "modify", "merge")
