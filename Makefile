@@ -16,10 +16,13 @@ demo: $(STAMP)
 	$(VENV)/bin/lakegate demo --dir demo-lakehouse
 
 test: $(STAMP)
+	$(VENV)/bin/lint-imports
 	$(PY) -m pytest -q
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports
 
 bench: $(STAMP)
 	$(PY) benchmarks/run_all.py $(BENCH_ARGS)

@@ -8,7 +8,7 @@ import socket
 
 import click
 
-from governance.clikit import EXIT_OK, EXIT_UNAVAILABLE, config_option, config_path, fail
+from governance.cli.kit import EXIT_OK, EXIT_UNAVAILABLE, config_option, config_path, fail
 
 
 @click.command("serve")

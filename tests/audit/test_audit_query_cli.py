@@ -14,7 +14,7 @@ import pytest
 if (_ROOT := str(Path(__file__).resolve().parents[2])) not in sys.path:
     sys.path.insert(0, _ROOT)
 
-import audit.cli
+import governance.cli.audit as audit_cli
 from audit import AuditEvent, AuditLog
 from audit.query import format_json, format_table, parse_time, query
 
@@ -114,7 +114,7 @@ def test_parse_time() -> None:
 
 def run(audit_dir: Path, *argv: str) -> int:
     """``python -m audit ...`` (the group ``lakegate audit`` uses) with ``--audit-dir``."""
-    return audit.cli.main(["--audit-dir", str(audit_dir), *argv])
+    return audit_cli.main(["--audit-dir", str(audit_dir), *argv])
 
 
 def test_cli_verify_exit_codes(log_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -20,7 +20,7 @@ from catalog.store import SqliteStore
 from governance.cli import main
 from governance.constructs import DENIED_FUNCTIONS
 from governance.errors import Refused
-from governance.plan import Planner
+from governance.planning.dispatch import Planner
 from governance.policy.build import parse_policy_text
 from governance.policy.enforcer import PolicyEnforcer
 from governance.policy.expressions import ExpressionRules, checked_expression

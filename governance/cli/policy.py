@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from governance.clikit import (
+from governance.cli.kit import (
     EXIT_FAILED,
     EXIT_OK,
     EXIT_USAGE,
@@ -71,7 +71,7 @@ def cmd_validate(directory: str, output: str, strict: bool) -> int:
 def cmd_test(directory: str, tests_dir: str | None, spark: bool, require_spark: bool) -> int:
     """Run policy test cases (YAML). Without --spark, cases with row expectations are
     skipped and the summary says how many."""
-    from governance.policy.testing import run_tests
+    from governance.policytests import run_tests
 
     policy_dir = Path(directory)
     where = Path(tests_dir) if tests_dir else policy_dir / "tests"

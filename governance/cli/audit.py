@@ -10,7 +10,7 @@ import click
 
 from audit.query import format_json, format_table, parse_time, query
 from audit.verify import verify
-from governance.clikit import (
+from governance.cli.kit import (
     EXIT_FAILED,
     EXIT_OK,
     EXIT_USAGE,

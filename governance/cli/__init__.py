@@ -14,8 +14,8 @@ from typing import Any
 import click
 
 from api.server import serve
-from audit.cli import audit
-from governance.clikit import (
+from governance.cli.audit import audit
+from governance.cli.kit import (
     EXIT_CODES_HELP,
     EXIT_FAILED,
     EXIT_OK,
@@ -30,7 +30,7 @@ from governance.clikit import (
     status,
     user_option,
 )
-from governance.policy.cli import policy
+from governance.cli.policy import policy
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -311,7 +311,7 @@ def cmd_doctor(output: str) -> int:
     """Check that this setup is ready.
 
     Config, Java, Delta jars, catalog, policies, audit directory; one verdict line."""
-    from governance.doctor import run_checks
+    from governance.cli.doctor import run_checks
 
     checks = run_checks(config_path())
     print_rows(["check", "status", "detail"],
