@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from pathlib import Path
 
 import click
@@ -18,7 +17,6 @@ from governance.cli.kit import (
     config_path,
     fail,
     output_option,
-    run,
 )
 
 _DIR_KEY = "lakegate.audit_dir"
@@ -123,7 +121,3 @@ def cmd_query(query_dir: str | None, user: str | None, table: str | None, cmd: s
              "records (run 'audit verify')")
     return EXIT_OK
 
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Stand-alone entry point: ``python -m audit verify DIR``."""
-    return run(audit, argv, prog="python -m audit")

@@ -14,9 +14,10 @@ import pytest
 if (_ROOT := str(Path(__file__).resolve().parents[2])) not in sys.path:
     sys.path.insert(0, _ROOT)
 
-import governance.cli.audit as audit_cli
 from audit import AuditEvent, AuditLog
 from audit.query import format_json, format_table, parse_time, query
+from governance.cli.audit import audit
+from governance.cli.kit import run as run_cli
 
 T0 = datetime(2026, 11, 20, 8, 0, tzinfo=UTC)
 REPO = Path(__file__).resolve().parents[2]
@@ -113,8 +114,8 @@ def test_parse_time() -> None:
 
 
 def run(audit_dir: Path, *argv: str) -> int:
-    """``python -m audit ...`` (the group ``lakegate audit`` uses) with ``--audit-dir``."""
-    return audit_cli.main(["--audit-dir", str(audit_dir), *argv])
+    """The ``lakegate audit`` group with ``--audit-dir``."""
+    return run_cli(audit, ["--audit-dir", str(audit_dir), *argv], prog="lakegate audit")
 
 
 def test_cli_verify_exit_codes(log_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -147,9 +148,9 @@ def test_cli_query(log_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert run(log_dir, "query", "--limit", "0") == 2
 
 
-def test_python_dash_m_audit(log_dir: Path) -> None:
+def test_lakegate_audit_verify_entry_point(log_dir: Path) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "audit", "verify", str(log_dir)],
+        [str(Path(sys.executable).with_name("lakegate")), "audit", "verify", str(log_dir)],
         cwd=REPO, capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
