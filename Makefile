@@ -16,10 +16,13 @@ demo: $(STAMP)
 	$(VENV)/bin/lakegate demo --dir demo-lakehouse
 
 test: $(STAMP)
+	$(VENV)/bin/lint-imports
 	$(PY) -m pytest -q
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports
 
 bench: $(STAMP)
 	$(PY) benchmarks/run_all.py $(BENCH_ARGS)
@@ -30,7 +33,8 @@ bench-sf1: $(STAMP)
 	$(PY) benchmarks/run_all.py --sf 1 --workdir bench-sf1 $(BENCH_ARGS)
 
 # The correctness oracle (tests/security/test_differential.py) with many more examples
-# than the normal suite runs; FUZZ_EXAMPLES=N overrides the count.
+# than the normal suite runs, freshly random each time (`make test` replays the same
+# derandomized examples every run); FUZZ_EXAMPLES=N overrides the count.
 FUZZ_EXAMPLES ?= 2000
 fuzz: $(STAMP)
 	LAKEGATE_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest -q tests/security/test_differential.py

@@ -48,10 +48,6 @@ class TokenAuth:
         self._by_hash = {t.sha256: canonical_user(t.user) for t in cfg.tokens}
         self._secret = cfg.secret.encode() if cfg.secret else None
 
-    @property
-    def configured(self) -> bool:
-        return bool(self._by_hash) or self._secret is not None
-
     def authenticate(self, header: str | None) -> Principal:
         if not header:
             raise Unauthenticated("missing bearer token (Authorization: Bearer <token>)")

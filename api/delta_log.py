@@ -1,26 +1,32 @@
-"""A Delta table's version, history and row count, read from `_delta_log/*.json` in Python.
+"""A Delta table's version, history and row count, read by delta-rs (`deltalake`), no JVM.
 
-Discovery must not need a JVM: the commit files are newline-delimited JSON, so the version is
-the highest commit number, the history is each commit's `commitInfo`, and the row count is
-the sum of `numRecords` over the files still live after replaying add/remove actions. Results
-are cached per (log directory, latest version), so a repeated request costs one directory
-listing. What is not cheap (a log that was checkpointed and cleaned, or whose stats are
-missing) is reported as unknown rather than guessed.
+delta-rs reads the log as a Delta reader does, checkpoints included, so the row count stays
+known after a checkpoint and log cleanup. The row count is the sum of `numRecords` over the
+live files, less the rows their deletion vectors remove. Results are cached per (log
+directory, listed log files), so a repeated request costs one directory listing. What is not
+known or not cheap (a file without stats; deletion vectors over more than MAX_DV_ROWS rows;
+a log delta-rs cannot read) is reported as unknown rather than guessed.
+
+Object-store locations (`s3://`, `abfss://`, ...) are not read: that would need credentials
+the catalog does not hold, so they report no log, as before.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from deltalake import DeltaTable
+from deltalake.exceptions import DeltaError
 
 from catalog.catalog import normalise_location
 
-_COMMIT = re.compile(r"^(\d{20})\.json$")
-MAX_REPLAY_BYTES = 64 * 1024 * 1024  # beyond this the row count is "unknown", not slow
+_ENTRY = re.compile(r"^(\d{20})\.(?:json|checkpoint\..+)$")  # commits and checkpoints
+MAX_DV_ROWS = 50_000_000  # rows under deletion vectors beyond which the count is "unknown"
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,8 +66,8 @@ def read_log(location: str) -> DeltaLog:
     if d is None:
         return EMPTY
     try:
-        versions = sorted(int(m.group(1)) for e in os.scandir(d)
-                          if (m := _COMMIT.match(e.name)))
+        versions = sorted({int(m.group(1)) for e in os.scandir(d)
+                           if (m := _ENTRY.match(e.name))})
     except OSError:
         return EMPTY
     if not versions:
@@ -70,7 +76,7 @@ def read_log(location: str) -> DeltaLog:
     hit = _cache.get(key)
     if hit is not None:
         return hit
-    result = _replay(d, versions)
+    result = _read(d, versions[-1])
     with _lock:
         if len(_cache) > 50_000:
             _cache.clear()
@@ -78,56 +84,51 @@ def read_log(location: str) -> DeltaLog:
     return result
 
 
-def _replay(d: Path, versions: list[int]) -> DeltaLog:
-    complete = versions[0] == 0 and versions == list(range(versions[-1] + 1))
-    total = 0
-    live: dict[str, int | None] = {}
-    commits: list[Commit] = []
-    count_ok = complete
-    for v in versions:
-        path = d / f"{v:020d}.json"
-        try:
-            size = path.stat().st_size
-            total += size
-            if total > MAX_REPLAY_BYTES:
-                count_ok = False
-            text = path.read_text(encoding="utf-8")
-            mtime_ms = int(path.stat().st_mtime * 1000)
-        except OSError:
-            count_ok = False
-            continue
-        info: dict = {}
-        for line in text.splitlines():
-            if not line.strip():
-                continue
-            try:
-                action = json.loads(line)
-            except ValueError:
-                count_ok = False
-                continue
-            if "commitInfo" in action:
-                info = action["commitInfo"] or {}
-            elif count_ok and "add" in action:
-                add = action["add"] or {}
-                live[add.get("path", "")] = _num_records(add.get("stats"))
-            elif count_ok and "remove" in action:
-                live.pop((action["remove"] or {}).get("path", ""), None)
-        ts = info.get("inCommitTimestamp") or info.get("timestamp") or mtime_ms
-        user = info.get("userName") or info.get("userId")
-        commits.append(Commit(v, int(ts) if isinstance(ts, int | float) else mtime_ms,
-                              info.get("operation"), str(user) if user else None))
-    rows: int | None = None
-    if count_ok and all(n is not None for n in live.values()):
-        rows = sum(n for n in live.values() if n is not None)
-    commits.reverse()
-    return DeltaLog(versions[-1], tuple(commits), rows, complete)
-
-
-def _num_records(stats: object) -> int | None:
-    if not isinstance(stats, str):
-        return None
+def _read(d: Path, latest: int) -> DeltaLog:
+    """The table as of the listed version, so the result matches its cache key."""
     try:
-        n = json.loads(stats).get("numRecords")
-    except (ValueError, AttributeError):
-        return None
-    return int(n) if isinstance(n, int) else None
+        table = DeltaTable(str(d.parent), version=latest)
+        commits = tuple(_commit(d, info) for info in table.history())
+        rows = _row_count(table)
+    except (DeltaError, OSError, ValueError):
+        return DeltaLog(latest, (), None, False)  # the listing still tells the version
+    complete = bool(commits) and commits[-1].version == 0 and len(commits) == latest + 1
+    return DeltaLog(latest, commits, rows, complete)
+
+
+def _commit(d: Path, info: dict[str, Any]) -> Commit:
+    version = int(info["version"])
+    ts = info.get("inCommitTimestamp") or info.get("timestamp")
+    if not isinstance(ts, int | float):
+        try:  # no time in commitInfo: the commit file's own
+            ts = (d / f"{version:020d}.json").stat().st_mtime * 1000
+        except OSError:
+            ts = None
+    user = info.get("userName") or info.get("userId")
+    return Commit(version, None if ts is None else int(ts), info.get("operation"),
+                  str(user) if user else None)
+
+
+def _row_count(table: DeltaTable) -> int | None:
+    counts = table.get_add_actions().column("num_records").to_pylist()
+    if any(n is None for n in counts):
+        return None  # a file without stats: unknown, not an undercount
+    rows = sum(counts)
+    if "deletionVectors" in (table.protocol().reader_features or []):
+        if rows > MAX_DV_ROWS:
+            return None
+        rows -= _deleted_rows(table)
+    return rows
+
+
+def _deleted_rows(table: DeltaTable) -> int:
+    """Rows the deletion vectors remove: the False entries of each file's keep mask (counted
+    by pyarrow, imported only for tables that have deletion vectors)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    deleted = 0
+    for batch in pa.RecordBatchReader.from_stream(table.deletion_vectors()):
+        keep = pc.list_flatten(batch.column("selection_vector"))
+        deleted += len(keep) - (pc.sum(keep).as_py() or 0)
+    return deleted

@@ -17,6 +17,7 @@ import base64
 import bisect
 import functools
 import json
+import re
 import threading
 import time
 import uuid
@@ -24,15 +25,16 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit, urlunsplit
 
 from api.errors import ApiError
 from api.types import field_json, precision_scale, type_name
 from catalog.catalog import normalise_location
 from catalog.model import CatalogInfo, SchemaInfo, TableInfo
-from catalog.names import InvalidName, check_name
+from catalog.names import NAME_PATTERN, InvalidName, check_name
 
 if TYPE_CHECKING:
-    from api.app import Caller
+    from api.caller import Caller
     from governance.policy.enforcer import PolicyEnforcer, TableAccess
     from governance.session import Lakegate
 
@@ -63,6 +65,12 @@ def page_size(max_results: int | None) -> int:
     return min(max_results, MAX_PAGE)
 
 
+# A token is unpadded base64url; any such string is accepted (it only says where the next
+# page starts, and every page is filtered for the caller), so the schema's pattern is exact.
+TOKEN_PATTERN = r"^([A-Za-z0-9_-]{4})*([A-Za-z0-9_-]{2,3})?$"
+_TOKEN_RE = re.compile(TOKEN_PATTERN)
+
+
 def encode_token(after: str) -> str:
     return base64.urlsafe_b64encode(after.encode()).decode().rstrip("=")
 
@@ -71,14 +79,29 @@ def decode_token(token: str | None) -> str | None:
     """The last name of the previous page; opaque to clients."""
     if not token:
         return None
-    try:
-        after = base64.b64decode(token + "=" * (-len(token) % 4), altchars=b"-_",
-                                 validate=True).decode()
-    except (ValueError, UnicodeDecodeError):
-        raise ApiError(400, "invalid page_token") from None
-    if not after:
+    if not _TOKEN_RE.fullmatch(token):
         raise ApiError(400, "invalid page_token")
-    return after
+    raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+    return raw.decode("utf-8", "replace")
+
+
+# Property keys that carry storage credentials (connector options, account keys, SAS and
+# session tokens): a key to the files behind the policies, so only the table's managers see
+# them. Locations never carry a URL's password, query or fragment (where such secrets sit).
+CREDENTIAL_KEY = re.compile(
+    r"secret|passw|token|credential|\bsas\b|(access|account|private|session)[._-]?key"
+    r"|^fs\.|^spark\.hadoop\.", re.IGNORECASE)
+
+
+def without_credentials(location: str) -> str:
+    """The location without a URL's `user:password@`, query or fragment (`abfss://` keeps
+    its `container@`, which holds no secret)."""
+    url = urlsplit(location)
+    if not url.scheme or not url.netloc:
+        return location
+    user, at, host = url.netloc.rpartition("@")
+    netloc = host if at and ":" in user else url.netloc
+    return urlunsplit((url.scheme, netloc, url.path, "", ""))
 
 
 # snapshot -----------------------------------------------------------------------------------
@@ -110,6 +133,13 @@ class _Renders:
     """Cached UC JSON fragments; cleared wholesale when large (cheap to rebuild)."""
 
     items: dict[tuple, bytes] = field(default_factory=dict)
+
+
+# What `split_name` accepts, for the OpenAPI schema (a name part holds no dot or slash).
+_PART = NAME_PATTERN  # the one identifier set (catalog/names.py)
+CATALOG_NAME_PATTERN = f"^{_PART}$"
+SCHEMA_NAME_PATTERN = rf"^{_PART}\.{_PART}$"
+TABLE_NAME_PATTERN = rf"^{_PART}\.{_PART}\.{_PART}$"
 
 
 def split_name(full_name: str, parts: int) -> tuple[str, ...]:
@@ -325,10 +355,11 @@ class Discovery:
             "data_source_format": "DELTA", "columns": cols,
         }
         if manages:
-            doc["storage_location"] = table.location
+            doc["storage_location"] = without_credentials(table.location)
         if table.comment:
             doc["comment"] = table.comment
-        doc["properties"] = {str(k): str(v) for k, v in (table.properties or {}).items()}
+        doc["properties"] = {str(k): str(v) for k, v in (table.properties or {}).items()
+                             if manages or not CREDENTIAL_KEY.search(str(k))}
         if owner:
             doc["owner"] = owner
         if table.created_at:

@@ -12,10 +12,11 @@ import bisect
 from dataclasses import replace
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import Query, Request
 
-from api.app import Caller, get_caller, get_service
-from api.discovery import decode_token, encode_token, page_size
+from api.caller import Caller
+from api.deps import CallerDep, authenticated_router, get_service
+from api.discovery import TOKEN_PATTERN, decode_token, encode_token, page_size
 from api.errors import ApiError, responses
 from api.models import (
     DomainInfo,
@@ -39,8 +40,7 @@ from catalog.products import (
 )
 from governance.policy.model import Domain
 
-router = APIRouter(tags=["Lakegate: domains and data products"])
-CallerDep = Annotated[Caller, Depends(get_caller)]
+router = authenticated_router(tags=["Lakegate: domains and data products"])
 
 
 def _domain(reg: Registry, caller: Caller, name: str) -> Domain:
@@ -81,8 +81,9 @@ async def get_domain(request: Request, caller: CallerDep, name: str) -> dict:
 @router.get("/domains/{name}/tables", operation_id="listDomainTables",
             response_model=ListDomainTablesResponse, responses=responses(400, 404))
 async def list_domain_tables(request: Request, caller: CallerDep, name: str,
-                             max_results: int | None = None,
-                             page_token: Annotated[str | None, Query(max_length=2000)] = None
+                             max_results: Annotated[int | None, Query(ge=0)] = None,
+                             page_token: Annotated[str | None, Query(max_length=2000,
+                                                                     pattern=TOKEN_PATTERN)] = None
                              ) -> dict:
     """The domain's tables that you may read (a table belongs to exactly one domain)."""
     reg = get_service(request).registry

@@ -19,6 +19,7 @@ CODES: dict[int, str] = {
     409: "ALREADY_EXISTS",
     413: "REQUEST_LIMIT_EXCEEDED",
     500: "INTERNAL_ERROR",
+    501: "NOT_IMPLEMENTED",
     503: "TEMPORARILY_UNAVAILABLE",
     504: "DEADLINE_EXCEEDED",
 }
@@ -39,10 +40,6 @@ class ApiError(Exception):
         self.error_code = error_code or CODES.get(status, "UNKNOWN")
 
 
-def not_found(what: str) -> ApiError:
-    return ApiError(404, f"{what} not found")
-
-
 def body(status: int, message: str, error_code: str | None = None) -> dict[str, str]:
     return {"error_code": error_code or CODES.get(status, "UNKNOWN"), "message": message}
 
@@ -51,7 +48,8 @@ def responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     """OpenAPI `responses=` for the error statuses a route can answer with."""
     text = {400: "Invalid argument", 401: "No or invalid bearer token",
             403: "Not allowed", 404: "Not found (or not visible to the caller)",
-            409: "Conflict", 503: "Audit log unavailable: nothing is returned",
+            409: "Conflict", 501: "Not supported by Lakegate",
+            503: "Audit log unavailable: nothing is returned",
             504: "Timed out"}
     return {s: {"model": ErrorBody, "description": text.get(s, "Error")}
             for s in sorted({400, 401, 503, *statuses})}

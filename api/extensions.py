@@ -12,18 +12,18 @@ import threading
 from dataclasses import dataclass
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import Query, Request
 
-from api.app import Caller, get_caller, get_service
+from api.caller import Caller
 from api.delta_log import read_log
+from api.deps import CallerDep, authenticated_router, get_service
 from api.discovery import Snapshot
 from api.errors import responses
-from api.models import SearchResponse, TableDetail, TableHistory, WhoAmI
+from api.models import SearchResponse, TableDetail, TableHistory, TablePath, WhoAmI
 from api.registry import dt
 from catalog.model import TableInfo
 
-router = APIRouter(tags=["Lakegate: tables"])
-CallerDep = Annotated[Caller, Depends(get_caller)]
+router = authenticated_router(tags=["Lakegate: tables"])
 
 
 @router.get("/whoami", operation_id="whoami", response_model=WhoAmI, responses=responses())
@@ -38,7 +38,7 @@ async def whoami(request: Request, caller: CallerDep) -> dict:
 
 @router.get("/tables/{full_name}", operation_id="getTableDetail", response_model=TableDetail,
             responses=responses(400, 404))
-async def table_detail(request: Request, caller: CallerDep, full_name: str) -> dict:
+async def table_detail(request: Request, caller: CallerDep, full_name: TablePath) -> dict:
     """The caller's effective access to one table, its tags, domain and Delta state."""
     svc = get_service(request)
     table, access = svc.discovery.visible_table(caller, full_name)
@@ -94,7 +94,7 @@ async def table_detail(request: Request, caller: CallerDep, full_name: str) -> d
 
 @router.get("/tables/{full_name}/history", operation_id="getTableHistory",
             response_model=TableHistory, responses=responses(400, 404))
-async def table_history(request: Request, caller: CallerDep, full_name: str,
+async def table_history(request: Request, caller: CallerDep, full_name: TablePath,
                         limit: Annotated[int, Query(ge=1, le=1000)] = 50) -> dict:
     """Delta commits, newest first, read from `_delta_log` (no Spark); none for a caller whose
     row filter applies, since commit times and operations show when hidden rows change."""

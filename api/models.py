@@ -9,8 +9,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
+from fastapi import Path
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic.json_schema import SkipJsonSchema
 
+from api.discovery import TABLE_NAME_PATTERN
 from catalog.products import CLASSIFICATIONS, STAGES
 
 # --- Unity Catalog -------------------------------------------------------------------------
@@ -88,6 +91,10 @@ class ListSchemasResponse(BaseModel):
 class ListTablesResponse(BaseModel):
     tables: list[UcTableInfo]
     next_page_token: str | None = None
+
+
+class TableExists(BaseModel):
+    table_exists: bool = Field(description="false for a table hidden from the caller too")
 
 
 # --- Lakegate: tables, search, identity ------------------------------------------------------
@@ -210,6 +217,7 @@ _TAG = r"^[a-z0-9][a-z0-9_\-:.]{0,63}$"
 _DURATION = r"^(\d+\s*[smhdw]\s*)+$"
 TableName = Annotated[str, Field(pattern=_TABLE, max_length=400)]
 Tag = Annotated[str, Field(pattern=_TAG)]
+TablePath = Annotated[str, Path(pattern=TABLE_NAME_PATTERN, description="catalog.schema.table")]
 
 
 class DomainInfo(BaseModel):
@@ -291,13 +299,15 @@ class ProductCreate(BaseModel):
 
 class ProductUpdate(BaseModel):
     """Fields to change (an explicit null clears classification or freshness); the name and
-    the domain are fixed."""
+    the domain are fixed. The other fields may be left out but not null (the schema says
+    so; the route refuses a null with 400)."""
 
     model_config = ConfigDict(extra="forbid")
-    description: str | None = Field(None, max_length=4000)
-    output_tables: list[TableName] | None = Field(None, max_length=1000)
-    stage: Stage | None = None
-    tags: list[Tag] | None = Field(None, max_length=100)
+    description: Annotated[str, Field(max_length=4000)] | SkipJsonSchema[None] = None
+    output_tables: Annotated[list[TableName], Field(max_length=1000)] | \
+        SkipJsonSchema[None] = None
+    stage: Stage | SkipJsonSchema[None] = None
+    tags: Annotated[list[Tag], Field(max_length=100)] | SkipJsonSchema[None] = None
     classification: Classification | None = None
     freshness: str | None = Field(None, pattern=_DURATION, max_length=64)
 
@@ -309,8 +319,10 @@ class StatementRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     statement: str = Field(min_length=1, max_length=1_000_000)
     row_limit: int | None = Field(None, ge=1, description="at most the server's api.row_limit")
-    timeout_seconds: float | None = Field(None, gt=0, le=86400,
-                                          description="at most the server's api.timeout")
+    timeout_seconds: float | None = Field(
+        None, ge=1, le=86400, allow_inf_nan=False,
+        description="1 s to a day; the server's api.timeout caps it (a smaller value would "
+                    "start Spark only to cancel it)")
 
 
 class StatementColumn(BaseModel):

@@ -25,7 +25,7 @@ from catalog.products import (
 )
 
 if TYPE_CHECKING:
-    from api.app import Caller
+    from api.caller import Caller
     from api.discovery import Discovery
     from governance.policy.model import Domain
     from governance.session import Lakegate

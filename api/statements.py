@@ -18,19 +18,19 @@ import math
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import Request
 from starlette.concurrency import run_in_threadpool
 
-from api.app import Caller, get_caller, get_service
+from api.deps import CallerDep, authenticated_router, get_service
 from api.errors import ApiError, responses
 from api.models import StatementRequest, StatementResult
 from audit import statement_hash
 from governance.errors import AccessDenied, AuditUnavailable, LakegateError, SqlParseError
 from governance.session import StatementFailed, failure_message
 
-router = APIRouter(tags=["Lakegate: SQL"])
+router = authenticated_router(tags=["Lakegate: SQL"])
 _pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lakegate-stmt")
 _spark_lock = threading.Lock()
 log = logging.getLogger("lakegate.api")
@@ -62,7 +62,7 @@ def to_json(v: Any) -> Any:
 @router.post("/statements", operation_id="executeStatement", response_model=StatementResult,
              responses=responses(400, 403, 504))
 async def execute_statement(request: Request, body: StatementRequest,
-                            caller: Annotated[Caller, Depends(get_caller)]) -> dict:
+                            caller: CallerDep) -> dict:
     """Run one SQL statement as the caller, under the policies (403 when denied, with the
     message the Python API gives)."""
     svc = get_service(request)
@@ -104,6 +104,7 @@ async def execute_statement(request: Request, body: StatementRequest,
     loop = asyncio.get_running_loop()
     future = loop.run_in_executor(_pool, run)
     future.add_done_callback(lambda _: svc.discovery.invalidate())  # DDL shows at once
+    future.add_done_callback(_retrieved)  # a statement that outlived its 504 ends quietly
     try:
         return await asyncio.wait_for(asyncio.shield(future), timeout)
     except TimeoutError:
@@ -125,6 +126,14 @@ async def execute_statement(request: Request, body: StatementRequest,
         log.warning("statement %s failed at collect: %s", rec.request_id, e)
         raise ApiError(400, f"statement failed while reading its result ({type(e).__name__}); "
                        f"request id {rec.request_id}") from None
+
+
+def _retrieved(future: asyncio.Future) -> None:
+    """Take a finished statement's exception: after a 504 nobody awaits it, and asyncio
+    would print "Future exception was never retrieved" with Spark's text on stderr."""
+    if not future.cancelled() and future.exception() is not None:
+        log.info("a statement ended after its caller was answered: %s",
+                 type(future.exception()).__name__)
 
 
 def _start_spark(lg: Any) -> None:

@@ -37,7 +37,7 @@ def diagnose_cross_joins(query_ids: list[int]) -> dict[int, int]:
     from benchmarks.rewrite import setup
     from benchmarks.tpcds import spark_queries
     from benchmarks.tpcds_policies import BENCH_USER
-    from governance.plan import Planner
+    from governance.planning.dispatch import Planner
     from governance.resolve import Namespace
     from governance.rewrite import PolicySql
 

@@ -29,7 +29,7 @@ from benchmarks.tpcds import spark_queries, tpcds_tables
 from benchmarks.tpcds_policies import BENCH_USER, tpcds_policy_yaml
 from catalog.catalog import Catalog
 from catalog.store import SqliteStore
-from governance.plan import Planner
+from governance.planning.dispatch import Planner
 from governance.policy.enforcer import PolicyEnforcer
 from governance.policy.loader import load_policy_text
 from governance.resolve import Namespace

@@ -2,13 +2,16 @@
 
 Lookups sit on the rewrite hot path, so a snapshot of every table is kept in memory and
 refreshed only when the store's generation counter moved (another process may have created
-or dropped a table): one indexed SQLite read per statement.
+or dropped a table). The planner checks that counter once per statement (`pinned`), so a
+statement costs one indexed store read however many tables it names.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from catalog.model import CatalogInfo, SchemaInfo, TableInfo
@@ -33,6 +36,7 @@ class Catalog:
         self.store = store
         self.warehouse = Path(warehouse).resolve()
         self._lock = threading.Lock()
+        self._pins = threading.local()  # depth of `pinned` blocks in this thread
         self._generation = -1
         self._tables: dict[tuple[str, str, str], TableInfo] = {}
         self._schemas: set[tuple[str, str]] = set()
@@ -41,6 +45,8 @@ class Catalog:
     # snapshot ---------------------------------------------------------------------------
 
     def _snapshot(self) -> None:
+        if getattr(self._pins, "depth", 0):
+            return
         gen = self.store.generation()
         if gen == self._generation:
             return
@@ -51,8 +57,16 @@ class Catalog:
             self._tables, self._schemas, self._catalogs = tables, schemas, catalogs
             self._generation = gen
 
-    def refresh(self) -> None:
+    @contextmanager
+    def pinned(self) -> Iterator[None]:
+        """In this thread, lookups inside the block skip the generation check: it is made
+        once, on entry (one statement's planning, one store read)."""
         self._snapshot()
+        self._pins.depth = getattr(self._pins, "depth", 0) + 1
+        try:
+            yield
+        finally:
+            self._pins.depth -= 1
 
     # reads ------------------------------------------------------------------------------
 
@@ -80,11 +94,6 @@ class Catalog:
 
     def catalogs(self) -> list[CatalogInfo]:
         return self.store.list_catalogs()
-
-    def locations(self) -> dict[str, TableInfo]:
-        """Normalised location -> table, for the plan verifier."""
-        self._snapshot()
-        return {normalise_location(t.location): t for t in self._tables.values()}
 
     def managed_location(self, catalog: str, schema: str, name: str) -> str:
         """`warehouse/catalog/schema/table`, built only from valid name parts."""

@@ -15,7 +15,8 @@ import re
 import unicodedata
 
 MAX_NAME_CHARS = 255
-_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]*")
+NAME_PATTERN = r"[A-Za-z0-9_][A-Za-z0-9_-]*"  # also the REST schema's name parts
+_NAME = re.compile(NAME_PATTERN)
 
 
 class InvalidName(ValueError):

@@ -1,21 +1,33 @@
-"""lakegate.yaml: where the warehouse, catalog, policies and audit log live, and Spark's setup."""
+"""lakegate.yaml: where the warehouse, catalog, policies and audit log live, and Spark's setup.
+
+The file is checked by pydantic models (`_File` and the models it holds: types, bounds,
+unknown keys) and read into the frozen dataclasses the rest of the code uses, which code may
+also build directly. A mistake is one line naming the file and the key (`_message`).
+"""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, ClassVar, get_args
 
 import yaml
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PositiveFloat,
+    PositiveInt,
+    StringConstraints,
+    ValidationError,
+    model_validator,
+)
+from pydantic_core import ErrorDetails
 
 from governance.errors import ConfigError
-from governance.identity import InvalidName, canonical_user
-
-_KEYS = {"warehouse", "catalog", "policies", "audit", "spark", "default_catalog",
-         "default_schema", "verify_plans", "audit_max_bytes", "audit_backup_count", "api",
-         "policies_ref", "policies_settle", "connect"}
-_API_KEYS = {"tokens", "secret", "secret_env", "row_limit", "timeout", "products", "host",
-             "port"}
+from governance.identity import canonical_user
 
 
 @dataclass(frozen=True)
@@ -98,113 +110,174 @@ class Config:
             raise ConfigError(f"{p}: not valid YAML: {str(e).splitlines()[0]}") from None
         if not isinstance(raw, dict):
             raise ConfigError(f"{p}: expected a mapping of settings")
-        unknown = set(raw) - _KEYS
-        if unknown:
-            raise ConfigError(f"{p}: unknown setting(s) {', '.join(sorted(unknown))}; "
-                              f"known: {', '.join(sorted(_KEYS))}")
+        try:
+            f = _File.model_validate(raw)
+        except ValidationError as e:
+            raise ConfigError(f"{p}: {_message(e.errors())}") from None
         base = p.parent
 
-        def rel(key: str, default: str) -> Path:
-            value = raw.get(key, default)
-            if not isinstance(value, str):
-                raise ConfigError(f"{p}: '{key}' must be a path")
+        def rel(value: str) -> Path:
             q = Path(value).expanduser()
             return q if q.is_absolute() else (base / q).resolve()
 
-        catalog = raw.get("catalog", "catalog.db")
-        if not isinstance(catalog, str):
-            raise ConfigError(f"{p}: 'catalog' must be a file path or URL")
+        catalog = f.catalog
         if "://" not in catalog and catalog != ":memory:":
-            catalog = str(rel("catalog", "catalog.db"))
-        spark = raw.get("spark") or {}
-        if not isinstance(spark, dict):
-            raise ConfigError(f"{p}: 'spark' must be a mapping with master and conf")
-        conf = spark.get("conf") or {}
-        if not isinstance(conf, dict):
-            raise ConfigError(f"{p}: 'spark.conf' must be a mapping")
+            catalog = str(rel(catalog))
+        spark = f.spark or _Spark()
+        api = f.api
         return cls(
-            warehouse=rel("warehouse", "warehouse"),
+            warehouse=rel(f.warehouse),
             catalog=catalog,
-            policies=rel("policies", "policies"),
-            audit=rel("audit", "audit"),
-            spark_master=str(spark.get("master", "local[*]")),
-            spark_conf={str(k): str(v) for k, v in conf.items()},
-            default_catalog=str(raw.get("default_catalog", "main")).lower(),
-            default_schema=str(raw.get("default_schema", "default")).lower(),
-            verify_plans=bool(raw.get("verify_plans", True)),
-            audit_max_bytes=int(raw.get("audit_max_bytes", 64 * 1024 * 1024)),
-            audit_backup_count=int(raw.get("audit_backup_count", 20)),
-            policies_ref=str(raw["policies_ref"]) if raw.get("policies_ref") else None,
-            policies_settle=float(raw.get("policies_settle", 1.0)),
+            policies=rel(f.policies),
+            audit=rel(f.audit),
+            spark_master=spark.master,
+            spark_conf={str(k): str(v) for k, v in (spark.conf or {}).items()},
+            default_catalog=f.default_catalog.lower(),
+            default_schema=f.default_schema.lower(),
+            verify_plans=f.verify_plans,
+            audit_max_bytes=f.audit_max_bytes,
+            audit_backup_count=f.audit_backup_count,
+            policies_ref=f.policies_ref or None,
+            policies_settle=f.policies_settle,
             path=p,
-            api=_api_config(p, raw.get("api"), rel_to=base),
-            connect=_connect_config(p, raw.get("connect"), rel_to=base),
+            api=ApiConfig() if api is None else ApiConfig(
+                tuple(ApiToken(t.user, t.sha256) for t in api.tokens or ()), api.secret,
+                api.row_limit, api.timeout, None if api.products is None else rel(api.products),
+                api.host, api.port),
+            connect=ConnectConfig() if f.connect is None else ConnectConfig(
+                f.connect.host, f.connect.port,
+                None if f.connect.tls_cert is None else rel(f.connect.tls_cert),
+                None if f.connect.tls_key is None else rel(f.connect.tls_key)),
         )
 
 
-def _api_config(p: Path, raw: Any, *, rel_to: Path) -> ApiConfig:
-    import os
+# --- the file's schema -----------------------------------------------------------------------
+# A field's description, where it has one, is its message for a value of the wrong kind.
 
-    if raw is None:
-        return ApiConfig()
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{p}: 'api' must be a mapping (tokens, secret, row_limit, timeout)")
-    unknown = set(raw) - _API_KEYS
-    if unknown:
-        raise ConfigError(f"{p}: unknown api setting(s) {', '.join(sorted(unknown))}; "
-                          f"known: {', '.join(sorted(_API_KEYS))}")
-    tokens: list[ApiToken] = []
-    for i, t in enumerate(raw.get("tokens") or []):
-        if not isinstance(t, dict) or set(t) != {"user", "sha256"}:
-            raise ConfigError(f"{p}: api.tokens[{i}] must be {{user: NAME, sha256: HEX}}")
-        digest = str(t["sha256"]).strip().lower()
-        if len(digest) != 64 or any(ch not in "0123456789abcdef" for ch in digest):
-            raise ConfigError(f"{p}: api.tokens[{i}].sha256 is not 64 hex digits")
-        try:
-            user = canonical_user(t["user"])
-        except InvalidName as e:
-            raise ConfigError(f"{p}: api.tokens[{i}].user: {e}") from None
-        tokens.append(ApiToken(user, digest))
-    secret = raw.get("secret")
-    if raw.get("secret_env"):
-        secret = os.environ.get(str(raw["secret_env"])) or secret
-    if secret is not None and (not isinstance(secret, str) or len(secret) < 16):
-        raise ConfigError(f"{p}: api.secret must be a string of at least 16 characters")
-    try:
-        row_limit = int(raw.get("row_limit", 10_000))
-        timeout = float(raw.get("timeout", 60.0))
-        port = int(raw.get("port", 8080))
-    except (TypeError, ValueError):
-        raise ConfigError(f"{p}: api.row_limit, api.timeout and api.port must be numbers") \
-            from None
-    if row_limit < 1 or timeout <= 0:
-        raise ConfigError(f"{p}: api.row_limit and api.timeout must be positive")
-    products = raw.get("products")
-    if products is not None and not isinstance(products, str):
-        raise ConfigError(f"{p}: 'api.products' must be a path")
-    prod_path = None
-    if products is not None:
-        q = Path(products).expanduser()
-        prod_path = q if q.is_absolute() else (rel_to / q).resolve()
-    return ApiConfig(tuple(tokens), secret, row_limit, timeout, prod_path,
-                     str(raw.get("host", "127.0.0.1")), port)
+_PATH = "'{where}' must be a path"
+_NUMBERS = "'{where}': api.row_limit, api.timeout and api.port must be numbers"
 
 
-def _connect_config(p: Path, raw: Any, *, rel_to: Path) -> ConnectConfig:
-    if raw is None:
-        return ConnectConfig()
-    if not isinstance(raw, dict) or set(raw) - {"host", "port", "tls_cert", "tls_key"}:
-        raise ConfigError(f"{p}: 'connect' must be a mapping of host, port, tls_cert, tls_key")
-    paths = {}
-    for key in ("tls_cert", "tls_key"):
-        if raw.get(key) is not None:
-            if not isinstance(raw[key], str):
-                raise ConfigError(f"{p}: connect.{key} must be a path")
-            q = Path(raw[key]).expanduser()
-            paths[key] = q if q.is_absolute() else (rel_to / q).resolve()
-    try:
-        port = int(raw.get("port", 15002))
-    except (TypeError, ValueError):
-        raise ConfigError(f"{p}: connect.port must be a number") from None
-    return ConnectConfig(str(raw.get("host", "127.0.0.1")), port, paths.get("tls_cert"),
-                         paths.get("tls_key"))
+class _Token(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    WHAT: ClassVar[str] = "'{where}' must be {user: NAME, sha256: HEX}"  # the item's shape
+
+    # InvalidName is a ValueError: its one line (never echoing the name) becomes the message
+    user: Annotated[str, AfterValidator(canonical_user)]
+    sha256: Annotated[str, StringConstraints(strip_whitespace=True, to_lower=True,
+                                             pattern=r"^[0-9a-fA-F]{64}$")] = Field(
+        description="{where}: not 64 hex digits", coerce_numbers_to_str=True)
+
+
+class _Api(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    tokens: list[_Token] | None = None
+    secret: Annotated[str, StringConstraints(min_length=16)] | None = Field(
+        None, description="'{where}' must be a string of at least 16 characters")
+    secret_env: str | None = None
+    row_limit: PositiveInt = Field(10_000, description=_NUMBERS)
+    timeout: PositiveFloat = Field(60.0, description=_NUMBERS)
+    products: str | None = Field(None, description=_PATH)
+    host: str = "127.0.0.1"
+    port: int = Field(8080, description=_NUMBERS)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _secret_from_env(cls, data: Any) -> Any:
+        """`secret_env` names a variable whose value, when set, is the secret."""
+        if isinstance(data, dict) and data.get("secret_env"):
+            return {**data, "secret": os.environ.get(str(data["secret_env"]))
+                    or data.get("secret")}
+        return data
+
+
+class _Spark(BaseModel):
+    master: str = "local[*]"
+    conf: dict[Any, Any] | None = Field(None, description="'{where}' must be a mapping")
+
+
+class _Connect(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    host: str = "127.0.0.1"
+    port: int = Field(15002, description="'{where}' must be a number")
+    tls_cert: str | None = Field(None, description=_PATH)
+    tls_key: str | None = Field(None, description=_PATH)
+
+
+class _File(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    warehouse: str = Field("warehouse", description=_PATH)
+    catalog: str = Field("catalog.db", description="'{where}' must be a file path or URL")
+    policies: str = Field("policies", description=_PATH)
+    audit: str = Field("audit", description=_PATH)
+    spark: _Spark | None = Field(None, description="'{where}' must be a mapping with master "
+                                                   "and conf")
+    default_catalog: str = "main"
+    default_schema: str = "default"
+    verify_plans: bool = True
+    audit_max_bytes: int = 64 * 1024 * 1024
+    audit_backup_count: int = 20
+    api: _Api | None = Field(None, description="'{where}' must be a mapping (tokens, secret, "
+                                               "row_limit, timeout)")
+    policies_ref: str | None = Field(None, coerce_numbers_to_str=True)  # a SHA may be digits
+    policies_settle: float = 1.0
+    connect: _Connect | None = Field(None, description="'{where}' must be a mapping of host, "
+                                                       "port, tls_cert, tls_key")
+
+
+def _message(errors: list[ErrorDetails]) -> str:
+    """The first error as one line in the file's terms; pydantic's own line where the field
+    has no description."""
+    err = errors[0]
+    loc, kind = err["loc"], err["type"]
+    if kind in ("extra_forbidden", "missing"):
+        parent = loc[:-1]
+        if parent and isinstance(parent[-1], int):  # inside a list item: say its shape
+            return _Token.WHAT.replace("{where}", _where(parent))
+        unknown = sorted(str(e["loc"][-1]) for e in errors
+                         if e["type"] == "extra_forbidden" and e["loc"][:-1] == parent)
+        known = sorted(_walk(parent)[0].model_fields)  # type: ignore[union-attr]
+        section = f"{_where(parent)} " if parent else ""
+        return f"unknown {section}setting(s) {', '.join(unknown)}; known: {', '.join(known)}"
+    where = _where(loc)
+    if kind == "value_error":
+        return f"{where}: {err.get('ctx', {}).get('error', err['msg'])}"
+    if kind == "greater_than":
+        return f"'{where}' must be positive"
+    template = _walk(loc)[1]
+    return template.replace("{where}", where) if template else f"'{where}': {err['msg']}"
+
+
+def _where(loc: tuple[int | str, ...]) -> str:
+    """`api.tokens[1].user` for ("api", "tokens", 1, "user")."""
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _walk(loc: tuple[int | str, ...]) -> tuple[type[BaseModel] | None, str | None]:
+    """The model at `loc` and the message template of its last field or list item."""
+    model: type[BaseModel] | None = _File
+    template = None
+    for part in loc:
+        if model is None:
+            break
+        if isinstance(part, int):
+            template = getattr(model, "WHAT", template)
+            continue
+        info = model.model_fields.get(part)
+        if info is None:
+            break
+        template, model = info.description, _model_in(info.annotation)
+    return model, template
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    """The model inside `X`, `X | None` or `list[X] | None`."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    return next((m for a in get_args(annotation) if (m := _model_in(a))), None)

@@ -14,13 +14,32 @@ from sqlglot import exp
 
 from governance.errors import Refused
 
-# Functions that run code, read files, or turn errors into a channel for hidden values.
-DENIED_FUNCTIONS = frozenset({
-    "reflect", "java_method", "try_reflect", "input_file_name", "input_file_block_start",
-    "input_file_block_length", "raise_error", "assert_true", "read_files", "from_avro",
-    "to_avro", "url_decode", "spark_partition_id", "monotonically_increasing_id",
-    "current_database", "current_schema", "current_catalog",
-})
+_RUNS_CODE = "runs arbitrary JVM code"
+_READS_FILES = "reads files or file metadata instead of governed values"
+_ERROR_CHANNEL = "can fail with a value in its error message, a channel for hidden values"
+_LAYOUT = "exposes how the data is stored, not its values"
+_SESSION = "depends on the Spark session's namespace, which the layer does not govern"
+# The one list of functions no governed SQL may call (statements and policy expressions),
+# each with why; `lakegate policy validate` and the rewrite both refuse them through it.
+DENIED_FUNCTIONS: dict[str, str] = {
+    "reflect": _RUNS_CODE,
+    "java_method": _RUNS_CODE,
+    "try_reflect": _RUNS_CODE,
+    "input_file_name": _READS_FILES,
+    "input_file_block_start": _READS_FILES,
+    "input_file_block_length": _READS_FILES,
+    "read_files": _READS_FILES,
+    "raise_error": _ERROR_CHANNEL,
+    "assert_true": _ERROR_CHANNEL,
+    "from_avro": _ERROR_CHANNEL,
+    "to_avro": _ERROR_CHANNEL,
+    "url_decode": _ERROR_CHANNEL,
+    "spark_partition_id": _LAYOUT,
+    "monotonically_increasing_id": _LAYOUT,
+    "current_database": _SESSION,
+    "current_schema": _SESSION,
+    "current_catalog": _SESSION,
+}
 IDENTITY_USER = frozenset({"current_user", "session_user", "user"})
 IDENTITY_MEMBER = frozenset({"is_member", "is_account_group_member"})
 # Spark's built-in function names; anything else (a UDF registered in the shared session,
@@ -40,6 +59,15 @@ def function_name(node: exp.Expression) -> str:
     if isinstance(node, exp.Func):
         return node.sql_name().lower()
     return ""
+
+
+def is_unknown_function(node: exp.Expression, name: str) -> bool:
+    """A call of something that is not a Spark built-in (a UDF in the shared session, say).
+
+    Table functions (a call under a FROM) are resolve.py's to govern."""
+    return (isinstance(node, exp.Anonymous) and name not in SPARK_BUILTINS
+            and name not in IDENTITY_USER and name not in IDENTITY_MEMBER
+            and not isinstance(node.parent, exp.Table))
 
 
 def govern_expression(
@@ -95,8 +123,7 @@ def govern_expression(
             replacements.append((node, exp.Boolean(this=is_member(args[0].this))))
         elif name in DENIED_FUNCTIONS:
             raise Refused(f"function {name}() is refused in a {where}")
-        elif (isinstance(node, exp.Anonymous) and name not in SPARK_BUILTINS
-              and not isinstance(node.parent, exp.Table)):  # table functions: resolve.py
+        elif is_unknown_function(node, name):
             raise Refused(f"function {name}() is not a Spark built-in; refused in a {where}")
     for old, new in replacements:
         if old is tree:

@@ -66,7 +66,7 @@ def parse_statement(text: str | bytes) -> exp.Expression:
     except SqlParseError:
         raise
     except (ParseError, TokenError) as e:
-        raise SqlParseError(f"cannot parse statement: {_first_line(e)}") from None
+        raise SqlParseError(f"cannot parse statement: {describe_parse_error(e)}") from None
     except RecursionError:
         raise SqlParseError("statement is nested too deeply to govern") from None
     except Exception as e:  # the parser must never be the reason a statement runs
@@ -124,7 +124,8 @@ def _token_text(m: re.Match) -> str:
     return "the end of the statement" if kind == "SENTINEL" or not text else f"'{text}'"
 
 
-def _first_line(e: Exception) -> str:
+def describe_parse_error(e: Exception) -> str:
+    """sqlglot's error in one line a person can act on (statements and policy expressions)."""
     errors = getattr(e, "errors", None)
     if errors:
         first = errors[0]

@@ -7,18 +7,18 @@ A read of `main.sales.orders AS o` becomes
      WHERE (<permissive> OR <permissive>) AND <restrictive>) AS o
 
 so row filters see real values, masks happen before anything the user's query does, and
-hidden columns are not there at all. The subquery text is cached per user and table, and
-spliced into the generated statement at a placeholder carrying a per-statement nonce (no
-user text can forge it): generating the policy part once is what keeps rewriting fast.
+hidden columns are not there at all. The subquery text is cached per user and table version
+(see `_key`), and spliced into the generated statement at a placeholder carrying a
+per-statement nonce (no user text can forge it): generating the policy part once is what
+keeps rewriting fast.
 """
 
 from __future__ import annotations
 
 import secrets
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-import sqlglot
 from sqlglot import exp
 
 from catalog.model import TableInfo
@@ -26,6 +26,7 @@ from governance.constructs import govern_expression
 from governance.errors import AccessDenied, Refused
 from governance.masks import mask_expr, quote_ident
 from governance.policy.enforcer import Identity, PolicyEnforcer, TableAccess
+from governance.policy.expressions import checked_expression
 from governance.resolve import TableRef
 
 # The relation inside a view body is always explicitly aliased, so nothing after it (WHERE
@@ -50,10 +51,14 @@ class ReadView:
     alias: str
 
 
-@dataclass
-class Rewritten:
-    sql: str
-    views: list[ReadView] = field(default_factory=list)
+_MAX_CACHED = 100_000  # entries per cache; a re-registered table adds new ones
+
+
+def _key(ident: Identity, table: TableInfo) -> tuple:
+    """A view depends on the user and on the table as registered: its columns and types
+    change only by re-registering, which moves `updated_at` (the table's catalog version) and
+    may move its location; the policies are fixed for this PolicySql's enforcer."""
+    return (ident.user, table.full_name, table.updated_at, table.location)
 
 
 class PolicySql:
@@ -68,22 +73,23 @@ class PolicySql:
 
     def __init__(self, enforcer: PolicyEnforcer) -> None:
         self.enforcer = enforcer
-        self._parsed: dict[str, exp.Expression] = {}
-        self._views: dict[tuple[str, str], tuple[list[exp.Expression], exp.Expression | None]] = {}
-        self._bodies: dict[tuple[str, str], str] = {}
+        self._parsed: dict[tuple[str, str], exp.Expression] = {}
+        # keyed like the enforcer's TableAccess cache (see _key): a view is cached exactly as
+        # long as the access it is built from
+        self._views: dict[tuple, tuple[list[exp.Expression], exp.Expression | None]] = {}
+        self._bodies: dict[tuple, str] = {}
         self._lock = threading.Lock()
 
     def _expr(self, key: str, text: str) -> exp.Expression:
-        tree = self._parsed.get(key)
+        """The policy expression's tree, through the checker validation uses (same rules).
+
+        Cached by key and text: a mask's key (`id:column`) may equal a row filter's id."""
+        tree = self._parsed.get((key, text))
         if tree is None:
-            try:
-                tree = sqlglot.parse_one(text, read="spark")
-            except sqlglot.errors.SqlglotError as e:
-                raise Refused(f"policy {key} has an expression that does not parse: "
-                              f"{str(e).splitlines()[0][:120]}") from None
-            if any(isinstance(n, exp.Subquery | exp.Select | exp.Table) for n in tree.walk()):
-                raise Refused(f"policy {key} reads a table in its expression")
-            self._parsed[key] = tree
+            row_filter = self.enforcer.row_filter(key)
+            kind = "filter" if row_filter is not None and row_filter.where == text else "mask"
+            tree = checked_expression(key, text, kind, self.enforcer.policy_set.groups)
+            self._parsed[(key, text)] = tree
         return tree
 
     def governed_expr(self, key: str, text: str, ident: Identity) -> exp.Expression:
@@ -103,7 +109,7 @@ class PolicySql:
         """(projection, filter) trees for this user on this table; filter may be None.
 
         Callers must copy before changing them: they are shared through the cache."""
-        key = (ident.user, access.table.full_name)
+        key = _key(ident, access.table)
         hit = self._views.get(key)
         if hit is not None:
             return hit
@@ -135,12 +141,14 @@ class PolicySql:
         where = exp.and_(*parts, copy=False) if parts else None
         out = (proj, where)
         with self._lock:
+            if len(self._views) >= _MAX_CACHED:
+                self._views.clear()
             self._views[key] = out
         return out
 
     def body(self, ident: Identity, access: TableAccess) -> str:
         """The view body's SQL with SOURCE_MARK where the Delta relation goes."""
-        key = (ident.user, access.table.full_name)
+        key = _key(ident, access.table)
         hit = self._bodies.get(key)
         if hit is not None:
             return hit
@@ -154,6 +162,8 @@ class PolicySql:
         if text.count(SOURCE_MARK) != 1:
             raise Refused("internal: governed view source placeholder lost in rewriting")
         with self._lock:
+            if len(self._bodies) >= _MAX_CACHED:
+                self._bodies.clear()
             self._bodies[key] = text
         return text
 
@@ -333,7 +343,3 @@ def check_hidden_columns(
                     cmd="select", tables=(v.access.table.full_name,),
                     policies=v.access.hidden_by.get(name) or v.access.grant_ids,
                 )
-
-
-def table_for_message(t: TableInfo) -> str:
-    return t.full_name

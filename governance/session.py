@@ -2,22 +2,19 @@
 
 `Lakegate` holds what is shared (Spark, catalog, the current policy enforcer, the audit
 log); `GovernedSession` is one user's identity and current namespace. Each statement is
-planned in `plan.py` without Spark, verified against Spark's analyzed plan, run, and
-recorded in the audit log before its result is handed back.
+planned in `governance.planning` without Spark, verified against Spark's analyzed plan, run
+(its DDL actions through `governance.actions`), and recorded in the audit log before its
+result is handed back.
 """
 
 from __future__ import annotations
 
 import getpass
 import json
-import logging
-import re
-import shutil
 import subprocess
 import threading
 import time
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,14 +26,26 @@ from catalog.products import dir_stamp
 from catalog.store import open_store
 from governance.config import Config
 from governance.errors import AccessDenied, AuditUnavailable, LakegateError
+from governance.execute import (
+    ERROR_LOG,
+    StatementFailed,
+    governed_frame,
+    route_error_log,
+    run_planned,
+    spark_error,
+)
+
+# re-exported: callers (api/statements.py, tests) import these from the session
+from governance.execute import analyze_only as analyze_only
+from governance.execute import failure_message as failure_message
 from governance.identity import InvalidName, canonical_user
-from governance.plan import ROW_FILTER_VIOLATION, Planned, Planner
+from governance.planning.dispatch import Planner
+from governance.planning.planned import Planned
 from governance.policy.enforcer import PolicyEnforcer
 from governance.policy.loader import is_policy_file, load_policy_dir, load_policy_text
 from governance.policy.model import PolicySet
 from governance.resolve import Namespace
 from governance.rewrite import PolicySql
-from governance.verify import verify_plan
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -44,125 +53,8 @@ if TYPE_CHECKING:
 from audit import AuditEvent, AuditLog, AuditWriteError, statement_hash
 
 AUDIT_TABLE = "system.access.audit"
-#: Full Spark error texts go here, never to the caller: the CLI and the REST server route it
-#: to `lakegate-server.log` beside the config (see `route_error_log`).
-ERROR_LOG = logging.getLogger("lakegate.errors")
 #: Statement kinds that change nothing: everything else gets an intent record before it runs.
 READ_ONLY_CMDS = frozenset({"select", "describe", "show", "use"})
-#: Analysis errors whose message names only the statement's own identifiers (never a value
-#: read from a table), so the caller may read them. An allow-list by error class: any other
-#: class, and every error raised while running, is reported as class + query id only.
-READABLE_ANALYSIS_ERRORS = frozenset({
-    "PARSE_SYNTAX_ERROR",
-    "PARSE_EMPTY_STATEMENT",
-    "UNRESOLVED_COLUMN.WITH_SUGGESTION",
-    "UNRESOLVED_COLUMN.WITHOUT_SUGGESTION",
-    "UNRESOLVED_FIELD.WITH_SUGGESTION",
-    "UNRESOLVED_FIELD.WITHOUT_SUGGESTION",
-    "UNRESOLVED_ROUTINE",
-    "TABLE_OR_VIEW_NOT_FOUND",
-    "AMBIGUOUS_REFERENCE",
-    "WRONG_NUM_ARGS.WITHOUT_SUGGESTION",
-    "MISSING_AGGREGATION",
-    "MISSING_GROUP_BY",
-})
-
-
-class StatementFailed(LakegateError):
-    """Spark could not run an allowed statement: its error class and query id, or (for an
-    allow-listed analysis error) Spark's first line."""
-
-
-def route_error_log(path: Path) -> None:
-    """Send `lakegate.errors` to `path` only (never to the caller's stdout/stderr)."""
-    target = str(path.resolve())
-    if any(isinstance(h, logging.FileHandler) and h.baseFilename == target
-           for h in ERROR_LOG.handlers):
-        return
-    handler = logging.FileHandler(target, encoding="utf-8")
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    ERROR_LOG.addHandler(handler)
-    ERROR_LOG.propagate = False
-    if ERROR_LOG.level == logging.NOTSET:
-        ERROR_LOG.setLevel(logging.INFO)
-
-
-def error_class(e: BaseException) -> str:
-    """Spark's error class of `e` or of the first JVM cause that has one (a failed job wraps
-    the task's error), else the exception's type name. Never derived from message text."""
-    get = getattr(e, "getErrorClass", None)
-    try:
-        cls = get() if callable(get) else None
-    except Exception:
-        cls = None
-    if cls:
-        return str(cls)
-    j = getattr(e, "_origin", None) or getattr(e, "java_exception", None)
-    for _ in range(16):  # a cause chain is short; bound it anyway
-        if j is None:
-            break
-        try:
-            cls = j.getErrorClass()
-        except Exception:
-            cls = None
-        if cls:
-            return str(cls)
-        try:
-            j = j.getCause()
-        except Exception:
-            break
-    return type(e).__name__
-
-
-def failure_message(e: BaseException, query_id: str, user: str) -> str:
-    """The caller's line for a failed run: class + query id; the full text to the server log."""
-    cls = error_class(e)
-    ERROR_LOG.error("query %s (user %s) failed [%s]: %s", query_id, user, cls,
-                    getattr(e, "desc", None) or e)
-    return f"statement failed: [{cls}] (query {query_id})"
-
-
-def governed_frame(df: DataFrame, query_id: str, user: str) -> DataFrame:
-    """`df` whose actions report failures as class + query id (see GovernedDataFrame)."""
-    df.__class__ = _governed_class()
-    df._lg_query_id, df._lg_user = query_id, user  # type: ignore[attr-defined]
-    return df
-
-
-_GOVERNED: list[type] = []
-_ACTIONS = ("collect", "take", "head", "first", "tail", "count", "show", "toPandas",
-            "toLocalIterator", "foreach", "foreachPartition")
-
-
-def _governed_class() -> type:
-    """Built on first use so that importing the session does not import pyspark."""
-    if _GOVERNED:
-        return _GOVERNED[0]
-    from pyspark.sql import DataFrame as _DataFrame
-
-    def wrap(name: str) -> Callable[..., Any]:
-        base = getattr(_DataFrame, name)
-
-        def action(self: Any, *args: Any, **kw: Any) -> Any:
-            try:
-                return base(self, *args, **kw)
-            except LakegateError:
-                raise
-            except Exception as e:
-                raise StatementFailed(
-                    failure_message(e, self._lg_query_id, self._lg_user)) from None
-        action.__name__ = name
-        action.__doc__ = base.__doc__
-        return action
-
-    cls = type("GovernedDataFrame", (_DataFrame,), {
-        "__doc__": "A governed statement's result: an error while producing rows (which may "
-                   "quote values) reaches the caller as its error class and query id only. "
-                   "Frames derived from it (df.limit(...), df.select(...)) are plain "
-                   "DataFrames again.",
-        **{name: wrap(name) for name in _ACTIONS}})
-    _GOVERNED.append(cls)
-    return cls
 
 
 @dataclass
@@ -184,6 +76,7 @@ class Lakegate:
         if error_log is not None:
             route_error_log(error_log)
         self._spark = spark
+        self._spark_checked = False  # a handed-in SparkSession is checked on first use
         self._spark_log = spark_log
         self.catalog = Catalog(open_store(config.catalog), config.warehouse)
         self.audit = AuditLog(config.audit, max_bytes=config.audit_max_bytes,
@@ -221,10 +114,11 @@ class Lakegate:
 
             self._spark = build_spark(self.config.spark_master, self.config.spark_conf,
                                       log=self._spark_log)
-        else:
+        elif not self._spark_checked:  # checked once: six py4j calls per access otherwise
             from governance.spark import check_spark
 
             check_spark(self._spark)
+            self._spark_checked = True
         return self._spark
 
     # policies ---------------------------------------------------------------------------
@@ -260,6 +154,8 @@ class Lakegate:
                     enforcer = PolicyEnforcer(ps)
                 except Exception as e:  # fail closed: whatever broke, the last good set stays
                     kept = self._policy.version if self._policy else None
+                    ERROR_LOG.warning("policy reload rejected, %s stays in force: %s",
+                                      kept or "nothing", e)
                     self._audit_reload(False, str(e).splitlines()[0] if str(e) else repr(e),
                                        None, kept)
                     if initial or self._policy is None:
@@ -506,67 +402,14 @@ class GovernedSession:
                 raise AuditUnavailable(f"audit log unavailable: {e}") from None
 
     def _execute(self, planned: Planned) -> DataFrame:
-        spark = self.lg.spark
-        if planned.derived:
-            self.lg.refresh_audit_view()
-        if planned.before is not None:
-            planned.before(self.lg, spark)
-        if planned.local_rows is not None:
-            return spark.createDataFrame(planned.local_rows, planned.local_schema)
-        assert planned.sql is not None
-        verify = self.lg.config.verify_plans
-        analyze = self.lg.analyze_view
-
-        if planned.is_query:
-            df = spark.sql(planned.sql)
-            qe = df._jdf.queryExecution()
-            if verify:
-                verify_plan(qe.analyzed(), planned.expected, analyze)
-            # optimize now, inside the governed error handling; execution reuses this plan
-            qe.optimizedPlan()
-        else:
-            if verify:
-                verify_plan(analyze_only(spark, planned.sql), planned.expected, analyze)
-            df = spark.sql(planned.sql)
-        if planned.after is not None:
-            planned.after(self.lg, spark)
-        return df
+        lg = self.lg
+        return run_planned(planned, lg.spark, lg.catalog, verify=lg.config.verify_plans,
+                           analyze=lg.analyze_view, refresh_derived=lg.refresh_audit_view)
 
     def _spark_error(self, e: Exception, planned: Planned | None,
                      query_id: str) -> str | AccessDenied:
-        """Spark's error as class + query id (its full text to the server log), Spark's first
-        line for an allow-listed analysis error, or AccessDenied when it names a hidden
-        column."""
-        raw = str(getattr(e, "desc", None) or e)
-        if ROW_FILTER_VIOLATION in raw and planned is not None:
-            t = planned.target
-            return AccessDenied(
-                f"access denied: a row written by user {self.user} is outside their row filter "
-                f"on {planned.target_name}; nothing was written", cmd=planned.cmd,
-                tables=(planned.target_name or "",),
-                policies=t.policy_ids if t else (),
-                row_filters=tuple(f.id for f in t.row_filters) if t else ())
-        from pyspark.errors import AnalysisException
-
-        if not isinstance(e, AnalysisException) or error_class(e) not in READABLE_ANALYSIS_ERRORS:
-            return failure_message(e, query_id, self.user)
-        lines = [ln for ln in raw.strip().splitlines() if ln.strip()]
-        first = lines[0] if lines else type(e).__name__
-        if first.startswith("An error occurred while calling") and len(lines) > 1:
-            first = lines[1].lstrip(": ")
-        first = first.split("; line ")[0].split(";\n")[0]
-        if planned is not None:
-            m = re.search(r"name `([^`]+)`(?:\.`([^`]+)`)? cannot be resolved", first)
-            if m:
-                hidden = planned.hidden_column(m.group(2) or m.group(1)) or \
-                    planned.hidden_column(m.group(1))
-                if hidden is not None:
-                    return AccessDenied(
-                        f"access denied: user {self.user} may not read column {hidden[1]} of "
-                        f"table {hidden[0]}", cmd=planned.cmd, tables=(hidden[0],))
-            for v in planned.placeholders:
-                first = first.replace(v, "")
-        return f"statement failed: {first[:500]}"
+        """Spark's error as the caller may see it (see `governance.execute.spark_error`)."""
+        return spark_error(e, planned, query_id, self.user)
 
     # audit ------------------------------------------------------------------------------
 
@@ -626,23 +469,6 @@ class GovernedSession:
         self._write([self._event(allowed=planned is not None, succeeded=False, query_id=qid,
                                  stmt_hash=sh, reason=reason, duration_ms=ms, **line)
                      for line in lines])
-
-
-def analyze_only(spark: SparkSession, sql: str) -> Any:
-    """Spark's analyzed plan of a statement without running it (commands run eagerly in
-    spark.sql, so verify them through the parser and analyzer directly)."""
-    state = spark._jsparkSession.sessionState()
-    parsed = state.sqlParser().parsePlan(sql)
-    analyzed = state.analyzer().execute(parsed)
-    state.analyzer().checkAnalysis(analyzed)
-    return analyzed
-
-
-def remove_managed_files(lg: Lakegate, location: str) -> None:
-    """DROP TABLE deletes data only for tables inside the warehouse (managed tables)."""
-    loc = Path(location).resolve()
-    if lg.catalog.warehouse in loc.parents and loc.is_dir():
-        shutil.rmtree(loc)
 
 
 def _git(policies: Path, *args: str) -> bytes:

@@ -23,12 +23,13 @@ import re
 import threading
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from catalog.catalog import normalise_location
 from governance.errors import Refused
+from governance.planning.expected import Expected
 
 # Leaves that read no stored data. ResolvedIdentifier only names a table to create;
 # CTERelationRef points at a CTE whose definition is a child of WithCTE, and so is walked.
@@ -48,28 +49,6 @@ _PLAN_FIELDS: dict[str, tuple[tuple[str, bool], ...]] = {
 }
 # Nodes between a governed view's projection and its relation.
 _VIEW_INNER = frozenset({"SubqueryAlias", "Filter", "Sample", "GlobalLimit", "LocalLimit"})
-
-
-@dataclass
-class Expected:
-    """What the rewriter built: per location, the SQL of its views; write targets."""
-
-    # location -> (view body SQL, the visible columns the enforcer decided)
-    views: dict[str, list[tuple[str, tuple[str, ...]]]] = field(default_factory=dict)
-    targets: Counter = field(default_factory=Counter)
-    # derived tables (the audit log): files under a directory, shaped by layer-owned code
-    derived: dict[str, list[tuple[str, ...]]] = field(default_factory=dict)
-
-    def add_view(self, location: str, body: str, columns: tuple[str, ...]) -> None:
-        self.views.setdefault(normalise_location(location), []).append(
-            (body, tuple(c.lower() for c in columns)))
-
-    def add_derived(self, directory: str, columns: tuple[str, ...]) -> None:
-        self.derived.setdefault(normalise_location(directory), []).append(
-            tuple(c.lower() for c in columns))
-
-    def add_target(self, location: str) -> None:
-        self.targets[normalise_location(location)] += 1
 
 
 # (view SQL, fresh) -> Spark's analyzed plan of it; fresh=False may answer from a cache

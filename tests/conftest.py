@@ -80,15 +80,24 @@ def postgres_server() -> Iterator[str]:
         shutil.rmtree(root, ignore_errors=True)
 
 
-@pytest.fixture
-def postgres_url(postgres_server: str) -> str:
-    """A new, empty database on the test server, for one test."""
+@pytest.fixture(scope="session")
+def new_postgres_database(postgres_server: str):
+    """Makes a new, empty database on the test server and returns its URL."""
     import uuid
 
     import psycopg
     from psycopg import sql
 
-    name = f"t_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(f"{postgres_server}/postgres", autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    return f"{postgres_server}/{name}"
+    def make() -> str:
+        name = f"t_{uuid.uuid4().hex[:12]}"
+        with psycopg.connect(f"{postgres_server}/postgres", autocommit=True) as conn:
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        return f"{postgres_server}/{name}"
+
+    return make
+
+
+@pytest.fixture
+def postgres_url(new_postgres_database) -> str:
+    """A new, empty database on the test server, for one test."""
+    return new_postgres_database()

@@ -7,14 +7,14 @@ backend it forwards to runs inside this process's driver JVM on loopback (backen
 
 from __future__ import annotations
 
-import argparse
 import signal
-import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import TYPE_CHECKING
 
+import click
+
+from governance.cli.kit import EXIT_OK, config_option, config_path
 from governance.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -67,26 +67,26 @@ class Gateway:
         self.backend.stop()
 
 
-def register(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--host", default=None,
-                        help="address to bind (default: connect.host, else 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=None,
-                        help="port (default: connect.port, else 15002)")
-    parser.set_defaults(func=cmd_connect)
+@click.command("connect")
+@config_option
+@click.option("--host", help="address to bind (default: connect.host, else 127.0.0.1)")
+@click.option("--port", type=click.IntRange(0, 65535),
+              help="port (default: connect.port, else 15002)")
+def connect(host: str | None, port: int | None) -> int:
+    """Serve governed Spark Connect (gRPC over TLS) for stock PySpark.
 
-
-def cmd_connect(args: argparse.Namespace) -> int:
+    Needs connect.tls_cert and connect.tls_key; tokens are api.tokens / api.secret."""
     from governance.session import Lakegate
 
-    config = Path(args.config)
+    config = config_path()
     here = config.resolve().parent
     lg = Lakegate.open(config, spark_log=here / "lakegate-spark.log",
                        error_log=here / "lakegate-server.log")
     try:
-        gateway = Gateway(lg, host=args.host, port=args.port)
+        gateway = Gateway(lg, host=host, port=port)
         gateway.start()
-        print(f"lakegate: Spark Connect on {gateway.host}:{gateway.port} (TLS)",
-              file=sys.stderr, flush=True)
+        click.echo(f"lakegate: Spark Connect on {gateway.host}:{gateway.port} (TLS)",
+                   err=True)
         done = threading.Event()
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: done.set())
@@ -94,4 +94,4 @@ def cmd_connect(args: argparse.Namespace) -> int:
         gateway.stop()
     finally:
         lg.close()
-    return 0
+    return EXIT_OK

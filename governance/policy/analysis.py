@@ -12,11 +12,10 @@ from typing import Any
 from catalog.model import ColumnInfo, TableInfo
 from governance.policy.enforcer import AmbiguousMask, PolicyEnforcer
 from governance.policy.loader import load_policy_dir, load_policy_text
-from governance.policy.model import PolicySet
+from governance.policy.model import PRIVILEGES, PolicySet
 
 OTHER_USER = "<any other user>"  # stands for every user the policies do not name
 ALL_COLUMNS = "(other columns)"  # a table known only by name still has columns to decide on
-PRIVILEGES = ("select", "modify", "create", "manage")
 
 
 @dataclass(frozen=True)

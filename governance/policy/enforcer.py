@@ -17,12 +17,25 @@ from dataclasses import dataclass, field
 from itertools import product
 
 import casbin
-import sqlglot
 from sqlglot import exp
 
 from catalog.model import TableInfo
-from governance.policy.compile import build_enforcer
-from governance.policy.model import ColumnMask, PolicySet, Principal, RowFilter
+from governance.policy.compile import (
+    FilterLine,
+    GrantLine,
+    MaskLine,
+    build_enforcer,
+    split_object,
+)
+from governance.policy.expressions import parse_expression
+from governance.policy.model import (
+    PRIVILEGES,
+    ColumnMask,
+    PolicySet,
+    Principal,
+    RowFilter,
+    group_users,
+)
 
 _ALL = "\x00all"  # marks a table-level rule in the column slot of the index
 
@@ -77,22 +90,20 @@ class TableAccess:
         return tuple(dict.fromkeys(ids))
 
 
-_MASK_COLUMNS: dict[tuple[str, str, str], frozenset[str]] = {}
+_MASK_COLUMNS: dict[tuple[str, str], frozenset[str]] = {}
 
 
-def mask_columns(mask: ColumnMask, column: str) -> frozenset[str]:
-    """Lower-case columns a custom mask's expression reads besides the masked one; an
+def mask_columns(mask: ColumnMask) -> frozenset[str]:
+    """Lower-case columns a custom mask's expression names (its `{col}` is not one); an
     expression that does not parse reads nothing here (the rewriter refuses it anyway)."""
     if mask.mask != "custom" or not mask.expression:
         return frozenset()
-    key = (mask.id, mask.expression, column.lower())
+    key = (mask.id, mask.expression)
     hit = _MASK_COLUMNS.get(key)
     if hit is None:
-        try:
-            tree = sqlglot.parse_one(mask.expression.replace("{col}", "__lg_col"), read="spark")
-            hit = frozenset(c.name.lower() for c in tree.find_all(exp.Column)) - {"__lg_col"}
-        except sqlglot.errors.SqlglotError:
-            hit = frozenset()
+        tree, _ = parse_expression(mask.expression, "mask")
+        hit = frozenset() if tree is None else frozenset(
+            c.name.lower() for c in tree.find_all(exp.Column))
         _MASK_COLUMNS[key] = hit
     return hit
 
@@ -116,7 +127,6 @@ class PolicyEnforcer:
         self._filters = {f.id: f for f in ps.row_filters}
         self._filter_order = {f.id: i for i, f in enumerate(ps.row_filters)}
         self._masks = {m.id: m for m in ps.column_masks}
-        self._groups = set(ps.groups)
         # (subject, privilege) -> (cat, schema, table) -> column|_ALL -> rules
         self._grants: dict[tuple[str, str], dict[tuple[str, str, str], dict[str, list[_GrantRule]]]]
         self._grants = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
@@ -133,15 +143,16 @@ class PolicyEnforcer:
         self._lock = threading.Lock()
 
     def _build_index(self) -> None:
+        """Index casbin's own lines (read by the field names compile.py gives them)."""
         model = self.casbin.get_model().model["p"]
-        for sub, obj, act, eft, rid in model["p"].policy:
-            parts = obj.split(".")
-            column = parts[3] if len(parts) == 4 else _ALL
-            self._grants[(sub, act)][tuple(parts[:3])][column].append(_GrantRule(eft, rid))
-        for sub, obj, _kind, rid in model["p2"].policy:
-            self._filter_idx[sub][tuple(obj.split(".")[:3])].append(rid)
-        for sub, obj, rid, _prio, _exc in model["p3"].policy:
-            self._mask_idx[sub][tuple(obj.split(".")[:3])].append(rid)
+        for grant in map(GrantLine._make, model["p"].policy):
+            table, column = split_object(grant.obj)
+            rule = _GrantRule(grant.eft, grant.id)
+            self._grants[(grant.sub, grant.act)][table][column or _ALL].append(rule)
+        for line in map(FilterLine._make, model["p2"].policy):
+            self._filter_idx[line.sub][split_object(line.obj)[0]].append(line.id)
+        for line in map(MaskLine._make, model["p3"].policy):
+            self._mask_idx[line.sub][split_object(line.obj)[0]].append(line.id)
         # freeze the defaultdicts so lookups of absent keys do not grow them
         self._grants = {k: {t: dict(c) for t, c in v.items()} for k, v in self._grants.items()}
         self._filter_idx = {k: dict(v) for k, v in self._filter_idx.items()}
@@ -162,8 +173,9 @@ class PolicyEnforcer:
                 self._identities[user] = ident
         return ident
 
-    def is_group(self, name: str) -> bool:
-        return name.lower() in self._groups
+    def row_filter(self, rule_id: str) -> RowFilter | None:
+        """The row filter with this id (ids are unique across rule kinds), or None."""
+        return self._filters.get(rule_id)
 
     # privileges -----------------------------------------------------------------------
 
@@ -205,7 +217,7 @@ class PolicyEnforcer:
 
     def privileges(self, ident: Identity, table: TableInfo) -> frozenset[str]:
         out = set()
-        for priv in ("select", "modify", "create", "manage"):
+        for priv in PRIVILEGES:
             if self.has_privilege(ident, priv, table.catalog, table.schema, table.name)[0]:
                 out.add(priv)
         return frozenset(out)
@@ -265,7 +277,7 @@ class PolicyEnforcer:
         hidden_low = {h.lower() for h in hidden}
         leaks: dict[str, tuple[str, str]] = {}
         for low, applied in masks.items():
-            read = sorted(mask_columns(applied.mask, applied.column) & hidden_low)
+            read = sorted(mask_columns(applied.mask) & hidden_low)
             if read:
                 leaks[low] = (applied.mask.id, read[0])
         return TableAccess(
@@ -336,5 +348,4 @@ class PolicyEnforcer:
             return {principal.name}
         if principal.kind == "any":
             return {"*"}
-        users = self.casbin.get_implicit_users_for_role(principal.key)
-        return {u[5:] for u in users if u.startswith("user:")}
+        return set(group_users(self.policy_set.groups, principal.name))

@@ -8,6 +8,7 @@ enforcer).
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -24,6 +25,8 @@ MASKS: tuple[str, ...] = (
     "year",
     "custom",
 )
+EFFECTS: tuple[str, ...] = ("allow", "deny")
+FILTER_KINDS: tuple[str, ...] = ("permissive", "restrictive")
 Effect = Literal["allow", "deny"]
 FilterKind = Literal["permissive", "restrictive"]
 
@@ -216,6 +219,28 @@ class PolicySet:
             if key in d.schemas:
                 return d.name
         return None
+
+
+def group_users(groups: Mapping[str, tuple[Principal, ...]], group: str) -> frozenset[str]:
+    """Users in `group`, directly or through nested groups (a cycle is walked once).
+
+    The one expansion of groups into users: the validator's audiences and the enforcer's
+    `members_of` use it; casbin's role manager answers the other direction (a user's groups)
+    and the equivalence tests hold the two together."""
+    users: set[str] = set()
+    seen: set[str] = set()
+    stack = [group]
+    while stack:
+        g = stack.pop()
+        if g in seen:
+            continue
+        seen.add(g)
+        for m in groups.get(g, ()):
+            if m.kind == "user":
+                users.add(m.name)
+            elif m.kind == "group":
+                stack.append(m.name)
+    return frozenset(users)
 
 
 def content_hash(blobs: list[tuple[str, bytes]]) -> str:

@@ -38,7 +38,7 @@ def api_lakegate(lakehouse, spark, tmp_path_factory: pytest.TempPathFactory):
     api = ApiConfig(
         tokens=tuple(ApiToken(u, hashlib.sha256(token_of(u).encode()).hexdigest())
                      for u in PERSONAS),
-        secret=SECRET, row_limit=5, timeout=20.0, products=root / "products")
+        secret=SECRET, row_limit=5, timeout=300.0, products=root / "products")
     cfg = replace(lakehouse.config, catalog=str(root / "catalog.db"), audit=root / "audit",
                   api=api)
     lg = Lakegate(cfg, spark=spark)

@@ -87,3 +87,29 @@ def test_timeout_cancels_and_is_504(as_user) -> None:
     assert body["error_code"] == "DEADLINE_EXCEEDED"
     status, body = _sql(as_user("root"), "SELECT count(*) FROM main.sales.orders")
     assert status == 200 and body["rows"] == [[8]]  # the server is still serving
+
+
+def test_a_statement_failing_after_its_504_is_not_reported_by_asyncio() -> None:
+    """A timed-out statement's future is not awaited any more; its later failure (Spark's
+    text) must not surface as "Future exception was never retrieved" on stderr."""
+    import asyncio
+    import gc
+
+    from api.statements import _retrieved
+
+    reported: list[dict] = []
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        loop.set_exception_handler(lambda _loop, ctx: reported.append(ctx))
+        for wired in (False, True):
+            future = loop.create_future()
+            if wired:
+                future.add_done_callback(_retrieved)
+            future.set_exception(RuntimeError("customer Anna's row"))
+            await asyncio.sleep(0)  # callbacks run
+            del future
+            gc.collect()
+
+    asyncio.run(main())
+    assert len(reported) == 1  # only the unwired future was reported

@@ -1,5 +1,5 @@
-"""Pieces without a server: product store and YAML, type mapping, the Delta log reader, the
-`api:` config section and the `serve` command."""
+"""Pieces without a server: product store and YAML, type mapping, the `api:` config section
+and the `serve` command (the Delta log reader, which needs real tables: test_api_delta_log)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from api.delta_log import read_log
 from api.types import field_json, precision_scale, type_name
 from catalog.products import (
     DataProduct,
@@ -106,68 +105,68 @@ def test_load_product_dir(tmp_path: Path) -> None:
 
 # --- types -----------------------------------------------------------------------------------
 
+_DEC = {"type": "array", "elementType": "decimal(5,1)", "containsNull": True}
 
-@pytest.mark.parametrize(("text", "name"), [
-    ("int", "INT"), ("bigint", "LONG"), ("smallint", "SHORT"), ("tinyint", "BYTE"),
-    ("decimal(10,2)", "DECIMAL"), ("string", "STRING"), ("varchar(5)", "STRING"),
-    ("char(3)", "CHAR"), ("array<int>", "ARRAY"), ("map<string,int>", "MAP"),
-    ("struct<a:int>", "STRUCT"), ("timestamp_ntz", "TIMESTAMP_NTZ"), ("date", "DATE"),
-    ("interval day to second", "INTERVAL"), ("geometry", "USER_DEFINED_TYPE"),
+
+def _f(name: str, type_: object, nullable: bool = True, comment: str | None = None) -> dict:
+    return {"name": name, "type": type_, "nullable": nullable,
+            "metadata": {"comment": comment} if comment else {}}
+
+
+# Spark type string -> (UC type_name, (precision, scale), StructField JSON "type")
+@pytest.mark.parametrize(("text", "name", "prec", "json_type"), [
+    ("int", "INT", (None, None), "integer"), ("integer", "INT", (None, None), "integer"),
+    ("bigint", "LONG", (None, None), "long"), ("long", "LONG", (None, None), "long"),
+    ("smallint", "SHORT", (None, None), "short"), ("tinyint", "BYTE", (None, None), "byte"),
+    ("boolean", "BOOLEAN", (None, None), "boolean"), ("real", "FLOAT", (None, None), "float"),
+    ("double", "DOUBLE", (None, None), "double"), ("date", "DATE", (None, None), "date"),
+    ("timestamp", "TIMESTAMP", (None, None), "timestamp"),
+    ("timestamp_ntz", "TIMESTAMP_NTZ", (None, None), "timestamp_ntz"),
+    ("string", "STRING", (None, None), "string"), ("STRING", "STRING", (None, None), "string"),
+    ("binary", "BINARY", (None, None), "binary"), ("variant", "VARIANT", (None, None), "variant"),
+    ("void", "NULL", (None, None), "void"),  # sqlglot has no `void`: the fallback answers
+    ("decimal(10,2)", "DECIMAL", (10, 2), "decimal(10,2)"),
+    ("Decimal(12, 3)", "DECIMAL", (12, 3), "decimal(12,3)"),
+    ("decimal", "DECIMAL", (10, 0), "decimal(10,0)"),
+    ("numeric(5,1)", "DECIMAL", (5, 1), "decimal(5,1)"),
+    ("decimal(5)", "DECIMAL", (5, 0), "decimal(5,0)"),
+    ("char(3)", "CHAR", (None, None), "char(3)"),
+    ("varchar(5)", "STRING", (None, None), "varchar(5)"),
+    ("varchar", "STRING", (None, None), "string"),
+    ("interval day to second", "INTERVAL", (None, None), "interval day to second"),
+    ("interval year to month", "INTERVAL", (None, None), "interval year to month"),
+    ("interval hour", "INTERVAL", (None, None), "interval hour"),
+    ("array<int>", "ARRAY", (None, None),
+     {"type": "array", "elementType": "integer", "containsNull": True}),
+    ("map<string,array<bigint>>", "MAP", (None, None),
+     {"type": "map", "keyType": "string", "valueContainsNull": True,
+      "valueType": {"type": "array", "elementType": "long", "containsNull": True}}),
+    ("struct<a:int,`b c`:array<decimal(5,1)>,m:map<string,double>>", "STRUCT", (None, None),
+     {"type": "struct", "fields": [
+         _f("a", "integer"), _f("b c", _DEC),
+         _f("m", {"type": "map", "keyType": "string", "valueType": "double",
+                  "valueContainsNull": True})]}),
+    # simpleString prints field names unquoted, whatever they are
+    ("struct<user-id:string,a b:int,select:date,key:struct<not:int>>", "STRUCT", (None, None),
+     {"type": "struct", "fields": [
+         _f("user-id", "string"), _f("a b", "integer"), _f("select", "date"),
+         _f("key", {"type": "struct", "fields": [_f("not", "integer")]})]}),
+    ("struct<`a``b`:int,`x,y:z`:int>", "STRUCT", (None, None),
+     {"type": "struct", "fields": [_f("a`b", "integer"), _f("x,y:z", "integer")]}),
+    ("struct<a:int not null comment 'k, v: w'>", "STRUCT", (None, None),
+     {"type": "struct", "fields": [_f("a", "integer", False, "k, v: w")]}),
+    ("geometry", "USER_DEFINED_TYPE", (None, None), "geometry"),
+    ("array<int", "ARRAY", (None, None), "array<int"),  # malformed: refused, not repaired
+    ("int not null", "USER_DEFINED_TYPE", (None, None), "int not null"),
 ])
-def test_type_name(text: str, name: str) -> None:
+def test_uc_type_fields_follow_the_spark_type_string(text: str, name: str,
+                                                     prec: tuple[int | None, int | None],
+                                                     json_type: object) -> None:
     assert type_name(text) == name
-
-
-def test_type_json_matches_sparks_struct_field_json() -> None:
-    doc = json.loads(field_json("s", "struct<a:int,`b c`:array<decimal(5,1)>,m:map<string,"
-                                "double>>", False, "note"))
-    assert doc == {"name": "s", "nullable": False, "metadata": {"comment": "note"}, "type": {
-        "type": "struct", "fields": [
-            {"name": "a", "type": "integer", "nullable": True, "metadata": {}},
-            {"name": "b c", "type": {"type": "array", "elementType": "decimal(5,1)",
-                                     "containsNull": True}, "nullable": True, "metadata": {}},
-            {"name": "m", "type": {"type": "map", "keyType": "string", "valueType": "double",
-                                   "valueContainsNull": True},
-             "nullable": True, "metadata": {}}]}}
-    assert precision_scale("decimal(12, 3)") == (12, 3)
-    assert precision_scale("int") == (None, None)
-
-
-# --- Delta log -------------------------------------------------------------------------------
-
-
-def _commit(log: Path, version: int, *actions: dict) -> None:
-    log.mkdir(parents=True, exist_ok=True)
-    (log / f"{version:020d}.json").write_text("\n".join(json.dumps(a) for a in actions))
-
-
-def _add(path: str, rows: int | None) -> dict:
-    add: dict = {"path": path, "size": 1, "dataChange": True}
-    if rows is not None:
-        add["stats"] = json.dumps({"numRecords": rows})
-    return {"add": add}
-
-
-def test_delta_log_version_history_and_row_count(tmp_path: Path) -> None:
-    log = tmp_path / "t" / "_delta_log"
-    _commit(log, 0, {"commitInfo": {"timestamp": 1000, "operation": "CREATE TABLE"}},
-            {"metaData": {}}, _add("a", 3))
-    _commit(log, 1, {"commitInfo": {"timestamp": 2000, "operation": "WRITE",
-                                    "userName": "etl"}}, _add("b", 4))
-    _commit(log, 2, {"commitInfo": {"timestamp": 3000, "operation": "DELETE"}},
-            {"remove": {"path": "a"}}, _add("c", 1))
-    d = read_log(str(tmp_path / "t"))
-    assert (d.version, d.row_count, d.history_complete, d.last_commit_ms) == (2, 5, True, 3000)
-    assert [(c.version, c.operation, c.user) for c in d.commits] == \
-        [(2, "DELETE", None), (1, "WRITE", "etl"), (0, "CREATE TABLE", None)]
-    assert read_log("file:" + str(tmp_path / "t")).version == 2
-    _commit(log, 3, {"commitInfo": {"timestamp": 4000, "operation": "WRITE"}}, _add("d", None))
-    assert read_log(str(tmp_path / "t")).row_count is None  # stats missing: unknown, not 0
-    (log / f"{0:020d}.json").unlink()  # log cleaned after a checkpoint: history incomplete
-    d = read_log(str(tmp_path / "t"))
-    assert (d.version, d.history_complete, d.row_count) == (3, False, None)
-    assert read_log(str(tmp_path / "nothing")).version is None
-    assert read_log("s3://bucket/t").version is None
+    assert precision_scale(text) == prec
+    doc = json.loads(field_json("c", text, False, "note"))
+    assert doc == {"name": "c", "type": json_type, "nullable": False,
+                   "metadata": {"comment": "note"}}
 
 
 # --- config and CLI --------------------------------------------------------------------------
@@ -210,7 +209,8 @@ def _write(tmp_path: Path, text: str) -> Path:
 
 
 def test_serve_command_is_registered() -> None:
-    from governance.cli import build_parser
+    from api.server import serve
+    from governance.cli import cli
 
-    args = build_parser().parse_args(["serve", "--port", "0"])
-    assert args.port == 0 and args.host is None and args.func.__name__ == "cmd_serve"
+    assert cli.commands["serve"] is serve
+    assert {p.name for p in serve.params} >= {"host", "port", "log_level", "access_log"}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
@@ -15,9 +14,10 @@ import pytest
 if (_ROOT := str(Path(__file__).resolve().parents[2])) not in sys.path:
     sys.path.insert(0, _ROOT)
 
-import audit.cli
 from audit import AuditEvent, AuditLog
 from audit.query import format_json, format_table, parse_time, query
+from governance.cli.audit import audit
+from governance.cli.kit import run as run_cli
 
 T0 = datetime(2026, 11, 20, 8, 0, tzinfo=UTC)
 REPO = Path(__file__).resolve().parents[2]
@@ -113,56 +113,44 @@ def test_parse_time() -> None:
         parse_time("last tuesday")
 
 
-def main_cli(audit_dir: Path) -> argparse.ArgumentParser:
-    """The main CLI's wiring: ``lakegate audit ...`` with ``audit_dir`` from config."""
-    parser = argparse.ArgumentParser(prog="lakegate")
-    parser.set_defaults(audit_dir=str(audit_dir))
-    subparsers = parser.add_subparsers(dest="command")
-    audit.cli.register(subparsers.add_parser("audit"))
-    return parser
-
-
-def run(parser: argparse.ArgumentParser, *argv: str) -> int:
-    args = parser.parse_args(list(argv))
-    return int(args.func(args))
+def run(audit_dir: Path, *argv: str) -> int:
+    """The ``lakegate audit`` group with ``--audit-dir``."""
+    return run_cli(audit, ["--audit-dir", str(audit_dir), *argv], prog="lakegate audit")
 
 
 def test_cli_verify_exit_codes(log_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    parser = main_cli(log_dir)
-    assert run(parser, "audit", "verify") == 0  # DIR from args.audit_dir
+    assert run(log_dir, "verify") == 0  # DIR from --audit-dir
     assert "OK: every chain verifies" in capsys.readouterr().out
     lines = (log_dir / "audit.log").read_text().splitlines()
     lines[0] = lines[0].replace("cmd=insert", "cmd=select")
     (log_dir / "audit.log").write_text("\n".join(lines) + "\n")
-    assert run(parser, "audit", "verify", str(log_dir)) == 1
+    assert run(log_dir, "verify", str(log_dir)) == 1
     out = capsys.readouterr().out
     assert "BROKEN: edited line at audit.log:1" in out
-    assert run(parser, "audit", "verify", "--format", "json", str(log_dir)) == 1
+    assert run(log_dir, "verify", "--format", "json", str(log_dir)) == 1
     assert json.loads(capsys.readouterr().out)["breaks"][0]["kind"] == "edited"
-    assert run(parser, "audit", "verify", str(log_dir / "missing")) == 2
+    assert run(log_dir, "verify", str(log_dir / "missing")) == 2
 
 
 def test_cli_query(log_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    parser = main_cli(Path("/nonexistent"))
     code = run(
-        parser, "audit", "query", "--dir", str(log_dir), "--user", "bob", "--denied",
+        Path("/nonexistent"), "query", "--dir", str(log_dir), "--user", "bob", "--denied",
         "--since", "2026-11-21", "--until", "2026-11-23", "--format", "json",
     )  # fmt: skip
     assert code == 0
     data = json.loads(capsys.readouterr().out)
     assert [d["ts"][:10] for d in data] == ["2026-11-21", "2026-11-22"]
-    assert run(parser, "audit", "query", "--dir", str(log_dir), "--table", "orders",
+    assert run(Path("/nonexistent"), "query", "--dir", str(log_dir), "--table", "orders",
                "--cmd", "insert") == 0  # fmt: skip
     out = capsys.readouterr().out.splitlines()
     assert len(out) == 2 and "main.sales.orders_copy" in out[1]
-    assert run(parser, "audit", "query", "--dir", str(log_dir), "--since", "soon") == 2
-    with pytest.raises(SystemExit):
-        parser.parse_args(["audit", "query", "--limit", "0"])
+    assert run(Path("/nonexistent"), "query", "--dir", str(log_dir), "--since", "soon") == 2
+    assert run(log_dir, "query", "--limit", "0") == 2
 
 
-def test_python_dash_m_audit(log_dir: Path) -> None:
+def test_lakegate_audit_verify_entry_point(log_dir: Path) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "audit", "verify", str(log_dir)],
+        [str(Path(sys.executable).with_name("lakegate")), "audit", "verify", str(log_dir)],
         cwd=REPO, capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr

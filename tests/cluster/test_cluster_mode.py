@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,17 +18,12 @@ from pathlib import Path
 
 import pytest
 from cluster_scenarios import SCENARIOS, run_scenarios
+from processes import free_port, stop_groups
 
 from governance.demo import build_demo
 
 HERE = Path(__file__).resolve().parent
 SPARK_HOME = Path(__import__("pyspark").__file__).resolve().parent
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _start(args: list[str], log: Path, env: dict[str, str]) -> subprocess.Popen:
@@ -39,26 +32,13 @@ def _start(args: list[str], log: Path, env: dict[str, str]) -> subprocess.Popen:
                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
 
 
-def _stop(procs: list[subprocess.Popen]) -> None:
-    for p in procs:
-        if p.poll() is None:
-            os.killpg(p.pid, signal.SIGTERM)
-    for p in procs:
-        try:
-            p.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(p.pid, signal.SIGKILL)
-            p.wait(timeout=10)
-    assert all(p.poll() is not None for p in procs), "a cluster process outlived its test"
-
-
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     root = tmp_path_factory.mktemp("cluster")
     env = {**os.environ, "SPARK_HOME": str(SPARK_HOME), "SPARK_LOCAL_IP": "127.0.0.1",
            "SPARK_WORKER_DIR": str(root / "work"), "SPARK_LOG_DIR": str(root),
            "PYSPARK_PYTHON": sys.executable}
-    port, ui = _free_port(), _free_port()
+    port, ui = free_port(), free_port()
     url = f"spark://127.0.0.1:{port}"
     procs = [_start(["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
                      "--port", str(port), "--webui-port", str(ui)], root / "master.log", env)]
@@ -66,7 +46,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         for i in range(2):
             procs.append(_start(
                 ["org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1", "--cores", "1",
-                 "--memory", "1g", "--webui-port", str(_free_port()), url],
+                 "--memory", "1g", "--webui-port", str(free_port()), url],
                 root / f"worker{i}.log", env))
         deadline = time.monotonic() + 120
         alive = 0
@@ -83,7 +63,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                 continue
         yield url
     finally:
-        _stop(procs)
+        stop_groups(procs, timeout=20)
 
 
 @pytest.fixture(scope="module")

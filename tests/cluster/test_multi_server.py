@@ -6,13 +6,9 @@ agree on the catalog, and a policy change is picked up by both."""
 from __future__ import annotations
 
 import hashlib
-import os
-import signal
-import socket
 import subprocess
 import sys
 import time
-import uuid
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -21,6 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 import yaml
+from processes import free_port, stop_groups
 
 from audit.query import query
 from audit.verify import verify
@@ -37,26 +34,15 @@ def token_of(user: str) -> str:
     return f"tok-{user}-{hashlib.sha256(user.encode()).hexdigest()[:12]}"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
-def servers(spark, postgres_server: str, tmp_path_factory) -> Iterator[dict]:
-    import psycopg
-    from psycopg import sql
-
-    db = f"servers_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(f"{postgres_server}/postgres", autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(db)))
+def servers(spark, new_postgres_database, tmp_path_factory) -> Iterator[dict]:
     root = tmp_path_factory.mktemp("servers")
     cfg_path = write_config(root)
     cfg = yaml.safe_load(cfg_path.read_text())
-    cfg["catalog"] = f"{postgres_server}/{db}"
+    cfg["catalog"] = new_postgres_database()
     cfg["api"] = {"tokens": [{"user": u, "sha256": hashlib.sha256(token_of(u).encode())
-                              .hexdigest()} for u in USERS]}
+                              .hexdigest()} for u in USERS],
+                  "timeout": 600}  # the test is about correctness: a loaded CI box is slow
     cfg_path.write_text(yaml.safe_dump(cfg))
     lg = Lakegate.open(cfg_path, spark=spark)
     admin = lg.session("root")
@@ -65,7 +51,7 @@ def servers(spark, postgres_server: str, tmp_path_factory) -> Iterator[dict]:
     lg.close()
     procs, bases = [], []
     for i in range(2):
-        port = _free_port()
+        port = free_port()
         log = (root / f"server{i}.log").open("wb")
         procs.append(subprocess.Popen(
             [LAKEGATE, "--config", str(cfg_path), "serve", "--port", str(port)],
@@ -76,15 +62,7 @@ def servers(spark, postgres_server: str, tmp_path_factory) -> Iterator[dict]:
             _wait_up(base, p, root)
         yield {"root": root, "config": cfg_path, "bases": bases}
     finally:
-        for p in procs:
-            if p.poll() is None:
-                os.killpg(p.pid, signal.SIGTERM)
-        for p in procs:
-            try:
-                p.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait(timeout=10)
+        stop_groups(procs)
 
 
 def _wait_up(base: str, proc: subprocess.Popen, root: Path) -> None:

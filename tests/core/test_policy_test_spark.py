@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from governance.policy.testing import run_tests
+from governance.policytests import run_tests
 
 REFERENCE = Path(__file__).resolve().parents[2] / "policies"
 

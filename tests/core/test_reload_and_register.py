@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from catalog.delta import NotADeltaTable
 from governance import AccessDenied, Lakegate
 from governance.demo import write_config
 
@@ -65,19 +66,35 @@ def test_register_reads_schema_from_the_delta_log(lg: Lakegate) -> None:
 
 
 def test_register_refuses_a_path_without_delta_log(lg: Lakegate, tmp_path: Path) -> None:
-    with pytest.raises(Exception, match="not a Delta table"):
+    with pytest.raises(NotADeltaTable, match="not a Delta table"):
         lg.register_table("ext.raw.nothing", str(tmp_path))
+    assert lg.catalog.table("ext", "raw", "nothing") is None
 
 
-def test_registering_is_audited(lg: Lakegate) -> None:
+def _register_lines(lg: Lakegate) -> list[str]:
     log = (lg.config.audit / "audit.log").read_text().splitlines()
-    lines = [ln for ln in log if "cmd=registerTable" in ln]
-    assert any("src=ext.raw.events" in ln and "succeeded=true" in ln and "proto=cli" in ln
-               for ln in lines)
-    assert any("src=ext.raw.nothing" in ln and "succeeded=false" in ln for ln in lines)
+    return [ln for ln in log if "cmd=registerTable" in ln]
 
 
-def test_hot_reload_applies_changed_policies_and_keeps_last_good(lg: Lakegate) -> None:
+def test_registering_is_audited(lg: Lakegate, tmp_path: Path) -> None:
+    """Both outcomes of a registration made in this test are on record (no reliance on
+    what earlier tests registered)."""
+    before = len(_register_lines(lg))
+    lg.register_table("ext.raw.events", lg.catalog.table("ext", "raw", "events").location,
+                      replace=True)
+    with pytest.raises(NotADeltaTable):
+        lg.register_table("ext.raw.audited_nothing", str(tmp_path))
+    lines = _register_lines(lg)[before:]
+    intents = [ln for ln in lines if "phase=intent" in ln]
+    new = [ln for ln in lines if "phase=outcome" in ln]
+    assert len(intents) == 2 and len(new) == 2  # audit before effect: intent, then outcome
+    assert "src=ext.raw.events" in intents[0] and "src=ext.raw.audited_nothing" in intents[1]
+    assert "src=ext.raw.events" in new[0] and "succeeded=true" in new[0]
+    assert "proto=cli" in new[0]
+    assert "src=ext.raw.audited_nothing" in new[1] and "succeeded=false" in new[1]
+
+
+def test_hot_reload_applies_changed_policies_and_keeps_last_good(lg: Lakegate, caplog) -> None:
     s = lg.session("alice")
     assert s.sql("SELECT count(*) AS n FROM ext.raw.events").first().n == 5
 
@@ -93,8 +110,11 @@ row_filters:
 
     good_hash = lg.enforcer.policy_set.content_hash
     _write_policy(lg, "grants: [ {principals: [alice], privileges: [selekt], on: x.y.z} ]\n")
-    assert lg.reload_policies() is False
+    with caplog.at_level("WARNING", logger="lakegate.errors"):
+        assert lg.reload_policies() is False
     assert lg.enforcer.policy_set.content_hash == good_hash  # never open, never empty
+    assert any("policy reload rejected" in r.getMessage() and "selekt" in r.getMessage()
+               for r in caplog.records)  # the server's own log says so too
     assert s.sql("SELECT count(*) AS n FROM ext.raw.events").first().n == 2
     last = _reload_lines(lg)[-1]
     assert "allowed=false" in last and "selekt" in last

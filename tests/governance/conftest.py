@@ -13,7 +13,7 @@ import pytest
 from catalog.catalog import Catalog
 from catalog.model import ColumnInfo, TableInfo
 from catalog.store import SqliteStore
-from governance.plan import Planner
+from governance.planning.dispatch import Planner
 from governance.policy.enforcer import PolicyEnforcer
 from governance.policy.loader import load_policy_dir
 from governance.resolve import Namespace

@@ -9,6 +9,8 @@ on the session's SparkSession (Spark's getOrCreate hands it back).
 from __future__ import annotations
 
 import json
+import os
+import pty
 import subprocess
 import sys
 from pathlib import Path
@@ -30,17 +32,41 @@ RUNS = {
 }
 
 
+TERMINAL = "json"  # this run's stderr is a terminal, where long steps say what they do
+
+
 @pytest.fixture(scope="module")
 def cli(lakehouse) -> dict[str, subprocess.CompletedProcess]:
     config = str(lakehouse.config.path)
+    terminal, tty = pty.openpty()
     procs = {name: subprocess.Popen([LAKEGATE, "--config", config, *argv],
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                    stdout=subprocess.PIPE,
+                                    stderr=tty if name == TERMINAL else subprocess.PIPE,
+                                    text=True)
              for name, argv in RUNS.items()}
+    os.close(tty)
     done = {}
     for name, p in procs.items():
         out, err = p.communicate(timeout=600)
+        if name == TERMINAL:
+            err = _drain(terminal)
         done[name] = subprocess.CompletedProcess(p.args, p.returncode, out, err)
+    os.close(terminal)
     return done
+
+
+def _drain(fd: int) -> str:
+    """What a finished process wrote to a pseudo-terminal (EIO marks the end on Linux)."""
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    return b"".join(chunks).decode()
 
 
 CAROL_ORDERS_JSON = [
@@ -58,6 +84,10 @@ def test_sql_json_prints_the_governed_rows(cli):
 
 def test_sql_json_stdout_is_only_the_json_document(cli):
     assert json.loads(cli["json"].stdout) == CAROL_ORDERS_JSON
+
+
+def test_first_spark_start_says_so_on_a_terminal(cli):
+    assert "lakegate: starting Spark (the first start takes 5-15 s)..." in cli[TERMINAL].stderr
 
 
 def test_explain_prints_the_rewritten_sql(cli, lakehouse):
@@ -124,3 +154,11 @@ def test_sql_table_prints_aligned_columns_nulls_and_a_row_count(in_process, caps
                    "4  | EMEA   | NULL\n"
                    "8  | EMEA   | NULL\n"
                    "(3 rows)\n")
+
+
+def test_policy_test_require_spark_checks_every_case(in_process, capsys):
+    policies = Path(__file__).resolve().parents[2] / "policies"
+    assert in_process("policy", "test", str(policies), "--require-spark") == 0
+    out, err = capsys.readouterr()
+    assert out.splitlines()[-1].endswith(" passed, 0 failed, 0 skipped")
+    assert err == ""

@@ -20,7 +20,7 @@ def _precious(tmp_path: Path) -> Path:
 
 def test_demo_refuses_a_non_empty_folder_that_is_not_a_demo(tmp_path: Path, capsys) -> None:
     d = _precious(tmp_path)
-    assert main(["demo", "--dir", str(d)]) == 1
+    assert main(["demo", "--dir", str(d)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "not empty" in err and "--force" in err
     assert (d / "thesis.txt").read_text() == "years of work"
@@ -47,7 +47,7 @@ def test_demo_force_never_replaces_a_name_the_demo_did_not_make(tmp_path: Path) 
 def test_demo_refuses_the_current_folder(tmp_path: Path, monkeypatch) -> None:
     d = _precious(tmp_path)
     monkeypatch.chdir(d)
-    assert main(["demo", "--dir", "."]) == 1
+    assert main(["demo", "--dir", "."]) == 2
     assert (d / "thesis.txt").is_file()
 
 

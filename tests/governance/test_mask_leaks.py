@@ -14,7 +14,7 @@ import pytest
 
 from catalog.catalog import Catalog
 from governance.errors import AccessDenied
-from governance.plan import Planner
+from governance.planning.dispatch import Planner
 from governance.policy.enforcer import PolicyEnforcer
 from governance.policy.loader import load_policy_dir
 from governance.resolve import Namespace

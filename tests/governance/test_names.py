@@ -17,7 +17,7 @@ from catalog.model import TableInfo
 from catalog.names import InvalidName, check_name
 from catalog.store import SqliteStore
 from governance.errors import Refused
-from governance.plan import Planner
+from governance.planning.dispatch import Planner
 
 BAD_PARTS = {
     "slash": "a/b",

@@ -15,17 +15,15 @@ from typing import Any
 import pytest
 import yaml
 
-from governance.policy.loader import (
+from governance.policy.loader import load_policy_dir
+from governance.policy.model import EFFECTS, FILTER_KINDS, MASKS, PRIVILEGES
+from governance.policy.source import (
     COLUMN_MASK_KEYS,
     DOMAIN_KEYS,
-    EFFECTS,
-    FILTER_KINDS,
     GRANT_KEYS,
     ROW_FILTER_KEYS,
     TOP_KEYS,
-    load_policy_dir,
 )
-from governance.policy.model import MASKS, PRIVILEGES
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA_PATH = ROOT / "policies" / "schema.json"

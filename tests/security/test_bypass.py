@@ -6,10 +6,17 @@ Each case is attack SQL run as a demo persona and the outcome it must have:
 - DENIED:  `AccessDenied` (refused is a kind of denial, so it counts too)
 - BLOCKED: any `LakegateError` (denied, refused, or failed in Spark with a one-line error)
 - SAFE:    blocked, or a governed result; the attack only has to get nothing hidden
+- SAME:    a governed result (the oracle below decides which)
 - a callable or list: a governed result, checked by the callable / compared as a multiset
 
-Whatever passes the rewriter runs through Spark, and every collected result (and every
-error message) is checked against the raw values the persona must never see (conftest).
+Whatever passes the rewriter runs through Spark. Every collected result and every error
+message is searched for the raw values the persona must never see (helpers.py), and every
+outcome is compared with the oracle (oracle.py): the same statement in plain Spark over the
+persona's hand-written dynamic views. A governed result must equal the reference result,
+so counts, lengths and boolean probes of hidden values are caught too; a raw Spark error
+(not a LakegateError) passes only where Spark fails over the views as well, since one that
+only the governed run raises was raised on a hidden row. Statements the oracle does not
+model (CTE scoping, time travel, paths, other catalogs) keep the substring check alone.
 Statements that could write are checked through `explain()` (planning only), so a bug
 cannot change the shared lakehouse.
 """
@@ -27,9 +34,11 @@ import pytest
 
 from governance import AccessDenied, LakegateError, Refused, SqlParseError
 
+from . import oracle
 from .helpers import assert_message_clean, assert_no_leak
 
 REFUSED, DENIED, BLOCKED, SAFE = "REFUSED", "DENIED", "BLOCKED", "SAFE"
+SAME = "SAME"  # a governed result equal to the oracle's
 LOC = "@LOC_"  # `@LOC_orders@` in a case is replaced by that table's Delta location
 
 ALICE_ORDERS = {1, 2, 3, 4, 6, 7, 8}  # every order but the test order 5
@@ -124,13 +133,30 @@ def run_case(lakehouse: Any, locations: dict[str, str], case: Case) -> None:
     session = lakehouse.session(case.user)
     for stmt in case.pre:
         session.sql(_substitute(stmt, locations)).collect()
-    check_outcome(session, case.user, _substitute(case.sql, locations), case.expect)
+    sql = _substitute(case.sql, locations)
+    check_outcome(session, case.user, sql, case.expect,
+                  reference=lambda: oracle.expected(lakehouse.spark, case.user, sql, locations,
+                                                    case.pre))
+
+
+def _reference(reference: Callable[[], oracle.Expected] | None) -> oracle.Expected | None:
+    """The oracle's verdict, or None when the statement holds something it does not model."""
+    if reference is None:
+        return None
+    try:
+        return reference()
+    except oracle.NoOracle:
+        return None
 
 
 def check_outcome(session: Any, user: str, sql: str | bytes, expect: Any,
-                  strict: bool = False) -> None:
-    """Run `sql` and check the outcome; `strict`: every error must be a LakegateError (a
-    Spark error surfacing from collect() on the returned DataFrame counts as a crash)."""
+                  strict: bool = False,
+                  reference: Callable[[], oracle.Expected] | None = None) -> None:
+    """Run `sql` and check the outcome against `expect` and, when given and the statement
+    can be modelled, against the oracle's `reference` (the same statement over the user's
+    hand-written dynamic views): a governed result must equal the reference result, and a
+    raw Spark error (not a LakegateError) is only accepted, outside `strict` mode, when
+    Spark rejects the statement over the views too."""
     df = rows = None
     error: BaseException | None = None
     try:
@@ -138,11 +164,13 @@ def check_outcome(session: Any, user: str, sql: str | bytes, expect: Any,
         rows = df.collect()
     except LakegateError as e:
         error = e
-    except Exception as e:  # a Spark error raised while collecting: never a leak either
+    except Exception as e:  # a Spark error raised while collecting
         assert_message_clean(user, str(e))
-        if expect in (BLOCKED, SAFE) and not strict:
-            return
-        raise
+        ref = None if strict or expect in (REFUSED, DENIED) else _reference(reference)
+        assert ref is not None and ref.error is not None, (
+            f"a raw Spark error reached the caller ({type(e).__name__}: "
+            f"{str(e).strip()[:200]}); the reference says {ref}")
+        return
     if error is not None:
         assert_message_clean(user, str(error))
         assert "\n" not in str(error).strip(), f"error is not one line: {error!r}"
@@ -154,12 +182,28 @@ def check_outcome(session: Any, user: str, sql: str | bytes, expect: Any,
         if expect == DENIED:
             assert isinstance(error, AccessDenied), f"expected a denial, got {error!r}"
             return
+        if expect == SAME:
+            ref = _reference(reference)
+            assert ref is not None and ref.rows is None, (
+                f"blocked ({error!r}) although the reference views answer")
+            return
         raise AssertionError(f"expected a governed result, got {error!r}")
     assert rows is not None
     assert_no_leak(user, rows)
     if expect in (REFUSED, DENIED, BLOCKED):
         raise AssertionError(f"expected {expect}, but the statement ran: {rows[:5]}")
-    if expect == SAFE:
+    ref = _reference(reference)
+    if ref is not None:
+        assert ref.denied is None, f"ran, but {user} may not read {ref.denied}: {rows[:5]}"
+        assert ref.error is None, f"ran, but fails over the reference views: {ref.error}"
+        got = oracle.multiset(rows)
+        assert got == ref.rows, (
+            f"governed result differs from the reference views\n"
+            f"governed-only: {list((got - ref.rows).elements())[:6]}\n"
+            f"reference-only: {list((ref.rows - got).elements())[:6]}")
+    elif expect == SAME:
+        raise AssertionError("SAME needs a statement the oracle can model")
+    if expect in (SAFE, SAME):
         return
     if callable(expect):
         if getattr(expect, "wants_df", False):
@@ -898,6 +942,83 @@ def test_data_leaks(lakehouse, locations, case: Case) -> None:
     run_case(lakehouse, locations, case)
 
 
+# Probes that reveal a hidden value without printing it: counts and sums over hidden rows,
+# lengths of masked values, comparisons with a raw value as a boolean, an error raised only
+# on a hidden row or raw value. Only the oracle catches them: each result must equal the
+# same statement over the persona's dynamic views (and the self-test below shows each one
+# is caught when governance is off).
+PROBES = [
+    # aggregates
+    Case("probe-count-hidden-test-orders", "alice",
+         "SELECT count(*) FROM main.sales.orders WHERE is_test", SAME),
+    Case("probe-sum-outside-region", "carol",
+         "SELECT sum(amount), count(*) FROM main.sales.orders WHERE region <> 'EMEA'", SAME),
+    Case("probe-group-counts-outside-filter", "carol",
+         "SELECT country, count(*) FROM main.sales.customers GROUP BY country", SAME),
+    Case("probe-avg-and-max", "alice", "SELECT avg(id), count(*) FROM main.sales.orders",
+         SAME),
+    # lengths and other functions of masked values
+    Case("probe-length-of-masked", "alice",
+         "SELECT id, length(email), length(phone) FROM main.sales.customers", SAME),
+    Case("probe-instr-of-last4", "carol",
+         "SELECT id, length(phone), instr(phone, '30') FROM main.sales.customers", SAME),
+    Case("probe-ascii-of-masked", "erin",
+         "SELECT id, ascii(ssn), ascii(email) FROM main.sales.customers", SAME),
+    # a raw value compared as a boolean
+    Case("probe-email-equals-as-boolean", "alice",
+         "SELECT id, email = 'anna@example.de' FROM main.sales.customers", SAME),
+    Case("probe-ssn-like-as-boolean", "erin",
+         "SELECT id, ssn LIKE '111%' FROM main.sales.customers", SAME),
+    Case("probe-birth-date-month", "alice",
+         "SELECT id, birth_date > DATE'1990-06-30', month(birth_date) FROM main.hr.employees",
+         SAME),
+    Case("probe-bool-or-hidden-rows", "carol",
+         "SELECT bool_or(region = 'AMER'), bool_or(is_test) FROM main.sales.orders", SAME),
+    Case("probe-exists-as-count", "alice",
+         "SELECT count(*) > 0 FROM main.sales.orders WHERE amount > 900", SAME),
+    # the error channel: an error only a hidden row or a raw value would raise
+    Case("probe-error-only-on-hidden-row", "carol",
+         "SELECT id FROM main.sales.orders WHERE to_number(CASE WHEN region = 'AMER' "
+         "THEN 'x' ELSE '1' END, '9') = 1", SAME),
+    Case("probe-error-only-on-raw-value", "alice",
+         "SELECT id FROM main.sales.customers WHERE to_number(CASE WHEN email LIKE 'anna%' "
+         "THEN 'x' ELSE '1' END, '9') = 1", SAME),
+]
+
+
+@pytest.mark.parametrize("case", params(PROBES))
+def test_data_leaks_probes_match_the_reference_views(lakehouse, locations, case: Case) -> None:
+    run_case(lakehouse, locations, case)
+
+
+@pytest.mark.parametrize("case", params(PROBES))
+def test_data_leaks_checker_catches_each_probe_without_governance(lakehouse, locations,
+                                                                   case: Case) -> None:
+    """Self-test of the checker: the probe over the raw tables (governance off) fails it,
+    although it prints no hidden value the substring check would find."""
+    raw = oracle.RawSession(lakehouse.spark, locations)
+    with pytest.raises(AssertionError, match="reference"):
+        check_outcome(raw, case.user, case.sql, case.expect,
+                      reference=lambda: oracle.expected(lakehouse.spark, case.user, case.sql,
+                                                        locations))
+
+
+def test_data_leaks_oracle_reads_the_policies_as_written(lakehouse, locations) -> None:
+    """The oracle's own views, spot-checked by hand against the demo data."""
+    spark = lakehouse.spark
+    carol = oracle.expected(spark, "carol", "SELECT id, phone FROM main.sales.customers",
+                            locations)
+    assert carol.rows == Counter({(1, "**********4567"): 1, (4, "***********8910"): 1,
+                                  (6, "************0958"): 1})
+    assert oracle.expected(spark, "alice", "SELECT * FROM main.marketing.campaigns",
+                           locations).denied == "main.marketing.campaigns"
+    assert oracle.expected(spark, "alice", "SELECT ssn FROM main.sales.customers",
+                           locations).error
+    with pytest.raises(oracle.NoOracle):
+        oracle.expected(spark, "alice", "WITH orders AS (SELECT 1 AS id) SELECT id FROM orders",
+                        locations)
+
+
 # Queries built to fail. Each failing value is computed only from rows/columns the user must
 # not see, so an error evaluated before the policy applies would echo a hidden value.
 ERROR_ECHOES = [
@@ -943,8 +1064,12 @@ ERROR_ECHOES = [
 
 @pytest.mark.parametrize(("user", "sql"), ERROR_ECHOES,
                          ids=[f"{u}-{i}" for i, (u, _) in enumerate(ERROR_ECHOES)])
-def test_data_leaks_errors_never_echo_hidden_values(lakehouse, user: str, sql: str) -> None:
-    check_outcome(lakehouse.session(user), user, sql, SAFE)
+def test_data_leaks_errors_never_echo_hidden_values(lakehouse, locations, user: str,
+                                                    sql: str) -> None:
+    """Blocked, or the reference's outcome: an error raised where the views answer means the
+    user's expression ran on a hidden row."""
+    check_outcome(lakehouse.session(user), user, sql, SAFE,
+                  reference=lambda: oracle.expected(lakehouse.spark, user, sql, locations))
 
 
 # 5. writes: copy-out of masked or hidden data (planning only: nothing is written) -----------
@@ -1150,7 +1275,10 @@ ROBUSTNESS: list[tuple[str, str, Any, str | bytes]] = [
 def test_robustness(lakehouse, locations, user: str, expect: Any, sql: Any) -> None:
     if isinstance(sql, str):
         sql = _substitute(sql, locations)
-    check_outcome(lakehouse.session(user), user, sql, expect, strict=True)
+    text = sql if isinstance(sql, str) else None
+    check_outcome(lakehouse.session(user), user, sql, expect, strict=True,
+                  reference=None if text is None else
+                  lambda: oracle.expected(lakehouse.spark, user, text, locations))
 
 
 def test_robustness_lone_surrogate_is_a_clear_error(lakehouse) -> None:

@@ -15,7 +15,9 @@ from typing import Any
 import pytest
 
 from governance import Refused
-from governance.plan import Planned, Planner
+from governance.planning.context import PlanningContext
+from governance.planning.dispatch import Planner
+from governance.planning.planned import Planned
 from governance.resolve import Namespace
 from governance.session import analyze_only
 from governance.verify import Expected, verify_plan
@@ -279,7 +281,7 @@ def test_hostile_plans_are_refused(lakehouse, loc, stray_parquet, name: str) -> 
 
 def test_session_refuses_rewriter_that_forgets_the_policy(lakehouse, loc, monkeypatch) -> None:
     """Simulated rewriter bug: every view body becomes a raw `SELECT *` of the table."""
-    import governance.plan as plan_mod
+    import governance.planning.context as plan_mod
 
     def raw_view(ps, ident, access, *args, **kwargs):  # stands in for view_sql
         return f"SELECT * FROM delta.`{access.table.location}`"
@@ -295,7 +297,7 @@ def test_session_refuses_rewriter_that_forgets_the_policy(lakehouse, loc, monkey
 
 def test_session_refuses_rewriter_that_leaves_a_raw_read(lakehouse, loc, monkeypatch) -> None:
     """Simulated rewriter bug: a raw read of the table is appended to the statement."""
-    orig = Planner._generate
+    orig = PlanningContext.generate
 
     def leaky(self, stmt, planned):
         sql = orig(self, stmt, planned)
@@ -304,7 +306,7 @@ def test_session_refuses_rewriter_that_leaves_a_raw_read(lakehouse, loc, monkeyp
             sql = f"SELECT * FROM ({sql}) UNION ALL SELECT * FROM delta.`{location}`"
         return sql
 
-    monkeypatch.setattr(Planner, "_generate", leaky)
+    monkeypatch.setattr(PlanningContext, "generate", leaky)
     with pytest.raises(Refused):
         lakehouse.session("carol").sql("SELECT * FROM main.sales.orders").collect()
 
@@ -312,7 +314,7 @@ def test_session_refuses_rewriter_that_leaves_a_raw_read(lakehouse, loc, monkeyp
 def test_session_refuses_rewriter_that_skips_a_subquery_table(lakehouse, monkeypatch) -> None:
     """Simulated rewriter bug: a table inside a subquery is left for Spark to resolve; it
     only resolves because Spark knows the path, which the verifier does not accept."""
-    import governance.plan as plan_mod
+    import governance.planning.context as plan_mod
 
     real_resolve = plan_mod.resolve_tables
 

@@ -35,7 +35,8 @@ from catalog.catalog import Catalog
 from catalog.model import ColumnInfo, TableInfo
 from catalog.store import SqliteStore
 from governance.errors import AccessDenied
-from governance.plan import Planned, Planner
+from governance.planning.dispatch import Planner
+from governance.planning.planned import Planned
 from governance.policy.enforcer import PolicyEnforcer
 from governance.policy.loader import load_policy_dir
 from governance.resolve import Namespace

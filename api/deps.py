@@ -1,0 +1,103 @@
+"""What routers depend on: the shared service and the authenticated caller.
+
+Routers import this module (never `api.app`, which only assembles the application). Every
+router is built with `authenticated_router`, whose router-level dependency is `get_caller`:
+a route cannot be added without authentication, and `create_app` refuses to start if one
+was (see `unauthenticated_routes`).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Annotated, Any
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.routing import APIRoute, iter_route_contexts
+from starlette.routing import BaseRoute
+
+from api.auth import TokenAuth
+from api.caller import AUDIT_KEY, PRINCIPAL_KEY, Caller, RequestAudit
+from api.discovery import Discovery
+from api.errors import ApiError
+from api.registry import Registry
+from audit import AuditEvent
+from governance.config import ApiConfig
+from governance.errors import AuditUnavailable
+
+if TYPE_CHECKING:
+    from governance.session import Lakegate
+
+
+class Service:
+    """What the routes share: the Lakegate, the token checker, discovery and the registry."""
+
+    def __init__(self, lg: Lakegate, cfg: ApiConfig | None = None) -> None:
+        self.lg = lg
+        self.cfg = cfg or lg.config.api
+        self.auth = TokenAuth(self.cfg)
+        self.discovery = Discovery(lg)
+        self.registry = Registry(lg, self.discovery)
+
+    def write_audit(self, rec: RequestAudit, status: int) -> None:
+        allowed = rec.allowed if rec.allowed is not None else status not in (401, 403)
+        if rec.user is None and status >= 400:
+            allowed = False  # unauthenticated; public pages (the OpenAPI docs) stay allowed
+        reason = rec.reason if status >= 400 or not allowed else None
+        self.lg.audit.write([AuditEvent(
+            allowed=allowed, user=rec.user or "anonymous", auth="TOKEN", ip=rec.ip,
+            proto="rest", cmd=rec.cmd or "unknown", src=rec.src, dst=rec.dst,
+            caller_context=rec.caller_context, succeeded=status < 400, query_id=rec.request_id,
+            stmt_hash=rec.stmt_hash, columns=rec.columns, reason=reason,
+            duration_ms=int((time.perf_counter() - rec.started) * 1000),
+        )])
+
+
+def get_service(request: Request) -> Service:
+    return request.app.state.service
+
+
+def authenticate(request: Request, cmd: str | None = None) -> Caller:
+    """The request's caller, with the policy set pinned for the whole request.
+
+    The token was checked before routing (`AuthMiddleware`); a request that reaches a route
+    without a principal is refused (401), so a route served outside that middleware fails
+    closed. `cmd` names the operation in the audit line (default: the route's operation id).
+    """
+    svc: Service = request.app.state.service
+    rec: RequestAudit = request.scope[AUDIT_KEY]
+    if cmd is None:
+        route = request.scope.get("route")
+        cmd = getattr(route, "operation_id", None) or getattr(route, "name", None)
+    rec.cmd = cmd
+    principal = request.scope.get(PRINCIPAL_KEY)
+    if principal is None:
+        rec.reason = "missing bearer token (Authorization: Bearer <token>)"
+        raise ApiError(401, rec.reason)
+    try:
+        svc.lg.maybe_reload()
+    except AuditUnavailable as e:
+        raise ApiError(503, str(e)) from None
+    enforcer = svc.lg.enforcer
+    return Caller(principal.user, enforcer.identity(principal.user), enforcer, principal, rec)
+
+
+async def get_caller(request: Request) -> Caller:
+    """`authenticate` as a FastAPI dependency (async: no thread hop per request)."""
+    return authenticate(request)
+
+
+CallerDep = Annotated[Caller, Depends(get_caller)]
+
+
+def authenticated_router(**kwargs: Any) -> APIRouter:
+    """An APIRouter whose every route authenticates its caller (router-level dependency);
+    FastAPI resolves `get_caller` once per request, so routes may also take `CallerDep`."""
+    return APIRouter(dependencies=[Depends(get_caller)], **kwargs)
+
+
+def unauthenticated_routes(routes: list[BaseRoute]) -> list[str]:
+    """API routes (included routers flattened) without the `get_caller` dependency that
+    `authenticated_router` gives (must be none)."""
+    return [f"{sorted(r.methods or ())} {r.path}" for r in iter_route_contexts(routes)
+            if isinstance(r.original_route, APIRoute)
+            and not any(d.dependency is get_caller for d in r.dependencies)]

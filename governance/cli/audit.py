@@ -1,0 +1,123 @@
+"""``lakegate audit verify|query``; also ``python -m audit`` on its own (see :func:`main`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from audit.query import format_json, format_table, parse_time, query
+from audit.verify import verify
+from governance.cli.kit import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    config_option,
+    config_path,
+    fail,
+    output_option,
+)
+
+_DIR_KEY = "lakegate.audit_dir"
+
+
+def _remember_dir(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    if value is not None:
+        ctx.find_root().meta[_DIR_KEY] = value
+
+
+@click.group("audit")
+@config_option
+@click.option("--audit-dir", expose_value=False, callback=_remember_dir,
+              type=click.Path(file_okay=False),
+              help="audit directory (default: the configured audit directory)")
+def audit() -> None:
+    """Verify and query the audit log."""
+
+
+def _directory(explicit: str | None, command: str) -> Path | None:
+    """The directory named on the command line, else the configured one; None (after one
+    line on stderr) when neither is there: checking some other directory would say OK about
+    nothing."""
+    given = explicit or click.get_current_context().find_root().meta.get(_DIR_KEY)
+    if given:
+        directory = Path(given).resolve()
+    else:
+        from governance.config import Config
+
+        cfg = config_path()
+        if not cfg.is_file():
+            fail(f"audit {command}: no configuration ({cfg.resolve()} not found): give the "
+                 "audit directory or --config")
+            return None
+        directory = Config.load(cfg).audit
+    if not directory.is_dir():
+        fail(f"audit {command}: no such directory: {directory}")
+        return None
+    return directory
+
+
+@audit.command("verify")
+@config_option
+@click.argument("verify_dir", required=False, metavar="[DIR]")
+@output_option("text", "json", default="text")
+def cmd_verify(verify_dir: str | None, output: str) -> int:
+    """Check every hash chain; exit 1 on the first break, 2 when there is nothing to check.
+
+    DIR defaults to the audit directory in lakegate.yaml."""
+    directory = _directory(verify_dir, "verify")
+    if directory is None:
+        return EXIT_USAGE
+    report = verify(directory)
+    if not report.files:
+        fail(f"audit verify: no audit log files in {directory}: nothing was verified")
+        return EXIT_USAGE
+    if output == "json":
+        click.echo(json.dumps(report.to_dict(), indent=2))
+    else:
+        click.echo(report.summary())
+    return EXIT_OK if report.ok else EXIT_FAILED
+
+
+def _positive(_ctx: click.Context, _param: click.Parameter, value: int | None) -> int | None:
+    if value is not None and value < 1:
+        raise click.BadParameter("must be >= 1")
+    return value
+
+
+@audit.command("query")
+@config_option
+@click.option("--dir", "query_dir", help="audit directory (default: the configured one)")
+@click.option("--user", help="acting user (exact)")
+@click.option("--table", help="table read or written (src or dst)")
+@click.option("--cmd", help="command, e.g. select, refused, policyReload")
+@click.option("--denied", is_flag=True, help="only denied/refused accesses")
+@click.option("--pending", is_flag=True,
+              help="only intents of effects with no outcome on record")
+@click.option("--since", help="ISO-8601 time (inclusive, UTC unless zoned)")
+@click.option("--until", help="ISO-8601 time (exclusive)")
+@click.option("--limit", type=int, callback=_positive, help="keep only the newest N matches")
+@output_option("table", "json", default="table")
+def cmd_query(query_dir: str | None, user: str | None, table: str | None, cmd: str | None,
+              denied: bool, pending: bool, since: str | None, until: str | None, limit: int | None,
+              output: str) -> int:
+    """Search audit records (rotated files too)."""
+    directory = _directory(query_dir, "query")
+    if directory is None:
+        return EXIT_USAGE
+    try:
+        start = parse_time(since) if since else None
+        end = parse_time(until) if until else None
+    except ValueError as exc:
+        fail(f"audit query: {exc}")
+        return EXIT_USAGE
+    result = query(directory, user=user, table=table, cmd=cmd, denied=denied, since=start,
+                   until=end, limit=limit, pending=pending)
+    click.echo(format_json(result.records) if output == "json"
+               else format_table(result.records))
+    if result.skipped:
+        fail(f"audit query: skipped {result.skipped} line(s) that are not complete audit "
+             "records (run 'audit verify')")
+    return EXIT_OK
+

@@ -1,0 +1,212 @@
+"""`lakegate policy ...`: review tools for YAML policies. All but `test --spark` run without
+Spark (fast, in any CI)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import click
+
+from governance.cli.kit import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    config_option,
+    config_path,
+    fail,
+    output_option,
+    status,
+    user_name,
+)
+from governance.policy.analysis import (
+    diff_policies,
+    effective_access,
+    load_policies,
+    tables_from_policies,
+    who_can_see,
+)
+from governance.policy.enforcer import PolicyEnforcer
+from governance.policy.validate import format_problems, validate_policy_dir
+
+
+@click.group("policy")
+@config_option
+def policy() -> None:
+    """Validate, test, diff and explain policies."""
+
+
+@policy.command("validate")
+@config_option
+@click.argument("directory", default="policies", metavar="DIR")
+@output_option("text", "json", default="text")
+@click.option("--strict", is_flag=True, help="warnings fail too (exit 1), e.g. in CI")
+def cmd_validate(directory: str, output: str, strict: bool) -> int:
+    """Check a policy directory; exit 1 on errors (and on warnings with --strict)."""
+    path = Path(directory)
+    if not path.is_dir():
+        fail(f"policy directory {path} not found")
+        return EXIT_USAGE
+    problems = validate_policy_dir(path)
+    if strict:
+        problems = [replace(p, severity="error") for p in problems]
+    errors = [p for p in problems if p.severity == "error"]
+    if output == "json" or problems:
+        click.echo(format_problems(problems, output))  # type: ignore[arg-type]
+    if output == "text":
+        warnings = len(problems) - len(errors)
+        click.echo(f"{path}: {len(errors)} error(s), {warnings} warning(s)")
+    return EXIT_FAILED if errors else EXIT_OK
+
+
+@policy.command("test")
+@config_option
+@click.argument("directory", default="policies", metavar="DIR")
+@click.option("--tests", "tests_dir", help="directory of test files (default DIR/tests)")
+@click.option("--spark", is_flag=True, help="also check rows on real Delta tables")
+@click.option("--require-spark", is_flag=True,
+              help="check rows on real Delta tables and fail if any case is skipped")
+def cmd_test(directory: str, tests_dir: str | None, spark: bool, require_spark: bool) -> int:
+    """Run policy test cases (YAML). Without --spark, cases with row expectations are
+    skipped and the summary says how many."""
+    from governance.policytests import run_tests
+
+    policy_dir = Path(directory)
+    where = Path(tests_dir) if tests_dir else policy_dir / "tests"
+    files = sorted([*where.rglob("*.yaml"), *where.rglob("*.yml")])
+    if not files:
+        fail(f"no policy test files under {where}")
+        return EXIT_USAGE
+    if spark or require_spark:
+        status("starting Spark to check rows on Delta tables (5-15 s)")
+    results = run_tests(policy_dir, files, spark=spark or require_spark)
+    for r in results:
+        line = f"{r.status.upper():7} {r.case.file} :: {r.case.name}"
+        click.echo(line + (f"\n        {r.message}" if r.message else ""))
+    counts = {s: sum(r.status == s for r in results) for s in ("passed", "failed", "skipped")}
+    click.echo(f"{counts['passed']} passed, {counts['failed']} failed, "
+               f"{counts['skipped']} skipped")
+    if counts["skipped"]:
+        click.echo(f"WARNING: {counts['skipped']} of {len(results)} case(s) were NOT checked "
+                   "(row expectations need --spark; --require-spark fails on skips)", err=True)
+    if counts["failed"] or (require_spark and counts["skipped"]):
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+def _tables(enforcer: PolicyEnforcer) -> dict[str, Any]:
+    """Catalog tables when a lakegate.yaml is at hand, else the tables policies name."""
+    cfg_path = config_path()
+    if cfg_path.is_file():
+        from catalog.catalog import Catalog
+        from catalog.store import open_store
+        from governance.config import Config
+
+        cfg = Config.load(cfg_path)
+        tables = Catalog(open_store(cfg.catalog), cfg.warehouse).tables()
+        if tables:
+            return {t.full_name: t for t in tables}
+    return {t.full_name: t for t in tables_from_policies(enforcer.policy_set)}
+
+
+@policy.command("explain")
+@config_option
+@click.option("--user", "-u", required=True, callback=user_name,
+              help="the user whose rights to show")
+@click.option("--dir", "directory", default="policies",
+              help="policy directory or git revision")
+@output_option("text", "json", default="text")
+@click.argument("table")
+def cmd_explain(user: str, directory: str, output: str, table: str) -> int:
+    """A user's effective rights on a table."""
+    enforcer = PolicyEnforcer(load_policies(directory))
+    info = _tables(enforcer).get(table.lower())
+    if info is None:
+        fail(f"table {table} is not in the catalog or the policies")
+        return EXIT_USAGE
+    acc = effective_access(enforcer, user, info)
+    ident = enforcer.identity(user)
+    if output == "json":
+        click.echo(json.dumps({"user": user, "groups": sorted(ident.groups),
+                               "table": info.full_name, **acc.to_dict()}, indent=1))
+        return EXIT_OK
+    click.echo(f"{user} (groups: {', '.join(sorted(ident.groups)) or 'none'}) on "
+               f"{info.full_name}")
+    none = "none (the table does not exist for this user)"
+    click.echo(f"  privileges : {', '.join(acc.privileges) or none}")
+    if acc.can_select:
+        click.echo(f"  columns    : {', '.join(acc.columns)}")
+        for col, mask, pid in acc.masks:
+            click.echo(f"  mask       : {col} -> {mask} (policy {pid})")
+        for fid, kind, where in acc.row_filters:
+            click.echo(f"  row filter : {fid} ({kind}): {where}")
+    click.echo(f"  decided by : {', '.join(acc.decided_by) or 'default deny'}")
+    if acc.error:
+        click.echo(f"  ERROR      : {acc.error}")
+    return EXIT_OK
+
+
+@policy.command("who-can-see")
+@config_option
+@click.option("--dir", "directory", default="policies",
+              help="policy directory or git revision")
+@output_option("text", "json", default="text")
+@click.argument("target", metavar="CATALOG.SCHEMA.TABLE[.COLUMN]")
+def cmd_who_can_see(directory: str, output: str, target: str) -> int:
+    """Who can read a table or column."""
+    enforcer = PolicyEnforcer(load_policies(directory))
+    tables = _tables(enforcer)
+    name = target.lower()
+    table = tables.get(name)
+    column = None
+    if table is None and "." in name:
+        base, _, column = name.rpartition(".")
+        table = tables.get(base)
+    if table is None:
+        fail(f"{target} is not in the catalog or the policies")
+        return EXIT_USAGE
+    rows = who_can_see(enforcer, table, column)
+    if output == "json":
+        click.echo(json.dumps([{"user": u, **a.to_dict()} for u, a in rows], indent=1))
+        return EXIT_OK
+    click.echo(f"who can see {table.full_name}{'.' + column if column else ''}:")
+    for u, acc in rows:
+        masks = {c.lower(): m for c, m, _ in acc.masks}
+        how = f"masked ({masks[column]})" if column and column in masks else "clear"
+        detail = how if column else f"{len(acc.columns)} columns, {len(acc.masks)} masked"
+        filters = f", rows filtered by {', '.join(f[0] for f in acc.row_filters)}" \
+            if acc.row_filters else ""
+        click.echo(f"  {u:20} {detail}{filters}")
+    if not rows:
+        click.echo("  nobody")
+    return EXIT_OK
+
+
+@policy.command("diff")
+@config_option
+@click.argument("old")
+@click.argument("new")
+@click.option("--dir", "directory", default="policies",
+              help="policy directory inside the repo")
+@output_option("markdown", "json", default="markdown")
+@click.option("--fail-on", type=click.Choice(["widen", "any"]),
+              help="exit 1 when access widens (widen) or changes at all (any): for CI")
+def cmd_diff(old: str, new: str, directory: str, output: str, fail_on: str | None) -> int:
+    """Change in effective access between two policy sets (directories or git revisions,
+    e.g. main, HEAD~1)."""
+    before = load_policies(old, policy_dir=directory)
+    after = load_policies(new, policy_dir=directory)
+    tables = list(_tables(PolicyEnforcer(after)).values()) if config_path().is_file() else None
+    d = diff_policies(before, after, tables)
+    click.echo(json.dumps(d.to_json(), indent=1) if output == "json" else d.to_markdown(),
+               nl=output == "json")
+    widened = [c for c in d.changes if c.widens]
+    if fail_on == "widen" and widened:
+        fail(f"policy diff: access widens in {len(widened)} change(s) (--fail-on widen)")
+        return EXIT_FAILED
+    if fail_on == "any" and d.changes:
+        fail(f"policy diff: {len(d.changes)} change(s) in effective access (--fail-on any)")
+        return EXIT_FAILED
+    return EXIT_OK

@@ -1,0 +1,218 @@
+"""Step 6 at the Spark edge: run a plan, and Spark's errors as data.
+
+A runtime error's message may quote values read from a table, so the caller gets its error
+class and a query id (the full text goes to the server log, `lakegate.errors`), or Spark's
+first line only for an allow-listed analysis error, which names the statement's own
+identifiers.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from catalog.catalog import Catalog
+from governance.actions import execute_actions
+from governance.errors import AccessDenied, LakegateError
+from governance.planning.planned import ROW_FILTER_VIOLATION, Planned
+from governance.verify import Analyze, verify_plan
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+#: Full Spark error texts go here, never to the caller: the CLI and the REST server route it
+#: to `lakegate-server.log` beside the config (see `route_error_log`).
+ERROR_LOG = logging.getLogger("lakegate.errors")
+#: Analysis errors whose message names only the statement's own identifiers (never a value
+#: read from a table), so the caller may read them. An allow-list by error class: any other
+#: class, and every error raised while running, is reported as class + query id only.
+READABLE_ANALYSIS_ERRORS = frozenset({
+    "PARSE_SYNTAX_ERROR",
+    "PARSE_EMPTY_STATEMENT",
+    "UNRESOLVED_COLUMN.WITH_SUGGESTION",
+    "UNRESOLVED_COLUMN.WITHOUT_SUGGESTION",
+    "UNRESOLVED_FIELD.WITH_SUGGESTION",
+    "UNRESOLVED_FIELD.WITHOUT_SUGGESTION",
+    "UNRESOLVED_ROUTINE",
+    "TABLE_OR_VIEW_NOT_FOUND",
+    "AMBIGUOUS_REFERENCE",
+    "WRONG_NUM_ARGS.WITHOUT_SUGGESTION",
+    "MISSING_AGGREGATION",
+    "MISSING_GROUP_BY",
+})
+
+
+class StatementFailed(LakegateError):
+    """Spark could not run an allowed statement: its error class and query id, or (for an
+    allow-listed analysis error) Spark's first line."""
+
+
+def route_error_log(path: Path) -> None:
+    """Send `lakegate.errors` to `path` only (never to the caller's stdout/stderr)."""
+    target = str(path.resolve())
+    if any(isinstance(h, logging.FileHandler) and h.baseFilename == target
+           for h in ERROR_LOG.handlers):
+        return
+    handler = logging.FileHandler(target, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    ERROR_LOG.addHandler(handler)
+    ERROR_LOG.propagate = False
+    if ERROR_LOG.level == logging.NOTSET:
+        ERROR_LOG.setLevel(logging.INFO)
+
+
+def error_class(e: BaseException) -> str:
+    """Spark's error class of `e` or of the first JVM cause that has one (a failed job wraps
+    the task's error), else the exception's type name. Never derived from message text."""
+    get = getattr(e, "getErrorClass", None)
+    try:
+        cls = get() if callable(get) else None
+    except Exception:
+        cls = None
+    if cls:
+        return str(cls)
+    j = getattr(e, "_origin", None) or getattr(e, "java_exception", None)
+    for _ in range(16):  # a cause chain is short; bound it anyway
+        if j is None:
+            break
+        try:
+            cls = j.getErrorClass()
+        except Exception:
+            cls = None
+        if cls:
+            return str(cls)
+        try:
+            j = j.getCause()
+        except Exception:
+            break
+    return type(e).__name__
+
+
+def failure_message(e: BaseException, query_id: str, user: str) -> str:
+    """The caller's line for a failed run: class + query id; the full text to the server log."""
+    cls = error_class(e)
+    ERROR_LOG.error("query %s (user %s) failed [%s]: %s", query_id, user, cls,
+                    getattr(e, "desc", None) or e)
+    return f"statement failed: [{cls}] (query {query_id})"
+
+
+def governed_frame(df: DataFrame, query_id: str, user: str) -> DataFrame:
+    """`df` whose actions report failures as class + query id (see GovernedDataFrame)."""
+    df.__class__ = _governed_class()
+    df._lg_query_id, df._lg_user = query_id, user  # type: ignore[attr-defined]
+    return df
+
+
+_GOVERNED: list[type] = []
+_ACTIONS = ("collect", "take", "head", "first", "tail", "count", "show", "toPandas",
+            "toLocalIterator", "foreach", "foreachPartition")
+
+
+def _governed_class() -> type:
+    """Built on first use so that importing the session does not import pyspark."""
+    if _GOVERNED:
+        return _GOVERNED[0]
+    from pyspark.sql import DataFrame as _DataFrame
+
+    def wrap(name: str) -> Callable[..., Any]:
+        base = getattr(_DataFrame, name)
+
+        def action(self: Any, *args: Any, **kw: Any) -> Any:
+            try:
+                return base(self, *args, **kw)
+            except LakegateError:
+                raise
+            except Exception as e:
+                raise StatementFailed(
+                    failure_message(e, self._lg_query_id, self._lg_user)) from None
+        action.__name__ = name
+        action.__doc__ = base.__doc__
+        return action
+
+    cls = type("GovernedDataFrame", (_DataFrame,), {
+        "__doc__": "A governed statement's result: an error while producing rows (which may "
+                   "quote values) reaches the caller as its error class and query id only. "
+                   "Frames derived from it (df.limit(...), df.select(...)) are plain "
+                   "DataFrames again.",
+        **{name: wrap(name) for name in _ACTIONS}})
+    _GOVERNED.append(cls)
+    return cls
+
+
+def run_planned(planned: Planned, spark: SparkSession, catalog: Catalog, *, verify: bool,
+                analyze: Analyze, refresh_derived: Callable[[], None]) -> DataFrame:
+    """Run a plan: its actions around its SQL, the SQL's analyzed plan verified first
+    (`refresh_derived` re-lists the derived tables' files before they are read)."""
+    if planned.derived:
+        refresh_derived()
+    execute_actions(planned.before, catalog, spark)
+    if planned.local_rows is not None:
+        return spark.createDataFrame(planned.local_rows, planned.local_schema)
+    assert planned.sql is not None
+    if planned.is_query:
+        df = spark.sql(planned.sql)
+        qe = df._jdf.queryExecution()
+        if verify:
+            verify_plan(qe.analyzed(), planned.expected, analyze)
+        # optimize now, inside the governed error handling; execution reuses this plan
+        qe.optimizedPlan()
+    else:
+        if verify:
+            verify_plan(analyze_only(spark, planned.sql), planned.expected, analyze)
+        df = spark.sql(planned.sql)
+    execute_actions(planned.after, catalog, spark)
+    return df
+
+
+def spark_error(e: Exception, planned: Planned | None, query_id: str,
+                user: str) -> str | AccessDenied:
+    """Spark's error as class + query id (its full text to the server log), Spark's first
+    line for an allow-listed analysis error, or AccessDenied when it names a hidden
+    column."""
+    raw = str(getattr(e, "desc", None) or e)
+    if ROW_FILTER_VIOLATION in raw and planned is not None:
+        t = planned.target
+        return AccessDenied(
+            f"access denied: a row written by user {user} is outside their row filter "
+            f"on {planned.target_name}; nothing was written", cmd=planned.cmd,
+            tables=(planned.target_name or "",),
+            policies=t.policy_ids if t else (),
+            row_filters=tuple(f.id for f in t.row_filters) if t else ())
+    from pyspark.errors import AnalysisException
+
+    if not isinstance(e, AnalysisException) or error_class(e) not in READABLE_ANALYSIS_ERRORS:
+        return failure_message(e, query_id, user)
+    lines = [ln for ln in raw.strip().splitlines() if ln.strip()]
+    first = lines[0] if lines else type(e).__name__
+    if first.startswith("An error occurred while calling") and len(lines) > 1:
+        first = lines[1].lstrip(": ")
+    first = first.split("; line ")[0].split(";\n")[0]
+    if planned is not None:
+        m = re.search(r"name `([^`]+)`(?:\.`([^`]+)`)? cannot be resolved", first)
+        if m:
+            hidden = planned.hidden_column(m.group(2) or m.group(1)) or \
+                planned.hidden_column(m.group(1))
+            if hidden is not None:
+                return AccessDenied(
+                    f"access denied: user {user} may not read column {hidden[1]} of "
+                    f"table {hidden[0]}", cmd=planned.cmd, tables=(hidden[0],))
+        for v in planned.placeholders:
+            first = first.replace(v, "")
+    return f"statement failed: {first[:500]}"
+
+
+def analyze_only(spark: SparkSession, sql: str) -> Any:
+    """Spark's analyzed plan of a statement without running it (commands run eagerly in
+    spark.sql, so verify them through the parser and analyzer directly)."""
+    jsession = spark._jsparkSession
+    # Delta resolves `delta.`path`` through the thread's active session: a pool thread
+    # (REST, the Connect gateway) may have none, and the target would not be found
+    spark._jvm.org.apache.spark.sql.SparkSession.setActiveSession(jsession)
+    state = jsession.sessionState()
+    parsed = state.sqlParser().parsePlan(sql)
+    analyzed = state.analyzer().execute(parsed)
+    state.analyzer().checkAnalysis(analyzed)
+    return analyzed

@@ -1,0 +1,148 @@
+"""The planning context: one statement's user, namespace and policy state, and the steps
+every statement family shares (govern, resolve and decide reads, replace them by governed
+views, generate the SQL, refuse masked reads in writes, check a write target).
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from catalog.catalog import Catalog
+from governance.constructs import govern_expression
+from governance.errors import AccessDenied, Refused
+from governance.planning.planned import Planned
+from governance.policy.enforcer import Identity, PolicyEnforcer, TableAccess
+from governance.resolve import (
+    Namespace,
+    TableRef,
+    denied_or_missing,
+    qualify_name,
+    resolve_tables,
+    table_parts,
+)
+from governance.rewrite import (
+    PolicySql,
+    check_hidden_columns,
+    columns_named,
+    columns_read,
+    replace_reads,
+    splice,
+    view_sql,
+)
+
+
+class PlanningContext:
+    """What a statement is planned against, and what planning learnt on the way (the audit
+    cmd, the deciding policies and row filters per table) for the session's audit lines."""
+
+    def __init__(self, *, catalog: Catalog, enforcer: PolicyEnforcer, policy_sql: PolicySql,
+                 user: str, namespace: Namespace, derived: dict[str, str] | None = None,
+                 ) -> None:
+        """`derived`: full table name -> the SQL relation it is read from (layer-owned temp
+        views, e.g. the audit log), instead of its Delta location."""
+        self.derived = derived or {}
+        self.cmd = "select"  # the statement's audit cmd, known as soon as its kind is
+        self.decided: dict[str, tuple[str, ...]] = {}  # table -> deciding policy ids
+        self.filters: dict[str, tuple[str, ...]] = {}  # table -> row filter ids
+        self.catalog = catalog
+        self.enforcer = enforcer
+        self.ps = policy_sql
+        self.user = user
+        self.ns = namespace
+        self.ident: Identity = enforcer.identity(user)
+
+    def govern(self, tree: exp.Expression) -> exp.Expression:
+        """The user's expression with identity functions resolved and unsafe constructs refused."""
+        return govern_expression(tree, self.user, self.ident.is_member,
+                                 namespace=(self.ns.catalog, self.ns.schema))
+
+    def note(self, access: TableAccess, extra: tuple[str, ...] = ()) -> None:
+        """Remember the deciding policies and row filters of a table, for the audit lines."""
+        name = access.table.full_name
+        self.decided[name] = tuple(dict.fromkeys((*access.policy_ids, *extra)))
+        self.filters[name] = tuple(f.id for f in access.row_filters)
+
+    def access(self, ref: TableRef, privilege: str = "select") -> TableAccess:
+        """The user's access to a table read; refused unless it grants `privilege`."""
+        access = self.enforcer.table_access(self.ident, ref.info)
+        self.note(access)
+        if privilege not in access.privileges:
+            raise denied_or_missing(self.user, privilege, ref.info.full_name)
+        return access
+
+    def reads(self, stmt: exp.Expression, targets: set[int] | None = None,
+              ) -> tuple[list[TableRef], list[tuple[TableRef, TableAccess]]]:
+        """Resolve the statement's tables (`targets`: node ids written, not read) and decide
+        every read."""
+        resolved = resolve_tables(stmt, self.catalog, self.ns, self.user, targets)
+        reads = [(r, self.access(r)) for r in resolved.reads]
+        return resolved.targets, reads
+
+    def views_sql(self, stmt: exp.Expression, reads: list[tuple[TableRef, TableAccess]],
+                  planned: Planned, scan: exp.Expression | None = None) -> exp.Expression:
+        """Replace reads by views; `scan` is the user's part when `stmt` wraps it."""
+        stmt, views = replace_reads(stmt, reads)
+        check_hidden_columns(stmt, views, self.user)
+        names, _, star, qstars = columns_named(scan if scan is not None else stmt)
+        planned.views = views
+        for i, v in enumerate(views):
+            planned.columns[i] = columns_read(v, names, star, qstars)
+            for c in planned.columns[i]:
+                leak = v.access.mask_reads_hidden.get(c.lower())
+                if leak is not None:  # the mask would show the hidden column's values
+                    raise AccessDenied(
+                        f"access denied: column mask {leak[0]} on "
+                        f"{v.access.table.full_name}.{c} reads column {leak[1]}, which is "
+                        f"hidden from user {self.user}", cmd=self.cmd,
+                        tables=(v.access.table.full_name,), policies=(leak[0],))
+        return stmt
+
+    def generate(self, stmt: exp.Expression, planned: Planned) -> str:
+        """The statement's SQL with each view's body spliced in; the verifier learns the
+        bodies it must find in Spark's plan."""
+        bodies = []
+        for v in planned.views:
+            table = v.access.table
+            body = view_sql(self.ps, self.ident, v.access, v.ref.node,
+                            self.derived.get(table.full_name))
+            if table.full_name in self.derived:
+                planned.expected.add_derived(table.location, v.access.visible_columns)
+                planned.derived.add(table.full_name)
+            else:
+                planned.expected.add_view(table.location, body, v.access.visible_columns)
+            bodies.append(body)
+        return splice(stmt.sql("spark", copy=False), planned.views, bodies)
+
+    def refuse_masked_reads(self, planned: Planned) -> None:
+        """No copying masked data: a write may not read a column masked for its user."""
+        masked: list[str] = []
+        ids: list[str] = []
+        for i, v in enumerate(planned.views):
+            for c in planned.columns.get(i, []):
+                applied = v.access.masks.get(c.lower())
+                if applied is not None:
+                    masked.append(f"{v.access.table.full_name}.{c}")
+                    ids.append(applied.mask.id)
+        if masked:
+            target = planned.target_name or ""
+            raise AccessDenied(
+                f"access denied: a write may not read masked column(s) {', '.join(masked)} "
+                f"(user {self.user})", cmd=planned.cmd, tables=(target,),
+                policies=tuple(dict.fromkeys([*ids, *self.decided.get(target, ())])))
+
+    def target(self, node: exp.Table, privilege: str, cmd: str) -> tuple[TableRef, TableAccess]:
+        """The write target and the user's access to it; refused unless `privilege` holds."""
+        if not isinstance(node, exp.Table):
+            raise Refused(f"{cmd.upper()} target is not a table")
+        targets, _ = self.reads(node, {id(node)})
+        if not targets:
+            c, s, t = qualify_name(table_parts(node), self.ns)
+            raise denied_or_missing(self.user, privilege, f"{c}.{s}.{t}".lower())
+        ref = targets[0]
+        access = self.enforcer.table_access(self.ident, ref.info)
+        ok, ids = self.enforcer.has_privilege(self.ident, privilege, ref.info.catalog,
+                                              ref.info.schema, ref.info.name)
+        self.note(access, ids)
+        if not ok:
+            raise denied_or_missing(self.user, privilege, ref.info.full_name)
+        return ref, access

@@ -1,0 +1,35 @@
+"""What the plan verifier must find in Spark's analyzed plan: pure data the planner fills.
+
+It lives with planning, not with the verifier, so that planning stays free of Spark; the
+verifier (`governance.verify`, at the Spark edge) reads it.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from catalog.catalog import normalise_location
+
+
+@dataclass
+class Expected:
+    """What the rewriter built: per location, the SQL of its views; write targets."""
+
+    # location -> (view body SQL, the visible columns the enforcer decided)
+    views: dict[str, list[tuple[str, tuple[str, ...]]]] = field(default_factory=dict)
+    targets: Counter = field(default_factory=Counter)
+    # derived tables (the audit log): files under a directory, shaped by layer-owned code
+    derived: dict[str, list[tuple[str, ...]]] = field(default_factory=dict)
+
+    def add_view(self, location: str, body: str, columns: tuple[str, ...]) -> None:
+        self.views.setdefault(normalise_location(location), []).append(
+            (body, tuple(c.lower() for c in columns)))
+
+    def add_derived(self, directory: str, columns: tuple[str, ...]) -> None:
+        self.derived.setdefault(normalise_location(directory), []).append(
+            tuple(c.lower() for c in columns))
+
+    def add_target(self, location: str) -> None:
+        self.targets[normalise_location(location)] += 1
+

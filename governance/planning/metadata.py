@@ -1,0 +1,109 @@
+"""Session and metadata statements (USE, DESCRIBE, SHOW): answered from the catalog and
+the policies, showing only what the user may see; nothing runs in Spark.
+"""
+
+from __future__ import annotations
+
+import re
+
+from sqlglot import exp
+
+from governance.errors import LakegateError, Refused
+from governance.planning.context import PlanningContext
+from governance.planning.planned import Planned
+from governance.resolve import Namespace, checked_parts, table_parts
+
+#: SHOW TABLES/SCHEMAS/CATALOGS, which sqlglot does not parse into a tree; matched on text.
+SHOW = re.compile(
+    r"^\s*SHOW\s+(TABLES|SCHEMAS|DATABASES|CATALOGS)(?:\s+(?:FROM|IN)\s+([`\w.]+))?\s*;?\s*$",
+    re.IGNORECASE,
+)
+
+
+def plan_use(ctx: PlanningContext, stmt: exp.Use) -> Planned:
+    """USE [CATALOG]: the session's namespace changes once the statement is on record."""
+    kind = (stmt.args.get("kind").name.upper() if stmt.args.get("kind") else "")
+    parts = [p.lower() for p in table_parts(stmt.this)]
+    if kind == "CATALOG":
+        if len(parts) != 1 or not ctx.catalog.has_catalog(parts[0]):
+            raise LakegateError(f"catalog {'.'.join(parts)} does not exist")
+        ns = Namespace(parts[0], "default")
+    else:
+        if len(parts) == 1:
+            ns = Namespace(ctx.ns.catalog, parts[0])
+        elif len(parts) == 2:
+            ns = Namespace(parts[0], parts[1])
+        else:
+            raise LakegateError(f"USE {'.'.join(parts)}: too many name parts")
+        if not ctx.catalog.has_schema(ns.catalog, ns.schema):
+            raise LakegateError(f"schema {ns.catalog}.{ns.schema} does not exist")
+    return Planned(cmd="use", local_rows=[], local_schema="result string", namespace=ns)
+
+
+def plan_describe(ctx: PlanningContext, stmt: exp.Describe) -> Planned:
+    """DESCRIBE TABLE: visible columns only, masked ones with the type the user sees."""
+    style = (stmt.args.get("style") or "").upper()
+    if style in ("HISTORY", "DETAIL") or stmt.args.get("partition"):
+        raise Refused(f"DESCRIBE {style or 'PARTITION'} is not governed by Lakegate")
+    kind = (stmt.args.get("kind") or "TABLE").upper()
+    if kind != "TABLE":
+        raise Refused(f"DESCRIBE {kind} is not governed by Lakegate")
+    node = stmt.this
+    if not isinstance(node, exp.Table):
+        raise Refused("DESCRIBE of a query is not governed")
+    _, reads = ctx.reads(node)
+    ref, access = reads[0]
+    planned = Planned(cmd="describe", target=access, target_name=ref.info.full_name)
+    rows = []
+    for name in access.visible_columns:
+        col = ref.info.column(name)
+        assert col is not None
+        applied = access.masks.get(name.lower())
+        if applied is None:
+            rows.append((col.name, col.type_text, col.comment))
+            continue
+        rows.append((col.name, masked_type(applied.mask.mask, col.type_text),
+                     f"masked ({applied.mask.mask})"
+                     + (f"; {col.comment}" if col.comment else "")))
+    planned.local_rows = rows
+    planned.local_schema = "col_name string, data_type string, comment string"
+    return planned
+
+
+def plan_show(ctx: PlanningContext, m: re.Match[str]) -> Planned:
+    """SHOW TABLES/SCHEMAS/CATALOGS (matched on text): only what holds a visible table."""
+    what, where = m.group(1).upper(), m.group(2)
+    visible = [t for t in ctx.catalog.tables()
+               if ctx.enforcer.table_access(ctx.ident, t).can_select]
+    planned = Planned(cmd="show")
+    if what == "TABLES":
+        parts = checked_parts((where or "").replace("`", "").split(".")) if where else []
+        c, s = (parts if len(parts) == 2 else [ctx.ns.catalog, parts[0] if parts
+                                               else ctx.ns.schema])
+        rows = [(t.catalog, t.schema, t.name) for t in visible
+                if t.catalog == c.lower() and t.schema == s.lower()]
+        planned.local_rows = rows
+        planned.local_schema = "catalog string, namespace string, tableName string"
+    elif what in ("SCHEMAS", "DATABASES"):
+        c = checked_parts([(where or ctx.ns.catalog).replace("`", "")])[0].lower()
+        rows = sorted({(t.schema,) for t in visible if t.catalog == c})
+        planned.local_rows = rows
+        planned.local_schema = "namespace string"
+    else:
+        planned.local_rows = sorted({(t.catalog,) for t in visible})
+        planned.local_schema = "catalog string"
+    return planned
+
+
+def masked_type(mask: str, type_text: str) -> str:
+    """The type a masked column has for the user (what DESCRIBE shows)."""
+    if mask in ("hash", "last4", "first4", "email_domain"):
+        return "string"
+    if mask == "redact":
+        return "string" if type_text.lower().startswith(("string", "varchar", "char")) \
+            else type_text
+    if mask == "year" and not type_text.lower().startswith(("date", "timestamp")):
+        return "date"
+    if mask == "custom":
+        return "masked"
+    return type_text

@@ -1,0 +1,134 @@
+"""What planning returns: plain data that the session audits and executes.
+
+`Planned` is one statement's plan (the SQL that runs, the views it reads, what the verifier
+must find, the audit lines); DDL effects are frozen dataclasses of plain data (`Action`)
+that `governance.actions` runs at the Spark edge, after the intent record.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from governance.planning.expected import Expected
+from governance.policy.enforcer import TableAccess
+from governance.resolve import Namespace
+from governance.rewrite import ReadView
+
+# The message of our own raise_error/assert_true when a written row (INSERT, the new version
+# of an UPDATEd or MERGEd row) fails the writer's row filter; the session maps it to
+# AccessDenied. Users cannot call raise_error or assert_true themselves.
+ROW_FILTER_VIOLATION = "LAKEGATE_ROW_FILTER_VIOLATION: a written row is outside the row filter"
+
+@dataclass(frozen=True)
+class CreateCatalog:
+    """Add a catalog to the Lakegate catalog."""
+
+    name: str
+    if_not_exists: bool
+
+
+@dataclass(frozen=True)
+class CreateSchema:
+    """Add a schema; a catalog error (missing catalog, existing schema) is the user's."""
+
+    catalog: str
+    schema: str
+    if_not_exists: bool
+
+
+@dataclass(frozen=True)
+class RegisterTable:
+    """After Spark created the Delta table at `location`: read its schema, register it."""
+
+    catalog: str
+    schema: str
+    name: str
+    location: str
+    domain: str | None
+    comment: str | None
+
+
+@dataclass(frozen=True)
+class DropTable:
+    """Unregister the table; delete its files only if they are its own managed files."""
+
+    catalog: str
+    schema: str
+    name: str
+    location: str
+
+
+# A DDL effect as plain data: the session executes it (governance/actions.py), so planning
+# needs no handle on the session or Spark.
+Action = CreateCatalog | CreateSchema | RegisterTable | DropTable
+
+
+@dataclass
+class Planned:
+    cmd: str
+    sql: str | None = None
+    is_query: bool = False
+    views: list[ReadView] = field(default_factory=list)
+    expected: Expected = field(default_factory=Expected)
+    target: TableAccess | None = None
+    target_name: str | None = None
+    dst: str | None = None
+    columns: dict[int, list[str]] = field(default_factory=dict)  # view index -> columns read
+    local_rows: list[tuple] | None = None
+    local_schema: str | None = None
+    before: tuple[Action, ...] = ()  # run after the intent record, before the SQL
+    after: tuple[Action, ...] = ()  # run after the SQL succeeded
+    namespace: Namespace | None = None
+    derived: set[str] = field(default_factory=set)  # derived tables read (need a temp view)
+    decided_by: tuple[str, ...] = ()  # policies that allowed a DDL statement
+
+    @property
+    def placeholders(self) -> list[str]:
+        return [v.placeholder for v in self.views]
+
+    def hidden_column(self, name: str) -> tuple[str, str] | None:
+        low = name.lower()
+        accesses = [v.access for v in self.views] + ([self.target] if self.target else [])
+        for a in accesses:
+            for h in a.hidden_columns:
+                if h.lower() == low:
+                    return a.table.full_name, h
+        return None
+
+    def audit_lines(self) -> list[dict[str, Any]]:
+        """One line per table touched (views of one table merge), else one with src=null."""
+        lines: list[dict[str, Any]] = []
+        merged: dict[str, dict[str, Any]] = {}
+        for i, v in enumerate(self.views):
+            name = v.access.table.full_name
+            cols = self.columns.get(i, [])
+            line = merged.get(name)
+            if line is None:
+                line = {"cmd": self.cmd, "src": name, "dst": self.dst, "columns": [],
+                        "masked": [], "row_filters": [], "policies": []}
+                merged[name] = line
+                lines.append(line)
+            for c in cols:
+                if c not in line["columns"]:
+                    line["columns"].append(c)
+                m = v.access.masks.get(c.lower())
+                if m is not None and (c, m.mask.mask) not in line["masked"]:
+                    line["masked"].append((c, m.mask.mask))
+            for f in v.access.row_filters:
+                if f.id not in line["row_filters"]:
+                    line["row_filters"].append(f.id)
+            for p in v.access.policy_ids:
+                if p not in line["policies"]:
+                    line["policies"].append(p)
+        if self.target_name is not None and self.target_name not in merged:
+            t = self.target
+            lines.append({"cmd": self.cmd, "src": self.target_name, "dst": self.dst,
+                          "row_filters": [f.id for f in t.row_filters] if t else [],
+                          "policies": list(t.policy_ids) if t else list(self.decided_by)})
+        if not lines:
+            lines.append({"cmd": self.cmd, "src": None, "dst": self.dst})
+        return lines
+
+    def describe(self) -> str:
+        return f"-- {self.cmd}: handled by Lakegate, no Spark SQL"

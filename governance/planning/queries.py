@@ -1,0 +1,21 @@
+"""Queries (SELECT, set operations, VALUES): every table read becomes its governed view."""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from governance.planning.context import PlanningContext
+from governance.planning.planned import Planned
+
+#: The statement types planned as queries.
+QUERY_TYPES = (exp.Select, exp.Union, exp.Intersect, exp.Except, exp.Subquery, exp.Values)
+
+
+def plan_query(ctx: PlanningContext, stmt: exp.Expression) -> Planned:
+    """Every table read becomes its governed view; the rest of the query is the user's."""
+    planned = Planned(cmd="select", is_query=True)
+    stmt = ctx.govern(stmt)
+    _, reads = ctx.reads(stmt)
+    stmt = ctx.views_sql(stmt, reads, planned)
+    planned.sql = ctx.generate(stmt, planned)
+    return planned

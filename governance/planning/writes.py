@@ -1,0 +1,364 @@
+"""Writes (INSERT, UPDATE, DELETE, MERGE): `modify` on the target, reads governed as in
+queries, and the writer's row filter guarding every user expression (`coalesce(filter,
+false) AND (cond)`, target columns fenced as CASE WHEN <filter> THEN col END) and checking
+every row written (INSERT's cast row, UPDATE/MERGE's new row: PostgreSQL's WITH CHECK).
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from governance.errors import AccessDenied, LakegateError, Refused
+from governance.masks import sql_type
+from governance.planning.context import PlanningContext
+from governance.planning.planned import ROW_FILTER_VIOLATION, Planned
+from governance.policy.enforcer import TableAccess
+
+
+def plan_insert(ctx: PlanningContext, stmt: exp.Insert) -> Planned:
+    """`modify` on the target; each row is cast to the column types and checked against the
+    writer's row filter as stored, so no row lands outside it."""
+    if isinstance(stmt.this, exp.Directory) or stmt.args.get("directory"):
+        raise Refused("INSERT OVERWRITE DIRECTORY is refused; write into a governed table")
+    for key in ("partition", "by_name", "where", "alternative", "conflict", "returning"):
+        if stmt.args.get(key):
+            raise Refused(f"INSERT with {key.upper().replace('_', ' ')} is not governed")
+    stmt = ctx.govern(stmt)
+    schema = stmt.this
+    column_list: list[str] | None = None
+    table_node = schema
+    if isinstance(schema, exp.Schema):
+        table_node = schema.this
+        column_list = [c.name for c in schema.expressions]
+    ref, access = ctx.target(table_node, "modify", "insert")
+    info = ref.info
+    planned = Planned(cmd="insert", target=access, target_name=info.full_name)
+    hidden = {h.lower() for h in access.hidden_columns}
+    if column_list is None:
+        if hidden:
+            raise AccessDenied(
+                f"access denied: INSERT into {info.full_name} without a column list would "
+                f"write columns hidden from user {ctx.user}; name the columns",
+                cmd="insert", tables=(info.full_name,))
+        column_list = [c.name for c in info.columns]
+    for c in column_list:
+        if info.column(c) is None:
+            raise LakegateError(f"column {c} does not exist in {info.full_name}")
+        if c.lower() in hidden:
+            raise AccessDenied(f"access denied: user {ctx.user} may not write column {c} "
+                               f"of table {info.full_name}", cmd="insert",
+                               tables=(info.full_name,))
+    overwrite = bool(stmt.args.get("overwrite"))
+    if overwrite and (access.row_filters or hidden):
+        raise AccessDenied(
+            f"access denied: INSERT OVERWRITE would replace rows or columns of "
+            f"{info.full_name} hidden from user {ctx.user}", cmd="insert",
+            tables=(info.full_name,))
+    source = stmt.expression
+    if source is None:
+        raise Refused("INSERT without a query or VALUES is not governed")
+    _, reads = ctx.reads(source)
+    if reads:
+        planned.dst = info.full_name
+    # the source's columns are renamed to the target's on the tree (a TableAlias with
+    # columns), so nothing in the source's text can change the wrapper
+    src = exp.Subquery(this=source, alias=exp.TableAlias(
+        this=exp.to_identifier("__lg_src"),
+        columns=[exp.to_identifier(c, quoted=True) for c in column_list]))
+    query = exp.Select(expressions=[exp.column(c, quoted=True) for c in column_list])
+    check = ctx.ps.filter_check(ctx.ident, access)
+    if check is None:
+        query = query.from_(src, copy=False)
+    else:
+        # Check what is stored: cast each value to its column's type as Spark's store
+        # assignment would, check the filter on the cast row, insert those same values.
+        present = {c.lower() for c in column_list}
+        row = [exp.alias_(exp.cast(exp.column(c, quoted=True), sql_type(
+            info.column(c).type_text)), c, quoted=True) for c in column_list]  # type: ignore[union-attr]
+        row += [exp.alias_(exp.cast(exp.null(), sql_type(c.type_text)), c.name, quoted=True)
+                for c in info.columns if c.name.lower() not in present]
+        cast = exp.Select(expressions=row).from_(src, copy=False)
+        assert_row = exp.Anonymous(this="assert_true", expressions=[
+            check, exp.Literal.string(ROW_FILTER_VIOLATION)])
+        query = query.from_(exp.Subquery(this=cast, alias=exp.TableAlias(
+            this=exp.to_identifier("__lg_chk"))), copy=False).where(
+            exp.Is(this=assert_row, expression=exp.null()), copy=False)
+    insert = exp.Insert(
+        this=exp.Schema(this=_delta_table(info.location),
+                        expressions=[exp.to_identifier(c, quoted=True) for c in column_list]),
+        expression=query, overwrite=overwrite)
+    insert = ctx.views_sql(insert, reads, planned, scan=source)
+    ctx.refuse_masked_reads(planned)
+    planned.sql = ctx.generate(insert, planned)
+    planned.expected.add_target(info.location)
+    return planned
+
+
+def plan_update(ctx: PlanningContext, stmt: exp.Update) -> Planned:
+    """Row-scoped (see `_row_scoped`); FROM is refused, MERGE says the same governably."""
+    if stmt.args.get("from_") or stmt.args.get("joins"):
+        raise Refused("UPDATE ... FROM is not governed; use MERGE")
+    return _row_scoped(ctx, "update", stmt)
+
+
+def plan_delete(ctx: PlanningContext, stmt: exp.Delete) -> Planned:
+    """Row-scoped (see `_row_scoped`); USING is refused, MERGE says the same governably."""
+    if stmt.args.get("using") or stmt.args.get("tables"):
+        raise Refused("DELETE ... USING is not governed; use MERGE")
+    return _row_scoped(ctx, "delete", stmt)
+
+
+def _row_scoped(ctx: PlanningContext, cmd: str, stmt: exp.Update | exp.Delete) -> Planned:
+    """UPDATE/DELETE: only visible rows are touched, the user's expressions run guarded and
+    fenced, and an UPDATE's new row must pass the filter (WITH CHECK)."""
+    stmt = ctx.govern(stmt)
+    node = stmt.this
+    ref, access = ctx.target(node, "modify", cmd)
+    info = ref.info
+    planned = Planned(cmd=cmd, target=access, target_name=info.full_name)
+    alias = node.alias or None
+    # the target's own expressions: SET right-hand sides and WHERE, subqueries aside
+    own: list[exp.Expression] = [eq.expression for eq in stmt.expressions]
+    if stmt.args.get("where") is not None:
+        own.append(stmt.args["where"])
+    read: list[str] = []
+    for e in own:
+        e = e.copy()
+        for sub in list(e.find_all(exp.Subquery, exp.Select)):
+            sub.replace(exp.Null())
+        read += _check_target_columns(ctx, e, access, cmd, alias)
+    masked = sorted({c for c in read if c.lower() in access.masks})
+    if masked:
+        ids = tuple(dict.fromkeys(access.masks[c.lower()].mask.id for c in masked))
+        raise AccessDenied(
+            f"access denied: {cmd.upper()} may not read masked column(s) "
+            f"{', '.join(masked)} of {info.full_name} (user {ctx.user})",
+            cmd=cmd, tables=(info.full_name,), policies=(*ids, *access.grant_ids))
+    for eq in stmt.expressions:
+        if not isinstance(eq, exp.EQ) or not isinstance(eq.this, exp.Column):
+            raise Refused(f"{cmd.upper()} SET must assign plain columns")
+        _check_target_columns(ctx, eq.this, access, cmd, alias)
+    _, reads = ctx.reads(stmt, {id(node)})
+    planned.dst = info.full_name if reads else None
+    stmt = ctx.views_sql(stmt, reads, planned)
+    ctx.refuse_masked_reads(planned)
+    check = ctx.ps.filter_check(ctx.ident, access, alias)
+    if check is not None:
+        fence = _Fence(check, access, alias or info.name, aliased=alias is not None)
+        cond = stmt.args.get("where")
+        stmt.set("where", exp.Where(
+            this=_guarded(check, fence(cond.this) if cond else None)))
+        for eq in stmt.expressions:
+            eq.set("expression", fence(eq.expression))
+        _with_check(ctx, stmt.expressions, check, access, alias)
+    target = _delta_table(info.location)
+    if alias:
+        target.set("alias", exp.TableAlias(this=exp.to_identifier(alias)))
+    stmt.set("this", target)
+    planned.sql = ctx.generate(stmt, planned)
+    planned.expected.add_target(info.location)
+    return planned
+
+
+def plan_merge(ctx: PlanningContext, stmt: exp.Merge) -> Planned:
+    """Hidden target rows never match; every clause runs guarded and fenced; updated and
+    inserted rows must pass the writer's filter."""
+    stmt = ctx.govern(stmt)
+    node = stmt.this
+    ref, access = ctx.target(node, "modify", "merge")
+    info = ref.info
+    planned = Planned(cmd="merge", target=access, target_name=info.full_name)
+    alias = node.alias or info.name
+    whens = stmt.args.get("whens")
+    clauses = whens.expressions if whens is not None else []
+    for w in clauses:
+        then = w.args.get("then")
+        if then is not None and any(isinstance(n, exp.Star) for n in then.walk()):
+            raise Refused("MERGE with UPDATE SET * / INSERT * is not governed; name columns")
+    own = stmt.copy()
+    own.set("this", None)
+    own.set("using", None)
+    read = _check_target_columns(ctx, own, access, "merge", alias)
+    masked = [c for c in read if c.lower() in access.masks]
+    if masked:
+        raise AccessDenied(
+            f"access denied: MERGE may not read masked column(s) {', '.join(masked)} of "
+            f"{info.full_name} (user {ctx.user})", cmd="merge", tables=(info.full_name,))
+    _, reads = ctx.reads(stmt, {id(node)})
+    planned.dst = info.full_name
+    stmt = ctx.views_sql(stmt, reads, planned)
+    ctx.refuse_masked_reads(planned)
+    check = ctx.ps.filter_check(ctx.ident, access, alias)
+    if check is not None:
+        # hidden target rows never match, and a row that is not matched by the source is
+        # acted on only when it passes the filter; the user's expressions read a hidden
+        # row's columns as NULL wherever Delta evaluates them (its join runs ON on every
+        # target row of the candidate files)
+        fence = _Fence(check, access, alias)
+        stmt.set("on", _guarded(check, fence(stmt.args["on"])))
+        for w in clauses:
+            then = w.args.get("then")
+            cond = w.args.get("condition")
+            if w.args.get("source"):
+                w.set("condition", _guarded(check.copy(), fence(cond) if cond else None))
+            elif w.args.get("matched") and cond is not None:
+                w.set("condition", fence(cond))
+            if isinstance(then, exp.Update):
+                for eq in then.expressions:
+                    eq.set("expression", fence(eq.expression))
+                _with_check(ctx, then.expressions, check, access, alias)
+            elif isinstance(then, exp.Insert):
+                _merge_insert_check(then, check, access, alias)
+    target = _delta_table(info.location)
+    target.set("alias", exp.TableAlias(this=exp.to_identifier(alias)))
+    stmt.set("this", target)
+    planned.sql = ctx.generate(stmt, planned)
+    planned.expected.add_target(info.location)
+    return planned
+
+
+def _check_target_columns(ctx: PlanningContext, expr: exp.Expression, access: TableAccess,
+                          cmd: str, alias: str | None) -> list[str]:
+    """Columns of the target a write's own expressions read; hidden ones are denied."""
+    by_low = {c.name.lower(): c.name for c in access.table.columns}
+    hidden = {h.lower() for h in access.hidden_columns}
+    read: list[str] = []
+    for col in expr.find_all(exp.Column):
+        if isinstance(col.this, exp.Star):
+            raise Refused(f"{cmd.upper()} with * is not governed; name the columns")
+        if col.table and alias and col.table.lower() != alias.lower():
+            continue
+        low = col.name.lower()
+        if low in hidden:
+            raise AccessDenied(
+                f"access denied: user {ctx.user} may not use column {by_low[low]} of "
+                f"table {access.table.full_name}", cmd=cmd, tables=(access.table.full_name,))
+        if low in by_low and by_low[low] not in read:
+            read.append(by_low[low])
+    return read
+
+
+def _with_check(ctx: PlanningContext, assignments: list[exp.Expression],
+                check: exp.Expression, access: TableAccess, alias: str | None) -> None:
+    """PostgreSQL's WITH CHECK for UPDATE: the new row must pass the writer's filters.
+
+    Each value is cast to its column's type (what is stored) and becomes
+    CASE WHEN <filter over the new row> THEN <value> ELSE raise_error(marker) END, so one
+    failing row fails the whole job and nothing is written."""
+    if not assignments or not (ctx.ps.filter_columns(access) & {
+            eq.this.name.lower() for eq in assignments}):
+        return  # the filter reads no assigned column: the new row passes as the old did
+    new: dict[str, exp.Expression] = {}
+    for eq in assignments:
+        col = access.table.column(eq.this.name)
+        if col is None:
+            raise LakegateError(f"column {eq.this.name} does not exist in "
+                                f"{access.table.full_name}")
+        new[col.name.lower()] = exp.cast(exp.paren(eq.expression), sql_type(col.type_text))
+    passes = _substituted(check, new, alias)
+    for eq in assignments:
+        eq.set("expression", _checked(passes, new[eq.this.name.lower()]))
+
+
+def _merge_insert_check(then: exp.Insert, check: exp.Expression,
+                        access: TableAccess, alias: str) -> None:
+    """MERGE's INSERT follows INSERT's rule: cast to the column types, check, store."""
+    cols, values = then.this, then.expression
+    if not isinstance(cols, exp.Tuple) or not isinstance(values, exp.Tuple) or \
+            len(cols.expressions) != len(values.expressions):
+        raise Refused("MERGE ... INSERT must name its columns and give one value each")
+    table = access.table
+    row = {c.name.lower(): exp.cast(exp.null(), sql_type(c.type_text))
+           for c in table.columns}
+    for c, v in zip(cols.expressions, values.expressions, strict=True):
+        col = table.column(c.name)
+        if col is None:
+            raise LakegateError(f"column {c.name} does not exist in {table.full_name}")
+        row[col.name.lower()] = exp.cast(exp.paren(v.copy()), sql_type(col.type_text))
+    passes = _substituted(check, row, alias)
+    values.set("expressions", [_checked(passes, row[table.column(c.name).name.lower()])
+                               for c in cols.expressions])  # type: ignore[union-attr]
+
+
+def _delta_table(location: str) -> exp.Table:
+    return exp.Table(this=exp.to_identifier(location, quoted=True), db=exp.to_identifier("delta"))
+
+
+def _guarded(check: exp.Expression, cond: exp.Expression | None) -> exp.Expression:
+    """`check AND (cond)`: the user's condition runs only on rows the filter lets through.
+
+    `check` is coalesce(filter, false), never NULL, so Spark's AND (interpreted and
+    generated code) skips its right side when it is false; Spark keeps conjunct order when
+    it splits and pushes predicates, and a CASE WHEN guard would be simplified into this
+    same AND (SimplifyConditionalsInPredicate) anyway. Delta's DELETE/UPDATE/MERGE only
+    wrap the whole condition (`NOT (c <=> true)`, join conditions), never reorder it."""
+    if cond is None:
+        return check
+    return exp.and_(check, exp.paren(cond), copy=False)
+
+
+class _Fence:
+    """Rewrites a user's write expression so that it reads each target column as
+    `CASE WHEN check THEN col END`: on a row the filter hides it sees only NULLs.
+
+    The guard `check AND (cond)` already skips hidden rows where Spark evaluates the AND
+    itself, but Delta may evaluate a user's expression elsewhere (MERGE's join runs the ON
+    condition on every target row of the candidate files, and its outputs are projections
+    over them). Fenced, whatever runs on a hidden row computes over NULLs only: its result,
+    its errors and its cost cannot depend on a hidden value. Inside a subquery only columns
+    qualified by the target's alias are the target's, and only when `check` is qualified by
+    it too (`aliased`); an unqualified check there would read the subquery's columns."""
+
+    def __init__(self, check: exp.Expression, access: TableAccess, alias: str,
+                 aliased: bool = True) -> None:
+        self.check = check
+        self.alias = alias.lower()
+        self.columns = {c.name.lower() for c in access.table.columns}
+        self.aliased = aliased
+
+    def __call__(self, expr: exp.Expression) -> exp.Expression:
+        expr = expr.copy()
+        for col in [c for c in expr.find_all(exp.Column) if self._is_target(c, expr)]:
+            fenced = exp.Case(ifs=[exp.If(this=self.check.copy(), true=col.copy())])
+            if col is expr:
+                return fenced
+            col.replace(fenced)
+        return expr
+
+    def _is_target(self, col: exp.Column, root: exp.Expression) -> bool:
+        if isinstance(col.this, exp.Star) or col.name.lower() not in self.columns:
+            return False
+        in_subquery = False
+        node = col.parent
+        while node is not None and node is not root.parent:
+            if isinstance(node, exp.Subquery | exp.Select):
+                in_subquery = True
+                break
+            node = node.parent
+        if col.table:
+            return col.table.lower() == self.alias and (self.aliased or not in_subquery)
+        return not in_subquery
+
+
+def _substituted(check: exp.Expression, row: dict[str, exp.Expression],
+                 alias: str | None) -> exp.Expression:
+    """The filter check over a new row: each target column replaced by its new value."""
+    out = check.copy()
+    for col in list(out.find_all(exp.Column)):
+        if alias and col.table and col.table.lower() != alias.lower():
+            continue
+        value = row.get(col.name.lower())
+        if value is None:
+            continue
+        if any(isinstance(n, exp.Subquery | exp.Select) for n in value.walk()):
+            raise Refused("a value computed by a subquery may not be written to a column the "
+                          "writer's row filter reads")
+        col.replace(exp.paren(value.copy()))
+    return out
+
+
+def _checked(passes: exp.Expression, value: exp.Expression) -> exp.Expression:
+    """CASE WHEN <new row passes> THEN value ELSE raise_error(marker) END."""
+    fail = exp.Anonymous(this="raise_error",
+                         expressions=[exp.Literal.string(ROW_FILTER_VIOLATION)])
+    return exp.Case(ifs=[exp.If(this=passes.copy(), true=value)], default=fail)
