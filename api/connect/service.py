@@ -34,16 +34,15 @@ from api.connect.backend import MAX_MESSAGE_BYTES, SECRET_HEADER, Backend
 from api.connect.relations import PlanGovernor
 from audit import AuditEvent, AuditWriteError
 from governance.errors import AccessDenied, AuditUnavailable, LakegateError
-from governance.parse import parse_statement
-from governance.session import (
+from governance.execute import (
     ERROR_LOG,
     READABLE_ANALYSIS_ERRORS,
-    GovernedSession,
-    Lakegate,
     StatementFailed,
     error_class,
     failure_message,
 )
+from governance.parse import parse_statement
+from governance.session import GovernedSession, Lakegate
 
 #: Settings a client may change in its session; everything else is refused (governance
 #: relies on the rest, e.g. ANSI mode, and the time zone moves row-filter boundaries).
