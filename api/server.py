@@ -39,7 +39,9 @@ def serve(host: str | None, port: int | None, log_level: str, access_log: bool) 
         fail(f"cannot listen on {host}:{port}: {why}")
         return EXIT_UNAVAILABLE
     # Spark starts only with the first SQL statement; full Spark errors go to the server log
-    lg = Lakegate.open(cfg, error_log=config_path().resolve().parent / "lakegate-server.log")
+    here = config_path().resolve().parent
+    lg = Lakegate.open(cfg, error_log=here / "lakegate-server.log",
+                       spark_log=here / "lakegate-spark.log")  # JVM noise off the console
     if not cfg.api.tokens and not cfg.api.secret:
         fail("no api.tokens or api.secret in the config: every request will be refused "
              "(401); see api/README.md (lakegate token create makes one)")

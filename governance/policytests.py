@@ -173,8 +173,10 @@ def run_offline(policy_dir: Path, suite: Suite) -> dict[int, Result]:
     return results
 
 
-def run_spark(policy_dir: Path, suite: Suite, results: dict[int, Result]) -> None:
-    """Row expectations on real Delta tables built from the fixtures."""
+def run_spark(policy_dir: Path, suite: Suite, results: dict[int, Result],
+              spark_log: Path | None = None) -> None:
+    """Row expectations on real Delta tables built from the fixtures; the JVM's console
+    output goes to `spark_log` (the CLI's lakegate-spark.log), not to the terminal."""
     import shutil
 
     from governance.demo import write_config
@@ -182,7 +184,7 @@ def run_spark(policy_dir: Path, suite: Suite, results: dict[int, Result]) -> Non
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        lg = Lakegate.open(write_config(root / "lh", policy_dir))
+        lg = Lakegate.open(write_config(root / "lh", policy_dir), spark_log=spark_log)
         for info in _table_infos(suite, root / "data"):
             spec = suite.tables[info.full_name]
             schema = ", ".join(f"`{c.name}` {c.type_text}" for c in info.columns)
@@ -248,11 +250,12 @@ def _plain(v: Any) -> Any:
     return str(v)
 
 
-def run_tests(policy_dir: Path, test_paths: list[Path], *, spark: bool) -> list[Result]:
+def run_tests(policy_dir: Path, test_paths: list[Path], *, spark: bool,
+              spark_log: Path | None = None) -> list[Result]:
     suite = load_suite(test_paths)
     results = run_offline(policy_dir, suite)
     if spark:
-        run_spark(policy_dir, suite, results)
+        run_spark(policy_dir, suite, results, spark_log)
     for i, case in enumerate(suite.cases):
         if case.needs_spark and not spark and results[i].status == "passed":
             results[i] = Result(case, "skipped", "row expectations need --spark "

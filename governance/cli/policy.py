@@ -81,7 +81,8 @@ def cmd_test(directory: str, tests_dir: str | None, spark: bool, require_spark: 
         return EXIT_USAGE
     if spark or require_spark:
         status("starting Spark to check rows on Delta tables (5-15 s)")
-    results = run_tests(policy_dir, files, spark=spark or require_spark)
+    results = run_tests(policy_dir, files, spark=spark or require_spark,
+                        spark_log=config_path().resolve().parent / "lakegate-spark.log")
     for r in results:
         line = f"{r.status.upper():7} {r.case.file} :: {r.case.name}"
         click.echo(line + (f"\n        {r.message}" if r.message else ""))
