@@ -47,7 +47,8 @@ def create_app(lg: Lakegate, cfg: ApiConfig | None = None) -> FastAPI:
             f"API under `{UC_PREFIX}`, and Lakegate's governance, domain registry and SQL "
             f"statements under `{LG_PREFIX}`. Every request needs `Authorization: Bearer "
             "<token>`, sees only what its user may see, and is written to the audit log "
-            "before it is answered."),
+            "before it is answered."
+        ),
     )
     for router, prefix in ROUTERS:
         app.include_router(router, prefix=prefix)
@@ -73,16 +74,18 @@ def create_app(lg: Lakegate, cfg: ApiConfig | None = None) -> FastAPI:
         rec.cmd = rec.cmd or "unknown"
         msg = str(exc.detail) if exc.detail else "error"
         rec.reason = msg
-        return JSONResponse(body(exc.status_code, msg), exc.status_code,
-                            headers=getattr(exc, "headers", None))
+        return JSONResponse(
+            body(exc.status_code, msg), exc.status_code, headers=getattr(exc, "headers", None)
+        )
 
     def openapi() -> dict[str, Any]:
         """FastAPI's schema, with its unused 422 answers dropped (validation errors are 400
         in UC's error shape)."""
         if app.openapi_schema:
             return app.openapi_schema
-        schema = get_openapi(title=app.title, version=app.version,
-                             description=app.description, routes=app.routes)
+        schema = get_openapi(
+            title=app.title, version=app.version, description=app.description, routes=app.routes
+        )
         for item in schema.get("paths", {}).values():
             for op in item.values():
                 op.get("responses", {}).pop("422", None)
@@ -91,18 +94,26 @@ def create_app(lg: Lakegate, cfg: ApiConfig | None = None) -> FastAPI:
         components = schema.setdefault("components", {})
         for name in ("HTTPValidationError", "ValidationError"):
             components.get("schemas", {}).pop(name, None)
-        components["securitySchemes"] = {"bearer": {
-            "type": "http", "scheme": "bearer",
-            "description": "a token listed in lakegate.yaml `api.tokens` (by its SHA-256), "
-                           "or a signed token `user.expiry.signature`"}}
+        components["securitySchemes"] = {
+            "bearer": {
+                "type": "http",
+                "scheme": "bearer",
+                "description": "a token listed in lakegate.yaml `api.tokens` (by its SHA-256), "
+                "or a signed token `user.expiry.signature`",
+            }
+        }
         app.openapi_schema = schema
         return schema
 
     app.openapi = openapi  # type: ignore[method-assign]
-    public = frozenset(p for p in (app.openapi_url, app.docs_url, app.redoc_url,
-                                   app.swagger_ui_oauth2_redirect_url) if p)
-    app.add_middleware(FastRoutes, routes=[r for r in iter_route_contexts(app.routes)
-                                           if r.endpoint in unity.FAST])
+    public = frozenset(
+        p
+        for p in (app.openapi_url, app.docs_url, app.redoc_url, app.swagger_ui_oauth2_redirect_url)
+        if p
+    )
+    app.add_middleware(
+        FastRoutes, routes=[r for r in iter_route_contexts(app.routes) if r.endpoint in unity.FAST]
+    )
     app.add_middleware(AuthMiddleware, service=service, public=public, routes=app.routes)
     app.add_middleware(AuditMiddleware, service=service)  # outermost: sees every answer
     return app

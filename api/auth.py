@@ -32,8 +32,7 @@ def token_hash(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
 
 
-def sign_token(secret: str, user: str, ttl_seconds: int = 3600, *, now: float | None = None
-               ) -> str:
+def sign_token(secret: str, user: str, ttl_seconds: int = 3600, *, now: float | None = None) -> str:
     """A signed token for `user` valid for `ttl_seconds` (for scripts and tests); a name
     outside governance.identity's set raises InvalidName instead of being minted."""
     expiry = int((now if now is not None else time.time()) + ttl_seconds)

@@ -66,8 +66,7 @@ def read_log(location: str) -> DeltaLog:
     if d is None:
         return EMPTY
     try:
-        versions = sorted({int(m.group(1)) for e in os.scandir(d)
-                           if (m := _ENTRY.match(e.name))})
+        versions = sorted({int(m.group(1)) for e in os.scandir(d) if (m := _ENTRY.match(e.name))})
     except OSError:
         return EMPTY
     if not versions:
@@ -105,8 +104,9 @@ def _commit(d: Path, info: dict[str, Any]) -> Commit:
         except OSError:
             ts = None
     user = info.get("userName") or info.get("userId")
-    return Commit(version, None if ts is None else int(ts), info.get("operation"),
-                  str(user) if user else None)
+    return Commit(
+        version, None if ts is None else int(ts), info.get("operation"), str(user) if user else None
+    )
 
 
 def _row_count(table: DeltaTable) -> int | None:

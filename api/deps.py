@@ -43,13 +43,27 @@ class Service:
         if rec.user is None and status >= 400:
             allowed = False  # unauthenticated; public pages (the OpenAPI docs) stay allowed
         reason = rec.reason if status >= 400 or not allowed else None
-        self.lg.audit.write([AuditEvent(
-            allowed=allowed, user=rec.user or "anonymous", auth="TOKEN", ip=rec.ip,
-            proto="rest", cmd=rec.cmd or "unknown", src=rec.src, dst=rec.dst,
-            caller_context=rec.caller_context, succeeded=status < 400, query_id=rec.request_id,
-            stmt_hash=rec.stmt_hash, columns=rec.columns, reason=reason,
-            duration_ms=int((time.perf_counter() - rec.started) * 1000),
-        )])
+        self.lg.audit.write(
+            [
+                AuditEvent(
+                    allowed=allowed,
+                    user=rec.user or "anonymous",
+                    auth="TOKEN",
+                    ip=rec.ip,
+                    proto="rest",
+                    cmd=rec.cmd or "unknown",
+                    src=rec.src,
+                    dst=rec.dst,
+                    caller_context=rec.caller_context,
+                    succeeded=status < 400,
+                    query_id=rec.request_id,
+                    stmt_hash=rec.stmt_hash,
+                    columns=rec.columns,
+                    reason=reason,
+                    duration_ms=int((time.perf_counter() - rec.started) * 1000),
+                )
+            ]
+        )
 
 
 def get_service(request: Request) -> Service:
@@ -98,6 +112,9 @@ def authenticated_router(**kwargs: Any) -> APIRouter:
 def unauthenticated_routes(routes: list[BaseRoute]) -> list[str]:
     """API routes (included routers flattened) without the `get_caller` dependency that
     `authenticated_router` gives (must be none)."""
-    return [f"{sorted(r.methods or ())} {r.path}" for r in iter_route_contexts(routes)
-            if isinstance(r.original_route, APIRoute)
-            and not any(d.dependency is get_caller for d in r.dependencies)]
+    return [
+        f"{sorted(r.methods or ())} {r.path}"
+        for r in iter_route_contexts(routes)
+        if isinstance(r.original_route, APIRoute)
+        and not any(d.dependency is get_caller for d in r.dependencies)
+    ]

@@ -90,7 +90,9 @@ def decode_token(token: str | None) -> str | None:
 # them. Locations never carry a URL's password, query or fragment (where such secrets sit).
 CREDENTIAL_KEY = re.compile(
     r"secret|passw|token|credential|\bsas\b|(access|account|private|session)[._-]?key"
-    r"|^fs\.|^spark\.hadoop\.", re.IGNORECASE)
+    r"|^fs\.|^spark\.hadoop\.",
+    re.IGNORECASE,
+)
 
 
 def without_credentials(location: str) -> str:
@@ -192,8 +194,9 @@ class Discovery:
             table_names: dict[tuple[str, str], list[str]] = {}
             for t in sorted(tables.values(), key=lambda t: t.full_name):
                 table_names.setdefault((t.catalog, t.schema), []).append(t.name)
-            self._snap = Snapshot(gen, tables, catalogs, sorted(catalogs), schemas,
-                                  schema_names, table_names)
+            self._snap = Snapshot(
+                gen, tables, catalogs, sorted(catalogs), schemas, schema_names, table_names
+            )
             self._visible.clear()
             return self._snap
 
@@ -215,11 +218,14 @@ class Discovery:
         schemas: set[tuple[str, str]] = set()
         for c, s in snap.schemas:
             if enf.has_privilege(ident, "manage", c, s, "*")[0] or any(
-                    self.can_see(caller, t) for t in snap.schema_tables(c, s)):
+                self.can_see(caller, t) for t in snap.schema_tables(c, s)
+            ):
                 schemas.add((c, s))
-        catalogs = {c for c in snap.catalogs
-                    if any(k[0] == c for k in schemas)
-                    or enf.has_privilege(ident, "manage", c, "*", "*")[0]}
+        catalogs = {
+            c
+            for c in snap.catalogs
+            if any(k[0] == c for k in schemas) or enf.has_privilege(ident, "manage", c, "*", "*")[0]
+        }
         vis = _Visible(frozenset(catalogs), frozenset(schemas))
         if len(self._visible) > 10_000:
             self._visible.clear()
@@ -261,8 +267,9 @@ class Discovery:
 
     # listing ----------------------------------------------------------------------------
 
-    def list_catalogs(self, caller: Caller, limit: int, after: str | None
-                      ) -> tuple[list[CatalogInfo], str | None]:
+    def list_catalogs(
+        self, caller: Caller, limit: int, after: str | None
+    ) -> tuple[list[CatalogInfo], str | None]:
         snap = self.snapshot()
         vis = self._visibility(caller, snap)
         names = snap.catalog_names
@@ -274,8 +281,9 @@ class Discovery:
             i += 1
         return _page(out, limit, lambda c: c.name)
 
-    def list_schemas(self, caller: Caller, catalog: str, limit: int, after: str | None
-                     ) -> tuple[list[SchemaInfo], str | None]:
+    def list_schemas(
+        self, caller: Caller, catalog: str, limit: int, after: str | None
+    ) -> tuple[list[SchemaInfo], str | None]:
         info = self.visible_catalog(caller, catalog)
         snap = self.snapshot()
         vis = self._visibility(caller, snap)
@@ -288,8 +296,9 @@ class Discovery:
             i += 1
         return _page(out, limit, lambda s: s.name)
 
-    def list_tables(self, caller: Caller, catalog: str, schema: str, limit: int,
-                    after: str | None) -> tuple[list[tuple[TableInfo, TableAccess]], str | None]:
+    def list_tables(
+        self, caller: Caller, catalog: str, schema: str, limit: int, after: str | None
+    ) -> tuple[list[tuple[TableInfo, TableAccess]], str | None]:
         info = self.visible_schema(caller, catalog, schema)
         snap = self.snapshot()
         names = snap.table_names.get((info.catalog, info.name), [])
@@ -313,8 +322,9 @@ class Discovery:
             return None
         return ps.domains[d].owners[0].key
 
-    def tables_json(self, caller: Caller, items: list[tuple[TableInfo, TableAccess]]
-                    ) -> list[bytes]:
+    def tables_json(
+        self, caller: Caller, items: list[tuple[TableInfo, TableAccess]]
+    ) -> list[bytes]:
         owners: dict[tuple[str, str], str | None] = {}
         out = []
         for table, access in items:
@@ -326,8 +336,16 @@ class Discovery:
 
     def table_json(self, table: TableInfo, access: TableAccess, owner: str | None) -> bytes:
         manages = "manage" in access.privileges
-        key = (table.catalog, table.schema, table.name, table.updated_at, table.location,
-               access.visible_columns, manages, owner)
+        key = (
+            table.catalog,
+            table.schema,
+            table.name,
+            table.updated_at,
+            table.location,
+            access.visible_columns,
+            manages,
+            owner,
+        )
         hit = self._renders.items.get(key)
         if hit is not None:
             return hit
@@ -337,11 +355,14 @@ class Discovery:
         for pos, name in enumerate(access.visible_columns):
             c = by_name[name]
             prec, scale = precision_scale(c.type_text)
-            col = {"name": c.name, "type_text": c.type_text,
-                   "type_json": c.type_json or field_json(c.name, c.type_text, c.nullable,
-                                                          c.comment),
-                   "type_name": type_name(c.type_text), "position": pos,
-                   "nullable": c.nullable}
+            col = {
+                "name": c.name,
+                "type_text": c.type_text,
+                "type_json": c.type_json or field_json(c.name, c.type_text, c.nullable, c.comment),
+                "type_name": type_name(c.type_text),
+                "position": pos,
+                "nullable": c.nullable,
+            }
             if prec is not None:
                 col["type_precision"], col["type_scale"] = prec, scale
             if c.comment:
@@ -350,16 +371,23 @@ class Discovery:
                 col["partition_index"] = parts[c.name.lower()]
             cols.append(col)
         doc: dict = {
-            "name": table.name, "catalog_name": table.catalog, "schema_name": table.schema,
-            "full_name": table.full_name, "table_type": self.table_type(table),
-            "data_source_format": "DELTA", "columns": cols,
+            "name": table.name,
+            "catalog_name": table.catalog,
+            "schema_name": table.schema,
+            "full_name": table.full_name,
+            "table_type": self.table_type(table),
+            "data_source_format": "DELTA",
+            "columns": cols,
         }
         if manages:
             doc["storage_location"] = without_credentials(table.location)
         if table.comment:
             doc["comment"] = table.comment
-        doc["properties"] = {str(k): str(v) for k, v in (table.properties or {}).items()
-                             if manages or not CREDENTIAL_KEY.search(str(k))}
+        doc["properties"] = {
+            str(k): str(v)
+            for k, v in (table.properties or {}).items()
+            if manages or not CREDENTIAL_KEY.search(str(k))
+        }
         if owner:
             doc["owner"] = owner
         if table.created_at:
@@ -376,12 +404,19 @@ class Discovery:
     def table_type(self, table: TableInfo) -> str:
         loc = normalise_location(table.location)
         wh = str(self.lg.catalog.warehouse)
-        return "MANAGED" if "://" not in loc and (loc + "/").startswith(wh + "/") and \
-            Path(loc) != Path(wh) else "EXTERNAL"
+        return (
+            "MANAGED"
+            if "://" not in loc and (loc + "/").startswith(wh + "/") and Path(loc) != Path(wh)
+            else "EXTERNAL"
+        )
 
     def schema_doc(self, caller: Caller, s: SchemaInfo) -> dict:
-        doc: dict = {"name": s.name, "catalog_name": s.catalog, "full_name": s.full_name,
-                     "schema_id": stable_id("schema", s.full_name)}
+        doc: dict = {
+            "name": s.name,
+            "catalog_name": s.catalog,
+            "full_name": s.full_name,
+            "schema_id": stable_id("schema", s.full_name),
+        }
         if s.comment:
             doc["comment"] = s.comment
         owner = self.owner(caller, s.catalog, s.name)

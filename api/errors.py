@@ -46,10 +46,17 @@ def body(status: int, message: str, error_code: str | None = None) -> dict[str, 
 
 def responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     """OpenAPI `responses=` for the error statuses a route can answer with."""
-    text = {400: "Invalid argument", 401: "No or invalid bearer token",
-            403: "Not allowed", 404: "Not found (or not visible to the caller)",
-            409: "Conflict", 501: "Not supported by Lakegate",
-            503: "Audit log unavailable: nothing is returned",
-            504: "Timed out"}
-    return {s: {"model": ErrorBody, "description": text.get(s, "Error")}
-            for s in sorted({400, 401, 503, *statuses})}
+    text = {
+        400: "Invalid argument",
+        401: "No or invalid bearer token",
+        403: "Not allowed",
+        404: "Not found (or not visible to the caller)",
+        409: "Conflict",
+        501: "Not supported by Lakegate",
+        503: "Audit log unavailable: nothing is returned",
+        504: "Timed out",
+    }
+    return {
+        s: {"model": ErrorBody, "description": text.get(s, "Error")}
+        for s in sorted({400, 401, 503, *statuses})
+    }

@@ -30,14 +30,21 @@ router = authenticated_router(tags=["Lakegate: tables"])
 async def whoami(request: Request, caller: CallerDep) -> dict:
     """The user the token stands for, their groups (nesting resolved) and owned domains."""
     reg = get_service(request).registry
-    return {"user": caller.user, "groups": sorted(caller.ident.groups),
-            "auth": caller.principal.method,
-            "token_expires": dt(caller.principal.expires) if caller.principal.expires else None,
-            "domains_owned": reg.owned_domains(caller)}
+    return {
+        "user": caller.user,
+        "groups": sorted(caller.ident.groups),
+        "auth": caller.principal.method,
+        "token_expires": dt(caller.principal.expires) if caller.principal.expires else None,
+        "domains_owned": reg.owned_domains(caller),
+    }
 
 
-@router.get("/tables/{full_name}", operation_id="getTableDetail", response_model=TableDetail,
-            responses=responses(400, 404))
+@router.get(
+    "/tables/{full_name}",
+    operation_id="getTableDetail",
+    response_model=TableDetail,
+    responses=responses(400, 404),
+)
 async def table_detail(request: Request, caller: CallerDep, full_name: TablePath) -> dict:
     """The caller's effective access to one table, its tags, domain and Delta state."""
     svc = get_service(request)
@@ -50,18 +57,31 @@ async def table_detail(request: Request, caller: CallerDep, full_name: TablePath
     for pos, name in enumerate(access.visible_columns):
         c = by_name[name]
         applied = access.masks.get(name.lower())
-        columns.append({
-            "name": c.name, "type_text": c.type_text, "nullable": c.nullable, "position": pos,
-            "comment": c.comment, "tags": sorted(ps.column_tags(*key, name.lower())),
-            "mask": {"kind": applied.mask.mask, "policy": applied.mask.id} if applied else None,
-        })
+        columns.append(
+            {
+                "name": c.name,
+                "type_text": c.type_text,
+                "nullable": c.nullable,
+                "position": pos,
+                "comment": c.comment,
+                "tags": sorted(ps.column_tags(*key, name.lower())),
+                "mask": {"kind": applied.mask.mask, "policy": applied.mask.id} if applied else None,
+            }
+        )
     filters = None
     if manages:
         applying = {f.id for f in access.row_filters}
-        filters = [{"id": f.id, "kind": f.kind, "where": f.where,
-                    "principals": [p.key for p in f.principals],
-                    "applies_to_caller": f.id in applying}
-                   for f in ps.row_filters if f.on.matches_table(*key)]
+        filters = [
+            {
+                "id": f.id,
+                "kind": f.kind,
+                "where": f.where,
+                "principals": [p.key for p in f.principals],
+                "applies_to_caller": f.id in applying,
+            }
+            for f in ps.row_filters
+            if f.on.matches_table(*key)
+        ]
     dname = ps.domain_of_schema(table.catalog, table.schema)
     domain = ps.domains.get(dname) if dname else None
     delta = read_log(table.location)
@@ -69,46 +89,80 @@ async def table_detail(request: Request, caller: CallerDep, full_name: TablePath
     # last commit would tell how many rows are hidden and when they change.
     withheld = bool(access.row_filters)
     return {
-        "full_name": table.full_name, "catalog_name": table.catalog,
-        "schema_name": table.schema, "name": table.name, "comment": table.comment,
+        "full_name": table.full_name,
+        "catalog_name": table.catalog,
+        "schema_name": table.schema,
+        "name": table.name,
+        "comment": table.comment,
         "table_type": svc.discovery.table_type(table),
-        "domain": None if domain is None else {
-            "name": domain.name, "description": domain.description,
-            "owners": [p.key for p in domain.owners]},
+        "domain": None
+        if domain is None
+        else {
+            "name": domain.name,
+            "description": domain.description,
+            "owners": [p.key for p in domain.owners],
+        },
         "tags": sorted(ps.table_tags(*key)),
         "columns": columns,
         "access": {
             "privileges": sorted(access.privileges),
-            "masked_columns": [{"column": m.column, "kind": m.mask.mask, "policy": m.mask.id}
-                               for m in access.masks.values()],
+            "masked_columns": [
+                {"column": m.column, "kind": m.mask.mask, "policy": m.mask.id}
+                for m in access.masks.values()
+            ],
             "row_filter_applies": bool(access.row_filters),
             "row_filters": filters,
         },
-        "delta": {"withheld": True} if withheld else {
+        "delta": {"withheld": True}
+        if withheld
+        else {
             "version": delta.version,
             "last_commit": dt(delta.last_commit_ms / 1000) if delta.last_commit_ms else None,
-            "row_count": delta.row_count, "history_complete": delta.history_complete},
+            "row_count": delta.row_count,
+            "history_complete": delta.history_complete,
+        },
         "products": svc.registry.products_by_table().get(table.full_name, []),
     }
 
 
-@router.get("/tables/{full_name}/history", operation_id="getTableHistory",
-            response_model=TableHistory, responses=responses(400, 404))
-async def table_history(request: Request, caller: CallerDep, full_name: TablePath,
-                        limit: Annotated[int, Query(ge=1, le=1000)] = 50) -> dict:
+@router.get(
+    "/tables/{full_name}/history",
+    operation_id="getTableHistory",
+    response_model=TableHistory,
+    responses=responses(400, 404),
+)
+async def table_history(
+    request: Request,
+    caller: CallerDep,
+    full_name: TablePath,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 50,
+) -> dict:
     """Delta commits, newest first, read from `_delta_log` (no Spark); none for a caller whose
     row filter applies, since commit times and operations show when hidden rows change."""
     table, access = get_service(request).discovery.visible_table(caller, full_name)
     if access.row_filters:
-        return {"full_name": table.full_name, "version": None, "complete": False,
-                "withheld": True, "commits": []}
+        return {
+            "full_name": table.full_name,
+            "version": None,
+            "complete": False,
+            "withheld": True,
+            "commits": [],
+        }
     log = read_log(table.location)
-    return {"full_name": table.full_name, "version": log.version,
-            "complete": log.history_complete,
-            "commits": [{"version": c.version,
-                         "timestamp": dt(c.timestamp_ms / 1000) if c.timestamp_ms else None,
-                         "operation": c.operation, "user": c.user}
-                        for c in log.commits[:limit]]}
+    return {
+        "full_name": table.full_name,
+        "version": log.version,
+        "complete": log.history_complete,
+        "commits": [
+            {
+                "version": c.version,
+                "timestamp": dt(c.timestamp_ms / 1000) if c.timestamp_ms else None,
+                "operation": c.operation,
+                "user": c.user,
+            }
+            for c in log.commits[:limit]
+        ],
+    }
 
 
 # search ---------------------------------------------------------------------------------------
@@ -144,12 +198,22 @@ class _SearchIndex:
             docs = []
             for t in sorted(snap.tables.values(), key=lambda t: t.full_name):
                 k = (t.catalog, t.schema, t.name)
-                docs.append(_Doc(
-                    t, t.full_name, (t.comment or "").lower(), frozenset(ps.table_tags(*k)),
-                    {c.name: ((c.comment or "").lower(),
-                              frozenset(ps.column_tags(*k, c.name.lower())))
-                     for c in t.columns},
-                    ps.domain_of_schema(t.catalog, t.schema)))
+                docs.append(
+                    _Doc(
+                        t,
+                        t.full_name,
+                        (t.comment or "").lower(),
+                        frozenset(ps.table_tags(*k)),
+                        {
+                            c.name: (
+                                (c.comment or "").lower(),
+                                frozenset(ps.column_tags(*k, c.name.lower())),
+                            )
+                            for c in t.columns
+                        },
+                        ps.domain_of_schema(t.catalog, t.schema),
+                    )
+                )
             self._docs, self._key = docs, key
             return docs
 
@@ -191,12 +255,17 @@ def _match(term: str, doc: _Doc, visible: tuple[str, ...]) -> tuple[float, list[
     return best, where
 
 
-@router.get("/search", operation_id="search", response_model=SearchResponse,
-            responses=responses(400))
-async def search(request: Request, caller: CallerDep,
-                 q: Annotated[str, Query(min_length=1, max_length=200,
-                                         description="words; every one must match")],
-                 limit: Annotated[int, Query(ge=1, le=200)] = 20) -> dict:
+@router.get(
+    "/search", operation_id="search", response_model=SearchResponse, responses=responses(400)
+)
+async def search(
+    request: Request,
+    caller: CallerDep,
+    q: Annotated[
+        str, Query(min_length=1, max_length=200, description="words; every one must match")
+    ],
+    limit: Annotated[int, Query(ge=1, le=200)] = 20,
+) -> dict:
     """Full-text search over the names, columns, tags and descriptions of readable tables."""
     svc = get_service(request)
     terms = list(dict.fromkeys(t.lower() for t in _TERM.findall(q)))[:10]
@@ -214,8 +283,14 @@ async def search(request: Request, caller: CallerDep,
                 score += w
                 matched += where
             else:
-                hits.append({"full_name": doc.table.full_name, "domain": doc.domain,
-                             "comment": doc.table.comment, "score": score,
-                             "matched": list(dict.fromkeys(matched))})
+                hits.append(
+                    {
+                        "full_name": doc.table.full_name,
+                        "domain": doc.domain,
+                        "comment": doc.table.comment,
+                        "score": score,
+                        "matched": list(dict.fromkeys(matched)),
+                    }
+                )
     hits.sort(key=lambda h: (-h["score"], h["full_name"]))
     return {"query": q, "results": hits[:limit]}

@@ -46,9 +46,11 @@ class AuditMiddleware:
         headers = dict(scope.get("headers") or ())
         ctx = headers.get(b"x-lakegate-caller-context")
         rec = RequestAudit(
-            ip=client[0] if client else "unknown", request_id=uuid.uuid4().hex,
+            ip=client[0] if client else "unknown",
+            request_id=uuid.uuid4().hex,
             started=time.perf_counter(),
-            caller_context=ctx.decode("utf-8", "replace")[:200] if ctx else None)
+            caller_context=ctx.decode("utf-8", "replace")[:200] if ctx else None,
+        )
         scope[AUDIT_KEY] = rec
         state = {"started": False, "dropped": False}
 
@@ -60,8 +62,10 @@ class AuditMiddleware:
                     await send_error(send, 503, "audit log unavailable: request refused")
                     return
                 message.setdefault("headers", [])
-                message["headers"] = [*message["headers"],
-                                      (b"x-request-id", rec.request_id.encode())]
+                message["headers"] = [
+                    *message["headers"],
+                    (b"x-request-id", rec.request_id.encode()),
+                ]
             elif state["dropped"]:
                 return
             await send(message)
@@ -77,8 +81,11 @@ class AuditMiddleware:
     def _record(self, rec: RequestAudit, status: int, scope: Scope) -> bool:
         if rec.cmd is None:  # a route that needs no token (the OpenAPI docs) or no route
             route, endpoint = scope.get("route"), scope.get("endpoint")
-            rec.cmd = getattr(route, "operation_id", None) or getattr(route, "name", None) \
+            rec.cmd = (
+                getattr(route, "operation_id", None)
+                or getattr(route, "name", None)
                 or getattr(endpoint, "__name__", None)
+            )
         try:
             self.service.write_audit(rec, status)
         except (AuditWriteError, OSError) as e:
@@ -96,8 +103,9 @@ class AuthMiddleware:
     dependency then builds the caller from the principal found here.
     """
 
-    def __init__(self, app: ASGIApp, service: Service, public: frozenset[str],
-                 routes: list[BaseRoute]) -> None:
+    def __init__(
+        self, app: ASGIApp, service: Service, public: frozenset[str], routes: list[BaseRoute]
+    ) -> None:
         self.app = app
         self.service = service
         self.public = public
@@ -107,12 +115,12 @@ class AuthMiddleware:
         if scope["type"] != "http" or scope["path"] in self.public:
             await self.app(scope, receive, send)
             return
-        header = next((v for k, v in scope.get("headers") or () if k == b"authorization"),
-                      None)
+        header = next((v for k, v in scope.get("headers") or () if k == b"authorization"), None)
         rec: RequestAudit = scope[AUDIT_KEY]
         try:
             principal = self.service.auth.authenticate(
-                header.decode("latin-1") if header is not None else None)
+                header.decode("latin-1") if header is not None else None
+            )
         except Unauthenticated as e:
             rec.cmd, rec.reason = self._operation(scope), str(e)
             await send_error(send, 401, str(e), [(b"www-authenticate", b"Bearer")])
@@ -129,14 +137,22 @@ class AuthMiddleware:
         return "unknown"
 
 
-async def send_error(send: Send, status: int, message: str,
-                     headers: list[tuple[bytes, bytes]] | None = None) -> None:
+async def send_error(
+    send: Send, status: int, message: str, headers: list[tuple[bytes, bytes]] | None = None
+) -> None:
     """An error answer in UC's shape, straight to the ASGI `send`."""
     payload = json.dumps(body(status, message)).encode()
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"),
-                            (b"content-length", str(len(payload)).encode()),
-                            *(headers or ())]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(payload)).encode()),
+                *(headers or ()),
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": payload})
 
 
@@ -144,8 +160,7 @@ async def api_error_response(request: Request, exc: ApiError) -> JSONResponse:
     rec = request_audit(request)
     rec.reason = rec.reason or exc.message
     headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
-    return JSONResponse(body(exc.status, exc.message, exc.error_code), exc.status,
-                        headers=headers)
+    return JSONResponse(body(exc.status, exc.message, exc.error_code), exc.status, headers=headers)
 
 
 FastHandler = Callable[[Request, Caller], Awaitable[Response]]

@@ -19,9 +19,29 @@ from catalog.products import CLASSIFICATIONS, STAGES
 # --- Unity Catalog -------------------------------------------------------------------------
 
 ColumnTypeName = Literal[
-    "BOOLEAN", "BYTE", "SHORT", "INT", "LONG", "FLOAT", "DOUBLE", "DATE", "TIMESTAMP",
-    "TIMESTAMP_NTZ", "STRING", "BINARY", "DECIMAL", "INTERVAL", "ARRAY", "STRUCT", "MAP",
-    "VARIANT", "CHAR", "NULL", "USER_DEFINED_TYPE", "TABLE_TYPE"]
+    "BOOLEAN",
+    "BYTE",
+    "SHORT",
+    "INT",
+    "LONG",
+    "FLOAT",
+    "DOUBLE",
+    "DATE",
+    "TIMESTAMP",
+    "TIMESTAMP_NTZ",
+    "STRING",
+    "BINARY",
+    "DECIMAL",
+    "INTERVAL",
+    "ARRAY",
+    "STRUCT",
+    "MAP",
+    "VARIANT",
+    "CHAR",
+    "NULL",
+    "USER_DEFINED_TYPE",
+    "TABLE_TYPE",
+]
 
 
 class UcColumnInfo(BaseModel):
@@ -47,8 +67,7 @@ class UcTableInfo(BaseModel):
     table_type: Literal["MANAGED", "EXTERNAL"]
     data_source_format: Literal["DELTA"] = "DELTA"
     columns: list[UcColumnInfo] = Field(description="Only the columns the caller may read")
-    storage_location: str | None = Field(
-        None, description="Only for callers who manage the table")
+    storage_location: str | None = Field(None, description="Only for callers who manage the table")
     comment: str | None = None
     properties: dict[str, str] | None = None
     owner: str | None = Field(None, description="The owning domain's first owner")
@@ -134,7 +153,8 @@ class AccessInfo(BaseModel):
     masked_columns: list[MaskedColumn]
     row_filter_applies: bool = Field(description="some rows of the table are hidden from you")
     row_filters: list[RowFilterInfo] | None = Field(
-        None, description="the table's row filters with their text: only for its managers")
+        None, description="the table's row filters with their text: only for its managers"
+    )
 
 
 class DomainRef(BaseModel):
@@ -148,8 +168,11 @@ class DeltaSummary(BaseModel):
     last_commit: datetime | None = None
     row_count: int | None = Field(None, description="sum of numRecords stats; null if unknown")
     history_complete: bool = Field(False, description="every commit since version 0 is kept")
-    withheld: bool = Field(False, description="true: a row filter applies to you, so version, "
-                           "last commit and row count are left out (they would reveal hidden rows)")
+    withheld: bool = Field(
+        False,
+        description="true: a row filter applies to you, so version, "
+        "last commit and row count are left out (they would reveal hidden rows)",
+    )
 
 
 class TableDetail(BaseModel):
@@ -178,8 +201,11 @@ class TableHistory(BaseModel):
     full_name: str
     version: int | None
     complete: bool
-    withheld: bool = Field(False, description="true: a row filter applies to you, so the commits "
-                           "are left out (they would show when hidden rows change)")
+    withheld: bool = Field(
+        False,
+        description="true: a row filter applies to you, so the commits "
+        "are left out (they would show when hidden rows change)",
+    )
     commits: list[CommitInfo] = Field(description="newest first")
 
 
@@ -188,8 +214,9 @@ class SearchHit(BaseModel):
     domain: str | None = None
     comment: str | None = None
     score: float
-    matched: list[str] = Field(description="where the terms matched: name, column:x, tag:y, "
-                               "description")
+    matched: list[str] = Field(
+        description="where the terms matched: name, column:x, tag:y, description"
+    )
 
 
 class SearchResponse(BaseModel):
@@ -293,8 +320,12 @@ class ProductCreate(BaseModel):
     stage: Stage = "draft"
     tags: list[Tag] = Field([], max_length=100)
     classification: Classification | None = None
-    freshness: str | None = Field(None, pattern=_DURATION, max_length=64,
-                                  description="max age of the newest commit: 30m, 24h, 7d")
+    freshness: str | None = Field(
+        None,
+        pattern=_DURATION,
+        max_length=64,
+        description="max age of the newest commit: 30m, 24h, 7d",
+    )
 
 
 class ProductUpdate(BaseModel):
@@ -304,8 +335,7 @@ class ProductUpdate(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     description: Annotated[str, Field(max_length=4000)] | SkipJsonSchema[None] = None
-    output_tables: Annotated[list[TableName], Field(max_length=1000)] | \
-        SkipJsonSchema[None] = None
+    output_tables: Annotated[list[TableName], Field(max_length=1000)] | SkipJsonSchema[None] = None
     stage: Stage | SkipJsonSchema[None] = None
     tags: Annotated[list[Tag], Field(max_length=100)] | SkipJsonSchema[None] = None
     classification: Classification | None = None
@@ -320,9 +350,13 @@ class StatementRequest(BaseModel):
     statement: str = Field(min_length=1, max_length=1_000_000)
     row_limit: int | None = Field(None, ge=1, description="at most the server's api.row_limit")
     timeout_seconds: float | None = Field(
-        None, ge=1, le=86400, allow_inf_nan=False,
+        None,
+        ge=1,
+        le=86400,
+        allow_inf_nan=False,
         description="1 s to a day; the server's api.timeout caps it (a smaller value would "
-                    "start Spark only to cancel it)")
+        "start Spark only to cancel it)",
+    )
 
 
 class StatementColumn(BaseModel):
@@ -333,8 +367,9 @@ class StatementColumn(BaseModel):
 
 class StatementResult(BaseModel):
     columns: list[StatementColumn]
-    rows: list[list[Any]] = Field(description="decimals and binary as strings (base64), dates "
-                                  "and timestamps in ISO 8601")
+    rows: list[list[Any]] = Field(
+        description="decimals and binary as strings (base64), dates and timestamps in ISO 8601"
+    )
     row_count: int
     truncated: bool = Field(description="more rows exist than row_limit")
     duration_ms: int

@@ -79,8 +79,10 @@ class Registry:
                 except ProductError as e:
                     problems.append(f"{p.source[5:]}: {e}")
             skipped = self.store.sync_yaml(good)
-            problems += [f"product '{n}' is registered through the API; its YAML definition "
-                         "is ignored" for n in skipped]
+            problems += [
+                f"product '{n}' is registered through the API; its YAML definition is ignored"
+                for n in skipped
+            ]
             for msg in problems:
                 log.warning("data products: %s", msg)
             self.problems = problems
@@ -97,8 +99,11 @@ class Registry:
     @staticmethod
     def is_owner(caller: Caller, domain: Domain) -> bool:
         for p in domain.owners:
-            if p.kind == "any" or (p.kind == "user" and p.name == caller.user) or \
-                    (p.kind == "group" and caller.ident.is_member(p.name)):
+            if (
+                p.kind == "any"
+                or (p.kind == "user" and p.name == caller.user)
+                or (p.kind == "group" and caller.ident.is_member(p.name))
+            ):
                 return True
         return False
 
@@ -139,22 +144,37 @@ class Registry:
         domain = self.domains(caller).get(p.domain)
         owner = domain is not None and self.is_owner(caller, domain)
         snap = self.discovery.snapshot()
-        visible = [t for t in p.output_tables
-                   if owner or (t in snap.tables and self.discovery.can_see(caller,
-                                                                            snap.tables[t]))]
+        visible = [
+            t
+            for t in p.output_tables
+            if owner or (t in snap.tables and self.discovery.can_see(caller, snap.tables[t]))
+        ]
         # Commit times of a table under the caller's row filter show when hidden rows change.
-        timed = set(p.output_tables) if owner else {
-            t for t in visible
-            if not caller.enforcer.table_access(caller.ident, snap.tables[t]).row_filters}
+        timed = (
+            set(p.output_tables)
+            if owner
+            else {
+                t
+                for t in visible
+                if not caller.enforcer.table_access(caller.ident, snap.tables[t]).row_filters
+            }
+        )
         return {
-            "name": p.name, "domain": p.domain, "description": p.description,
-            "output_tables": visible, "stage": p.stage, "tags": list(p.tags),
-            "classification": p.classification, "freshness": p.freshness,
+            "name": p.name,
+            "domain": p.domain,
+            "description": p.description,
+            "output_tables": visible,
+            "stage": p.stage,
+            "tags": list(p.tags),
+            "classification": p.classification,
+            "freshness": p.freshness,
             "freshness_status": self.freshness(p, set(visible), timed),
             "source": p.source,
             "editable": owner and p.source == "api" and p.stage != "retired",
-            "created_at": dt(p.created_at), "updated_at": dt(p.updated_at),
-            "created_by": p.created_by, "updated_by": p.updated_by,
+            "created_at": dt(p.created_at),
+            "updated_at": dt(p.updated_at),
+            "created_by": p.created_by,
+            "updated_by": p.updated_by,
         }
 
     def freshness(self, p: DataProduct, shown: set[str], timed: set[str]) -> dict | None:
@@ -170,21 +190,33 @@ class Registry:
         tables = []
         for name in p.output_tables:
             info = snap.tables.get(name)
-            last_ms = (read_log(info.location).last_commit_ms
-                       if info is not None and name in timed else None)
+            last_ms = (
+                read_log(info.location).last_commit_ms
+                if info is not None and name in timed
+                else None
+            )
             age = None if last_ms is None else max(0.0, now - last_ms / 1000)
             fresh = None if age is None else age <= objective
             verdicts.append(fresh)
             if name in shown:
-                tables.append({"table": name, "last_commit": dt(last_ms / 1000 if last_ms
-                                                                 else None),
-                               "age_seconds": None if age is None else round(age, 3),
-                               "fresh": fresh})
+                tables.append(
+                    {
+                        "table": name,
+                        "last_commit": dt(last_ms / 1000 if last_ms else None),
+                        "age_seconds": None if age is None else round(age, 3),
+                        "fresh": fresh,
+                    }
+                )
         if any(v is False for v in verdicts):
             status = "stale"
         elif not verdicts or any(v is None for v in verdicts):
             status = "unknown"
         else:
             status = "fresh"
-        return {"objective": p.freshness, "objective_seconds": objective, "status": status,
-                "checked_at": dt(now), "tables": tables}
+        return {
+            "objective": p.freshness,
+            "objective_seconds": objective,
+            "status": status,
+            "checked_at": dt(now),
+            "tables": tables,
+        }

@@ -14,12 +14,16 @@ from governance.cli.kit import EXIT_OK, EXIT_UNAVAILABLE, config_option, config_
 @click.command("serve")
 @config_option
 @click.option("--host", help="address to bind (default: api.host, else 127.0.0.1)")
-@click.option("--port", type=click.IntRange(0, 65535),
-              help="port (default: api.port, else 8080)")
-@click.option("--log-level", default="info", show_default=True,
-              type=click.Choice(["critical", "error", "warning", "info", "debug"]))
-@click.option("--access-log", is_flag=True,
-              help="uvicorn's access log too (every request is audited anyway)")
+@click.option("--port", type=click.IntRange(0, 65535), help="port (default: api.port, else 8080)")
+@click.option(
+    "--log-level",
+    default="info",
+    show_default=True,
+    type=click.Choice(["critical", "error", "warning", "info", "debug"]),
+)
+@click.option(
+    "--access-log", is_flag=True, help="uvicorn's access log too (every request is audited anyway)"
+)
 def serve(host: str | None, port: int | None, log_level: str, access_log: bool) -> int:
     """Serve the REST API.
 
@@ -40,22 +44,33 @@ def serve(host: str | None, port: int | None, log_level: str, access_log: bool) 
         return EXIT_UNAVAILABLE
     # Spark starts only with the first SQL statement; full Spark errors go to the server log
     here = config_path().resolve().parent
-    lg = Lakegate.open(cfg, error_log=here / "lakegate-server.log",
-                       spark_log=here / "lakegate-spark.log")  # JVM noise off the console
+    lg = Lakegate.open(
+        cfg, error_log=here / "lakegate-server.log", spark_log=here / "lakegate-spark.log"
+    )  # JVM noise off the console
     if not cfg.api.tokens and not cfg.api.secret:
-        fail("no api.tokens or api.secret in the config: every request will be refused "
-             "(401); see api/README.md (lakegate token create makes one)")
+        fail(
+            "no api.tokens or api.secret in the config: every request will be refused "
+            "(401); see api/README.md (lakegate token create makes one)"
+        )
     if not _is_loopback(host):
         fail(f"serving on {host}, beyond loopback: put TLS in front of it")
     # uvicorn's default log setup is logging.config.dictConfig, which closes every existing
     # handler, the audit log's included (every request would then be refused): keep ours.
-    logging.basicConfig(level=log_level.upper(),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     app = create_app(lg)
     _settle(app)
     try:
-        uvicorn.run(app, host=host, port=port, log_config=None,
-                    log_level=log_level, access_log=access_log, server_header=False)
+        uvicorn.run(
+            app,
+            host=host,
+            port=port,
+            log_config=None,
+            log_level=log_level,
+            access_log=access_log,
+            server_header=False,
+        )
     except SystemExit as e:  # uvicorn exits 1 when it cannot start (e.g. lost a bind race)
         if e.code not in (None, 0):
             fail(f"the server on {host}:{port} could not start")

@@ -59,10 +59,13 @@ def to_json(v: Any) -> Any:
     return str(v)
 
 
-@router.post("/statements", operation_id="executeStatement", response_model=StatementResult,
-             responses=responses(400, 403, 504))
-async def execute_statement(request: Request, body: StatementRequest,
-                            caller: CallerDep) -> dict:
+@router.post(
+    "/statements",
+    operation_id="executeStatement",
+    response_model=StatementResult,
+    responses=responses(400, 403, 504),
+)
+async def execute_statement(request: Request, body: StatementRequest, caller: CallerDep) -> dict:
     """Run one SQL statement as the caller, under the policies (403 when denied, with the
     message the Python API gives)."""
     svc = get_service(request)
@@ -80,24 +83,33 @@ async def execute_statement(request: Request, body: StatementRequest,
         sc = lg.spark.sparkContext
         sc.setJobGroup(group, f"lakegate rest {caller.user}", interruptOnCancel=True)
         try:
-            session = lg.session(caller.user, auth="TOKEN", proto="rest", ip=rec.ip,
-                                 caller_context=rec.caller_context or f"rest:{rec.request_id}")
+            session = lg.session(
+                caller.user,
+                auth="TOKEN",
+                proto="rest",
+                ip=rec.ip,
+                caller_context=rec.caller_context or f"rest:{rec.request_id}",
+            )
             df = session.sql(body.statement)
             try:
                 rows = df.limit(limit + 1).collect()
             except Exception as e:  # may quote values: class + the audit line's query id
                 raise StatementFailed(
-                    failure_message(e, session.last_query_id or "", caller.user)) from None
+                    failure_message(e, session.last_query_id or "", caller.user)
+                ) from None
             fields = df.schema.fields
         finally:
             sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
         truncated = len(rows) > limit
         rows = rows[:limit]
         return {
-            "columns": [{"name": f.name, "type_text": f.dataType.simpleString(),
-                         "nullable": f.nullable} for f in fields],
+            "columns": [
+                {"name": f.name, "type_text": f.dataType.simpleString(), "nullable": f.nullable}
+                for f in fields
+            ],
             "rows": [[to_json(v) for v in r] for r in rows],
-            "row_count": len(rows), "truncated": truncated,
+            "row_count": len(rows),
+            "truncated": truncated,
             "duration_ms": int((time.perf_counter() - started) * 1000),
         }
 
@@ -109,8 +121,9 @@ async def execute_statement(request: Request, body: StatementRequest,
         return await asyncio.wait_for(asyncio.shield(future), timeout)
     except TimeoutError:
         lg.spark.sparkContext.cancelJobGroup(group)
-        raise ApiError(504, f"statement timed out after {timeout:g} s; its Spark jobs were "
-                       "cancelled") from None
+        raise ApiError(
+            504, f"statement timed out after {timeout:g} s; its Spark jobs were cancelled"
+        ) from None
     except SqlParseError as e:
         raise ApiError(400, str(e)) from None
     except AccessDenied as e:
@@ -124,16 +137,20 @@ async def execute_statement(request: Request, body: StatementRequest,
         # Spark failed while producing rows of an allowed statement; its message may quote
         # values, so only the kind of failure goes back (details are in the server log).
         log.warning("statement %s failed at collect: %s", rec.request_id, e)
-        raise ApiError(400, f"statement failed while reading its result ({type(e).__name__}); "
-                       f"request id {rec.request_id}") from None
+        raise ApiError(
+            400,
+            f"statement failed while reading its result ({type(e).__name__}); "
+            f"request id {rec.request_id}",
+        ) from None
 
 
 def _retrieved(future: asyncio.Future) -> None:
     """Take a finished statement's exception: after a 504 nobody awaits it, and asyncio
     would print "Future exception was never retrieved" with Spark's text on stderr."""
     if not future.cancelled() and future.exception() is not None:
-        log.info("a statement ended after its caller was answered: %s",
-                 type(future.exception()).__name__)
+        log.info(
+            "a statement ended after its caller was answered: %s", type(future.exception()).__name__
+        )
 
 
 def _start_spark(lg: Any) -> None:

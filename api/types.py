@@ -40,9 +40,15 @@ _SIMPLE: dict[DType, tuple[str, str]] = {  # sqlglot type -> (UC type name, Spar
     DType.NULL: ("NULL", "void"),
     DType.VARIANT: ("VARIANT", "variant"),
 }
-_NESTED = {DType.DECIMAL: "DECIMAL", DType.ARRAY: "ARRAY", DType.MAP: "MAP",
-           DType.STRUCT: "STRUCT", DType.CHAR: "CHAR", DType.VARCHAR: "STRING",
-           DType.INTERVAL: "INTERVAL"}
+_NESTED = {
+    DType.DECIMAL: "DECIMAL",
+    DType.ARRAY: "ARRAY",
+    DType.MAP: "MAP",
+    DType.STRUCT: "STRUCT",
+    DType.CHAR: "CHAR",
+    DType.VARCHAR: "STRING",
+    DType.INTERVAL: "INTERVAL",
+}
 # A struct field name: after `<` or `,`, up to `:`; quoted names and string literals (a
 # DDL-style COMMENT) are matched first so that their insides are left alone.
 _FIELD = re.compile(r"`(?:[^`]|``)*`|'(?:[^'\\]|\\.)*'|(?<=[<,])([^`'<>,:]+):")
@@ -78,8 +84,10 @@ def field_json(name: str, type_text: str, nullable: bool, comment: str | None) -
         value: Any = type_text.strip().lower() if dtype is None else _json(dtype)
     except ValueError:  # a type sqlglot knows and Spark's JSON does not, e.g. geometry
         value = type_text.strip().lower()
-    return json.dumps({"name": name, "type": value, "nullable": nullable, "metadata": metadata},
-                      separators=(",", ":"))
+    return json.dumps(
+        {"name": name, "type": value, "nullable": nullable, "metadata": metadata},
+        separators=(",", ":"),
+    )
 
 
 @lru_cache(maxsize=4096)
@@ -87,8 +95,12 @@ def _build(type_text: str) -> exp.DataType | None:
     """The type's sqlglot tree, or None where strict parsing fails (see the module note);
     cached, since a table's columns are read three ways per render. Never mutated."""
     try:
-        return parse_one(_FIELD.sub(_quote_field, type_text.strip()), read="spark",
-                         into=exp.DataType, error_level=ErrorLevel.RAISE)
+        return parse_one(
+            _FIELD.sub(_quote_field, type_text.strip()),
+            read="spark",
+            into=exp.DataType,
+            error_level=ErrorLevel.RAISE,
+        )
     except ParseError:
         return None
 
@@ -122,12 +134,15 @@ def _json(dtype: exp.DataType) -> Any:
     if kind == DType.INTERVAL:
         return "interval"
     if kind == DType.ARRAY:
-        return {"type": "array", "elementType": _json(dtype.expressions[0]),
-                "containsNull": True}
+        return {"type": "array", "elementType": _json(dtype.expressions[0]), "containsNull": True}
     if kind == DType.MAP:
         key, value = dtype.expressions
-        return {"type": "map", "keyType": _json(key), "valueType": _json(value),
-                "valueContainsNull": True}
+        return {
+            "type": "map",
+            "keyType": _json(key),
+            "valueType": _json(value),
+            "valueContainsNull": True,
+        }
     if kind == DType.STRUCT:
         return {"type": "struct", "fields": [_field(f) for f in dtype.expressions]}
     raise ValueError(f"no Spark JSON for type {dtype.sql('spark')}")
@@ -136,9 +151,12 @@ def _json(dtype: exp.DataType) -> Any:
 def _field(column: exp.ColumnDef) -> dict[str, Any]:
     """One struct field; DDL-style `NOT NULL` and `COMMENT '...'` are honoured."""
     constraints = [c.args["kind"] for c in column.args.get("constraints") or []]
-    comment = next((c.this.name for c in constraints
-                    if isinstance(c, exp.CommentColumnConstraint)), None)
-    return {"name": column.name, "type": _json(column.args["kind"]),
-            "nullable": not any(isinstance(c, exp.NotNullColumnConstraint)
-                                for c in constraints),
-            "metadata": {"comment": comment} if comment else {}}
+    comment = next(
+        (c.this.name for c in constraints if isinstance(c, exp.CommentColumnConstraint)), None
+    )
+    return {
+        "name": column.name,
+        "type": _json(column.args["kind"]),
+        "nullable": not any(isinstance(c, exp.NotNullColumnConstraint) for c in constraints),
+        "metadata": {"comment": comment} if comment else {},
+    }

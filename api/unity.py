@@ -44,22 +44,37 @@ from api.models import (
 router = authenticated_router(tags=["Unity Catalog"])
 
 
-def _param(name: str, where: str, schema: dict, description: str, required: bool = False
-           ) -> dict[str, Any]:
-    return {"name": name, "in": where, "required": required or where == "path",
-            "schema": schema, "description": description}
+def _param(
+    name: str, where: str, schema: dict, description: str, required: bool = False
+) -> dict[str, Any]:
+    return {
+        "name": name,
+        "in": where,
+        "required": required or where == "path",
+        "schema": schema,
+        "description": description,
+    }
 
 
-_MAX = _param("max_results", "query", {"type": "integer", "minimum": 0},
-              "page size; 0 or absent: the server's (100); capped at 1000; negative: 400")
-_TOKEN = _param("page_token", "query",
-                {"type": "string", "maxLength": 2000, "pattern": TOKEN_PATTERN},
-                "next_page_token of the previous page")
+_MAX = _param(
+    "max_results",
+    "query",
+    {"type": "integer", "minimum": 0},
+    "page size; 0 or absent: the server's (100); capped at 1000; negative: 400",
+)
+_TOKEN = _param(
+    "page_token",
+    "query",
+    {"type": "string", "maxLength": 2000, "pattern": TOKEN_PATTERN},
+    "next_page_token of the previous page",
+)
 _NAME_1 = {"type": "string", "pattern": CATALOG_NAME_PATTERN}
-_CATALOG = _param("catalog_name", "query", {**_NAME_1, "maxLength": 255},
-                  "parent catalog", required=True)
-_SCHEMA = _param("schema_name", "query", {**_NAME_1, "maxLength": 255},
-                 "parent schema", required=True)
+_CATALOG = _param(
+    "catalog_name", "query", {**_NAME_1, "maxLength": 255}, "parent catalog", required=True
+)
+_SCHEMA = _param(
+    "schema_name", "query", {**_NAME_1, "maxLength": 255}, "parent schema", required=True
+)
 _FULL_NAME_2 = {"type": "string", "pattern": SCHEMA_NAME_PATTERN}
 _FULL_NAME_3 = {"type": "string", "pattern": TABLE_NAME_PATTERN}
 
@@ -68,8 +83,9 @@ def _doc(*params: dict[str, Any]) -> dict[str, Any]:
     return {"parameters": list(params)}
 
 
-def _str(request: Request, name: str, *, required: bool = False, max_length: int = 255
-         ) -> str | None:
+def _str(
+    request: Request, name: str, *, required: bool = False, max_length: int = 255
+) -> str | None:
     value = request.query_params.get(name)
     if value is None and required:
         raise ApiError(400, f"missing required parameter {name}")
@@ -91,8 +107,13 @@ def _json(doc: object) -> Response:
     return Response(json.dumps(doc, separators=(",", ":")), media_type="application/json")
 
 
-@router.get("/catalogs", operation_id="listCatalogs", response_model=ListCatalogsResponse,
-            responses=responses(400), openapi_extra=_doc(_MAX, _TOKEN))
+@router.get(
+    "/catalogs",
+    operation_id="listCatalogs",
+    response_model=ListCatalogsResponse,
+    responses=responses(400),
+    openapi_extra=_doc(_MAX, _TOKEN),
+)
 async def list_catalogs(request: Request, caller: CallerDep) -> Response:
     """Catalogs holding at least one table the caller may read, or that the caller manages."""
     d = get_service(request).discovery
@@ -104,16 +125,25 @@ async def list_catalogs(request: Request, caller: CallerDep) -> Response:
     return _json(doc)
 
 
-@router.get("/catalogs/{name}", operation_id="getCatalog", response_model=UcCatalogInfo,
-            responses=responses(404),
-            openapi_extra=_doc(_param("name", "path", _NAME_1, "catalog name")))
+@router.get(
+    "/catalogs/{name}",
+    operation_id="getCatalog",
+    response_model=UcCatalogInfo,
+    responses=responses(404),
+    openapi_extra=_doc(_param("name", "path", _NAME_1, "catalog name")),
+)
 async def get_catalog(request: Request, caller: CallerDep) -> Response:
     d = get_service(request).discovery
     return _json(d.catalog_doc(d.visible_catalog(caller, request.path_params["name"])))
 
 
-@router.get("/schemas", operation_id="listSchemas", response_model=ListSchemasResponse,
-            responses=responses(400, 404), openapi_extra=_doc(_CATALOG, _MAX, _TOKEN))
+@router.get(
+    "/schemas",
+    operation_id="listSchemas",
+    response_model=ListSchemasResponse,
+    responses=responses(400, 404),
+    openapi_extra=_doc(_CATALOG, _MAX, _TOKEN),
+)
 async def list_schemas(request: Request, caller: CallerDep) -> Response:
     """Schemas of a catalog holding a table the caller may read, or that the caller manages."""
     d = get_service(request).discovery
@@ -126,18 +156,26 @@ async def list_schemas(request: Request, caller: CallerDep) -> Response:
     return _json(doc)
 
 
-@router.get("/schemas/{full_name}", operation_id="getSchema", response_model=UcSchemaInfo,
-            responses=responses(400, 404), openapi_extra=_doc(
-                _param("full_name", "path", _FULL_NAME_2, "catalog.schema")))
+@router.get(
+    "/schemas/{full_name}",
+    operation_id="getSchema",
+    response_model=UcSchemaInfo,
+    responses=responses(400, 404),
+    openapi_extra=_doc(_param("full_name", "path", _FULL_NAME_2, "catalog.schema")),
+)
 async def get_schema(request: Request, caller: CallerDep) -> Response:
     d = get_service(request).discovery
     c, s = split_name(request.path_params["full_name"], 2)
     return _json(d.schema_doc(caller, d.visible_schema(caller, c, s)))
 
 
-@router.get("/tables", operation_id="listTables", response_model=ListTablesResponse,
-            responses=responses(400, 404),
-            openapi_extra=_doc(_CATALOG, _SCHEMA, _MAX, _TOKEN))
+@router.get(
+    "/tables",
+    operation_id="listTables",
+    response_model=ListTablesResponse,
+    responses=responses(400, 404),
+    openapi_extra=_doc(_CATALOG, _SCHEMA, _MAX, _TOKEN),
+)
 async def list_tables(request: Request, caller: CallerDep) -> Response:
     """Tables the caller may read, each with only the columns the caller may read."""
     d = get_service(request).discovery
@@ -150,24 +188,41 @@ async def list_tables(request: Request, caller: CallerDep) -> Response:
     return Response(b'{"tables":[' + b",".join(parts) + tail, media_type="application/json")
 
 
-@router.get("/tables/{full_name}", operation_id="getTable", response_model=UcTableInfo,
-            responses=responses(400, 404), openapi_extra=_doc(
-                _param("full_name", "path", _FULL_NAME_3, "catalog.schema.table"),
-                _param("read_streaming_table_as_managed", "query", {"type": "boolean"},
-                       "accepted for compatibility; Delta tables only here"),
-                _param("read_materialized_view_as_managed", "query", {"type": "boolean"},
-                       "accepted for compatibility; Delta tables only here")))
+@router.get(
+    "/tables/{full_name}",
+    operation_id="getTable",
+    response_model=UcTableInfo,
+    responses=responses(400, 404),
+    openapi_extra=_doc(
+        _param("full_name", "path", _FULL_NAME_3, "catalog.schema.table"),
+        _param(
+            "read_streaming_table_as_managed",
+            "query",
+            {"type": "boolean"},
+            "accepted for compatibility; Delta tables only here",
+        ),
+        _param(
+            "read_materialized_view_as_managed",
+            "query",
+            {"type": "boolean"},
+            "accepted for compatibility; Delta tables only here",
+        ),
+    ),
+)
 async def get_table(request: Request, caller: CallerDep) -> Response:
     """One table; 404 if it does not exist or the caller may not read it."""
     d = get_service(request).discovery
     table, access = d.visible_table(caller, request.path_params["full_name"])
-    return Response(d.tables_json(caller, [(table, access)])[0],
-                    media_type="application/json")
+    return Response(d.tables_json(caller, [(table, access)])[0], media_type="application/json")
 
 
-@router.get("/tables/{full_name}/exists", operation_id="getTableExists",
-            response_model=TableExists, responses=responses(400), openapi_extra=_doc(
-                _param("full_name", "path", _FULL_NAME_3, "catalog.schema.table")))
+@router.get(
+    "/tables/{full_name}/exists",
+    operation_id="getTableExists",
+    response_model=TableExists,
+    responses=responses(400),
+    openapi_extra=_doc(_param("full_name", "path", _FULL_NAME_3, "catalog.schema.table")),
+)
 async def table_exists(request: Request, caller: CallerDep) -> Response:
     """Whether the table exists for the caller: false for a hidden table, as for a missing
     one (the audit line records the refusal)."""
@@ -180,11 +235,11 @@ async def table_exists(request: Request, caller: CallerDep) -> Response:
     return _json({"table_exists": True})
 
 
-FAST = (list_catalogs, get_catalog, list_schemas, get_schema, list_tables, get_table,
-        table_exists)
+FAST = (list_catalogs, get_catalog, list_schemas, get_schema, list_tables, get_table, table_exists)
 
-NO_CREDENTIALS = ("Lakegate does not vend storage credentials; query through the gateway or "
-                  "/statements")
+NO_CREDENTIALS = (
+    "Lakegate does not vend storage credentials; query through the gateway or /statements"
+)
 
 
 async def _no_credentials(caller: CallerDep) -> Response:
@@ -193,10 +248,12 @@ async def _no_credentials(caller: CallerDep) -> Response:
     raise ApiError(501, NO_CREDENTIALS)
 
 
-for _path, _op in (("/temporary-table-credentials", "generateTemporaryTableCredentials"),
-                   ("/temporary-path-credentials", "generateTemporaryPathCredentials"),
-                   ("/temporary-volume-credentials", "generateTemporaryVolumeCredentials"),
-                   ("/temporary-model-version-credentials",
-                    "generateTemporaryModelVersionCredentials")):
-    router.post(_path, operation_id=_op, responses=responses(501),
-                summary=f"{_op}: not supported (501)")(_no_credentials)
+for _path, _op in (
+    ("/temporary-table-credentials", "generateTemporaryTableCredentials"),
+    ("/temporary-path-credentials", "generateTemporaryPathCredentials"),
+    ("/temporary-volume-credentials", "generateTemporaryVolumeCredentials"),
+    ("/temporary-model-version-credentials", "generateTemporaryModelVersionCredentials"),
+):
+    router.post(
+        _path, operation_id=_op, responses=responses(501), summary=f"{_op}: not supported (501)"
+    )(_no_credentials)

@@ -81,8 +81,16 @@ def query(
     outcome that could not be written).
     """
     if pending:
-        return _pending(directory, user=user, table=table, cmd=cmd, denied=denied,
-                        since=since, until=until, limit=limit)
+        return _pending(
+            directory,
+            user=user,
+            table=table,
+            cmd=cmd,
+            denied=denied,
+            since=since,
+            until=until,
+            limit=limit,
+        )
     since_utc = to_utc(since) if since is not None else None
     until_utc = to_utc(until) if until is not None else None
     kept: deque[AuditRecord] = deque(maxlen=limit if limit and limit > 0 else None)

@@ -29,8 +29,6 @@ from audit.verify_report import Finding, Pos, VerifyReport, WriterSummary
 _WINDOW = 256  # recent lines kept per writer to recognise duplicates and forks
 
 
-
-
 @dataclass(frozen=True)
 class _Entry:
     seq: int
@@ -306,16 +304,27 @@ class _Verifier:
         chain.summary.anchored = True
         self.anchors.append(self.finding("anchor", entry.pos, detail, chain, entry.seq))
 
-    def displaced_line(self, chain: _Chain, displaced: _Entry, tip: _Entry,
-                       reordered: bool) -> None:
+    def displaced_line(
+        self, chain: _Chain, displaced: _Entry, tip: _Entry, reordered: bool
+    ) -> None:
         """A line out of place: moved before its predecessor, or not of this chain at all."""
         if reordered:
-            self.broke(chain, "reordered", displaced.pos,
-                       f"seq {displaced.seq} appears before its predecessor seq {tip.seq} "
-                       f"at {self.at(tip.pos)}", displaced.seq)
+            self.broke(
+                chain,
+                "reordered",
+                displaced.pos,
+                f"seq {displaced.seq} appears before its predecessor seq {tip.seq} "
+                f"at {self.at(tip.pos)}",
+                displaced.seq,
+            )
         else:
-            self.broke(chain, "inserted", displaced.pos,
-                       f"seq {displaced.seq} does not fit anywhere in the chain", displaced.seq)
+            self.broke(
+                chain,
+                "inserted",
+                displaced.pos,
+                f"seq {displaced.seq} does not fit anywhere in the chain",
+                displaced.seq,
+            )
 
     def anomaly(self, chain: _Chain, entry: _Entry) -> None:
         tip = chain.tip

@@ -72,9 +72,16 @@ column_masks:
     mask: hash
     principals: ["*"]
 """
-COLUMNS = [("id", "bigint"), ("name", "string"), ("email", "string"), ("ssn", "string"),
-           ("amount", "decimal(12,2)"), ("created", "timestamp"), ("country", "string"),
-           ("attrs", "map<string,string>")]
+COLUMNS = [
+    ("id", "bigint"),
+    ("name", "string"),
+    ("email", "string"),
+    ("ssn", "string"),
+    ("amount", "decimal(12,2)"),
+    ("created", "timestamp"),
+    ("country", "string"),
+    ("attrs", "map<string,string>"),
+]
 TOKEN = "bench-token-alice"
 
 
@@ -88,22 +95,36 @@ def build(root: Path, n_tables: int) -> Path:
     schemas = [f"s{i:03d}" for i in range(n_schemas)]
     (root / "policies").mkdir(parents=True)
     (root / "policies" / "bench.yaml").write_text(
-        POLICIES.format(schemas=", ".join(f"bench.{s}" for s in schemas)))
+        POLICIES.format(schemas=", ".join(f"bench.{s}" for s in schemas))
+    )
     store = SqliteStore(root / "catalog.db")
     cat = Catalog(store, root / "warehouse")
     cat.create_catalog("bench")
     for s in schemas:
         cat.create_schema("bench", s)
     cols = tuple(ColumnInfo(n, t, position=i) for i, (n, t) in enumerate(COLUMNS))
-    tables = [TableInfo("bench", schemas[i % n_schemas], f"t{i:05d}",
-                        str(root / "warehouse" / "bench" / f"t{i:05d}"), cols,
-                        comment=f"benchmark table {i}") for i in range(n_tables)]
+    tables = [
+        TableInfo(
+            "bench",
+            schemas[i % n_schemas],
+            f"t{i:05d}",
+            str(root / "warehouse" / "bench" / f"t{i:05d}"),
+            cols,
+            comment=f"benchmark table {i}",
+        )
+        for i in range(n_tables)
+    ]
     store.put_tables(tables)
     store.close()
-    cfg = {"warehouse": "warehouse", "catalog": "catalog.db", "policies": "policies",
-           "audit": "audit",
-           "api": {"tokens": [{"user": "alice",
-                               "sha256": hashlib.sha256(TOKEN.encode()).hexdigest()}]}}
+    cfg = {
+        "warehouse": "warehouse",
+        "catalog": "catalog.db",
+        "policies": "policies",
+        "audit": "audit",
+        "api": {
+            "tokens": [{"user": "alice", "sha256": hashlib.sha256(TOKEN.encode()).hexdigest()}]
+        },
+    }
     path = root / "lakegate.yaml"
     path.write_text(yaml.safe_dump(cfg))
     return path
@@ -115,12 +136,14 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-async def _get(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, path: str
-               ) -> tuple[int, bytes]:
+async def _get(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, path: str
+) -> tuple[int, bytes]:
     """One HTTP/1.1 keep-alive GET: a tiny client, so the load generator is not what is
     measured (httpx costs more CPU per request than the server on a 2-core machine)."""
-    writer.write(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {TOKEN}"
-                 "\r\n\r\n".encode())
+    writer.write(
+        f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {TOKEN}\r\n\r\n".encode()
+    )
     await writer.drain()
     head = await reader.readuntil(b"\r\n\r\n")
     status = int(head.split(b" ", 2)[1])
@@ -131,8 +154,9 @@ async def _get(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, path:
     return status, await reader.readexactly(length)
 
 
-async def drive(port: int, paths: list[str], clients: int, seconds: float, max_requests: int
-                ) -> tuple[list[float], float, int]:
+async def drive(
+    port: int, paths: list[str], clients: int, seconds: float, max_requests: int
+) -> tuple[list[float], float, int]:
     """`clients` connections issue requests back to back until time or count runs out."""
     latencies: list[float] = []
     errors = 0
@@ -170,15 +194,24 @@ def cpu_seconds(pid: int) -> float:
 
 def report(name: str, lat: list[float], elapsed: float, errors: int, cpu: float) -> dict:
     q = statistics.quantiles(lat, n=100, method="inclusive")
-    row = {"case": name, "requests": len(lat), "errors": errors,
-           "req_per_s": round(len(lat) / elapsed, 1), "p50_ms": round(q[49] * 1000, 2),
-           "p99_ms": round(q[98] * 1000, 2), "max_ms": round(max(lat) * 1000, 2),
-           "server_cpu_us": round(cpu / len(lat) * 1e6), "load": round(os.getloadavg()[0], 1)}
+    row = {
+        "case": name,
+        "requests": len(lat),
+        "errors": errors,
+        "req_per_s": round(len(lat) / elapsed, 1),
+        "p50_ms": round(q[49] * 1000, 2),
+        "p99_ms": round(q[98] * 1000, 2),
+        "max_ms": round(max(lat) * 1000, 2),
+        "server_cpu_us": round(cpu / len(lat) * 1e6),
+        "load": round(os.getloadavg()[0], 1),
+    }
     verdict = "ok" if row["p99_ms"] < 50 and not errors else "MISSES TARGET"
-    print(f"{name:<22} {row['requests']:>6} req {row['req_per_s']:>7} req/s  "
-          f"p50 {row['p50_ms']:>6} ms  p99 {row['p99_ms']:>6} ms  max {row['max_ms']:>6} ms  "
-          f"server CPU {row['server_cpu_us']:>4} us/req  load {row['load']:>4}  "
-          f"errors {errors}  [{verdict}]")
+    print(
+        f"{name:<22} {row['requests']:>6} req {row['req_per_s']:>7} req/s  "
+        f"p50 {row['p50_ms']:>6} ms  p99 {row['p99_ms']:>6} ms  max {row['max_ms']:>6} ms  "
+        f"server CPU {row['server_cpu_us']:>4} us/req  load {row['load']:>4}  "
+        f"errors {errors}  [{verdict}]"
+    )
     return row
 
 
@@ -188,8 +221,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--clients", type=int, default=32)
     ap.add_argument("--seconds", type=float, default=8.0, help="per case")
     ap.add_argument("--max-requests", type=int, default=100_000, help="per case")
-    ap.add_argument("--nice", type=int, default=0,
-                    help="niceness for server and client (negative needs root)")
+    ap.add_argument(
+        "--nice", type=int, default=0, help="niceness for server and client (negative needs root)"
+    )
     args = ap.parse_args(argv)
     if args.nice:
         os.nice(args.nice)  # inherited by the server process
@@ -199,33 +233,55 @@ def main(argv: list[str] | None = None) -> int:
         print(f"registered {args.tables} tables in {time.perf_counter() - t0:.1f} s")
         port = free_port()
         server = subprocess.Popen(
-            [sys.executable, "-m", "governance.cli", "--config", str(cfg), "serve",
-             "--port", str(port), "--log-level", "warning"],
-            cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+            [
+                sys.executable,
+                "-m",
+                "governance.cli",
+                "--config",
+                str(cfg),
+                "serve",
+                "--port",
+                str(port),
+                "--log-level",
+                "warning",
+            ],
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
         try:
             _wait(port, server)
             n_schemas = 100
             per_schema = max(1, args.tables // n_schemas)
             uc = "/api/2.1/unity-catalog"
-            lists = [f"{uc}/tables?catalog_name=bench&schema_name=s{s:03d}&max_results=50"
-                     for s in range(n_schemas - 1)]
+            lists = [
+                f"{uc}/tables?catalog_name=bench&schema_name=s{s:03d}&max_results=50"
+                for s in range(n_schemas - 1)
+            ]
             tokens = [_token(f"t{i:05d}") for i in range(0, args.tables, 50)]
             lists += [p + f"&page_token={t}" for p in lists[:10] for t in tokens[:3]]
-            gets = [f"{uc}/tables/bench.s{i % n_schemas:03d}.t{i:05d}"
-                    for i in range(args.tables) if i % n_schemas != n_schemas - 1]
+            gets = [
+                f"{uc}/tables/bench.s{i % n_schemas:03d}.t{i:05d}"
+                for i in range(args.tables)
+                if i % n_schemas != n_schemas - 1
+            ]
             print(f"{per_schema} tables per schema; listTables pages of 50 with 8 columns")
             # warm-up: visibility and JSON caches, as a running server has them
             asyncio.run(drive(port, lists + gets, args.clients, 30.0, len(gets) + len(lists)))
             rows = []
-            for name, paths in (("listTables (50/page)", lists), ("getTable", gets),
-                                ("listCatalogs", [f"{uc}/catalogs"]),
-                                ("mixed 50/50", lists + gets[:len(lists)])):
+            for name, paths in (
+                ("listTables (50/page)", lists),
+                ("getTable", gets),
+                ("listCatalogs", [f"{uc}/catalogs"]),
+                ("mixed 50/50", lists + gets[: len(lists)]),
+            ):
                 cpu0 = cpu_seconds(server.pid)
                 lat, elapsed, errors = asyncio.run(
-                    drive(port, paths, args.clients, args.seconds, args.max_requests))
+                    drive(port, paths, args.clients, args.seconds, args.max_requests)
+                )
                 rows.append(report(name, lat, elapsed, errors, cpu_seconds(server.pid) - cpu0))
-            audit_lines = sum(len(f.read_bytes().splitlines())
-                              for f in (Path(tmp) / "audit").glob("audit.log*"))
+            audit_lines = sum(
+                len(f.read_bytes().splitlines()) for f in (Path(tmp) / "audit").glob("audit.log*")
+            )
             print(f"audit lines written (all rotated files): {audit_lines}")
             return 0 if all(r["p99_ms"] < 50 and not r["errors"] for r in rows[:2]) else 1
         finally:

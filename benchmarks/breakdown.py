@@ -16,8 +16,15 @@ from typing import Any
 
 from benchmarks.harness import ScenarioFailed, timed_ms
 
-PARTS = ("plan_ms", "analyze_a_ms", "analyze_c_ms", "verify_ms", "optimize_ms",
-         "execute_ms", "audit_ms")
+PARTS = (
+    "plan_ms",
+    "analyze_a_ms",
+    "analyze_c_ms",
+    "verify_ms",
+    "optimize_ms",
+    "execute_ms",
+    "audit_ms",
+)
 
 
 def breakdown_ms(spark: Any, session: Any, sql: str) -> dict[str, float]:
@@ -31,19 +38,22 @@ def breakdown_ms(spark: Any, session: Any, sql: str) -> dict[str, float]:
     out["plan_ms"], planned = timed_ms(lambda: session._planner().plan(sql))
     if not planned.is_query or planned.sql is None:
         raise ScenarioFailed(f"breakdown needs a query, got {planned.cmd}")
-    out["analyze_a_ms"], _ = timed_ms(
-        lambda: spark.sql(sql)._jdf.queryExecution().analyzed())
+    out["analyze_a_ms"], _ = timed_ms(lambda: spark.sql(sql)._jdf.queryExecution().analyzed())
     out["analyze_c_ms"], df = timed_ms(lambda: spark.sql(planned.sql))
     qe = df._jdf.queryExecution()
     if session.lg.config.verify_plans:
         out["verify_ms"], _ = timed_ms(
-            lambda: verify_plan(qe.analyzed(), planned.expected, session.lg.analyze_view))
+            lambda: verify_plan(qe.analyzed(), planned.expected, session.lg.analyze_view)
+        )
     else:
         raise ScenarioFailed("plan verification is off in this configuration: nothing to time")
     out["optimize_ms"], _ = timed_ms(qe.optimizedPlan)
     out["execute_ms"], _ = timed_ms(df.collect)
-    out["audit_ms"], _ = timed_ms(lambda: session._audit_ok(
-        planned, uuid.uuid4().hex, statement_hash(sql), time.perf_counter()))
+    out["audit_ms"], _ = timed_ms(
+        lambda: session._audit_ok(
+            planned, uuid.uuid4().hex, statement_hash(sql), time.perf_counter()
+        )
+    )
     out["rewritten_chars"] = float(len(planned.sql))
     missing = [k for k in PARTS if not isinstance(out.get(k), float)]
     if missing:

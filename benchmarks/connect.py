@@ -45,9 +45,13 @@ def scenario(rounds: int, as_json: bool) -> None:
         root = Path(tmp)
         demo = build_demo(root / "lh", spark_log=root / "spark.log")
         ca, cert, key = make_tls(root)
-        cfg = replace(demo.config, api=ApiConfig(tokens=(ApiToken(
-            "alice", hashlib.sha256(token_of("alice").encode()).hexdigest()),)),
-            connect=ConnectConfig(port=0, tls_cert=cert, tls_key=key))
+        cfg = replace(
+            demo.config,
+            api=ApiConfig(
+                tokens=(ApiToken("alice", hashlib.sha256(token_of("alice").encode()).hexdigest()),)
+            ),
+            connect=ConnectConfig(port=0, tls_cert=cert, tls_key=key),
+        )
         lg = Lakegate(cfg, spark=demo.spark)
         gw = Gateway(lg, host="127.0.0.1", port=0)
         gw.start()
@@ -56,10 +60,12 @@ def scenario(rounds: int, as_json: bool) -> None:
         raw = "delta.`" + location.replace("`", "``") + "`"
         sessions = {
             "gateway": RemoteSession.builder.remote(
-                f"sc://127.0.0.1:{gw.port}/;use_ssl=true;token={token_of('alice')}").create(),
+                f"sc://127.0.0.1:{gw.port}/;use_ssl=true;token={token_of('alice')}"
+            ).create(),
             "plain": RemoteSession.builder.remote(
                 f"sc://127.0.0.1:{gw.backend.port}/;user_id=alice;"
-                f"x-lakegate-backend={gw.backend.secret}").create(),
+                f"x-lakegate-backend={gw.backend.secret}"
+            ).create(),
         }
         tables = {"gateway": "main.sales.orders", "plain": raw}
         try:
@@ -70,8 +76,7 @@ def scenario(rounds: int, as_json: bool) -> None:
             for order in harness.rotations(list(sessions), rounds):
                 for mode in order:
                     s, t = sessions[mode], tables[mode]
-                    ms, out = harness.timed_ms(lambda s=s, t=t: s.sql(QUERY.format(t=t))
-                                               .collect())
+                    ms, out = harness.timed_ms(lambda s=s, t=t: s.sql(QUERY.format(t=t)).collect())
                     if not out:
                         raise harness.ScenarioFailed(f"{mode}: the query returned no rows")
                     times[mode].append(ms)
@@ -91,10 +96,14 @@ def scenario(rounds: int, as_json: bool) -> None:
     }
     result["ratio_p50"] = result["query"]["gateway"]["p50"] / result["query"]["plain"]["p50"]
     q, f = result["query"], result["first_row"]
-    print(f"governed query: gateway p50 {q['gateway']['p50']:.0f} ms, plain Spark Connect "
-          f"p50 {q['plain']['p50']:.0f} ms, ratio {result['ratio_p50']:.2f}")
-    print(f"time to first row: gateway p50 {f['gateway']['p50']:.0f} ms "
-          f"(p99 {f['gateway']['p99']:.0f}), plain p50 {f['plain']['p50']:.0f} ms")
+    print(
+        f"governed query: gateway p50 {q['gateway']['p50']:.0f} ms, plain Spark Connect "
+        f"p50 {q['plain']['p50']:.0f} ms, ratio {result['ratio_p50']:.2f}"
+    )
+    print(
+        f"time to first row: gateway p50 {f['gateway']['p50']:.0f} ms "
+        f"(p99 {f['gateway']['p99']:.0f}), plain p50 {f['plain']['p50']:.0f} ms"
+    )
     if as_json:
         print(json.dumps(result, indent=1))
 

@@ -44,9 +44,15 @@ def generate(lines: int, seed: int = 7) -> tuple[PolicySet, list[TableInfo]]:
             members.append(Principal("group", f"g{rnd.randrange(g)}"))
         groups[f"g{g}"] = tuple(members)
     tables = [
-        TableInfo("main", f"s{s}", f"t{t}", f"/wh/s{s}/t{t}",
-                  tuple(ColumnInfo(f"c{i}", "string", position=i) for i in range(12)))
-        for s in range(SCHEMAS) for t in range(TABLES_PER_SCHEMA)
+        TableInfo(
+            "main",
+            f"s{s}",
+            f"t{t}",
+            f"/wh/s{s}/t{t}",
+            tuple(ColumnInfo(f"c{i}", "string", position=i) for i in range(12)),
+        )
+        for s in range(SCHEMAS)
+        for t in range(TABLES_PER_SCHEMA)
     ]
     grants, filters, masks = [], [], []
     for i in range(lines):
@@ -57,16 +63,31 @@ def generate(lines: int, seed: int = 7) -> tuple[PolicySet, list[TableInfo]]:
         if kind < 0.7:
             deny = rnd.random() < 0.1
             cols = (f"c{rnd.randrange(12)}",) if rnd.random() < 0.2 else None
-            grants.append(Grant(f"gr{i}", (g,), ("select",), on,
-                                "deny" if deny else "allow", cols))
+            grants.append(Grant(f"gr{i}", (g,), ("select",), on, "deny" if deny else "allow", cols))
         elif kind < 0.85:
-            filters.append(RowFilter(f"rf{i}", on, (g,), f"c{rnd.randrange(12)} > '{i}'",
-                                     rnd.choice(["permissive", "restrictive"])))
+            filters.append(
+                RowFilter(
+                    f"rf{i}",
+                    on,
+                    (g,),
+                    f"c{rnd.randrange(12)} > '{i}'",
+                    rnd.choice(["permissive", "restrictive"]),
+                )
+            )
         else:
-            masks.append(ColumnMask(f"m{i}", on, "hash", columns=(f"c{rnd.randrange(12)}",),
-                                    principals=(g,), priority=i))
-    return PolicySet(groups=groups, grants=tuple(grants), row_filters=tuple(filters),
-                     column_masks=tuple(masks)), tables
+            masks.append(
+                ColumnMask(
+                    f"m{i}",
+                    on,
+                    "hash",
+                    columns=(f"c{rnd.randrange(12)}",),
+                    principals=(g,),
+                    priority=i,
+                )
+            )
+    return PolicySet(
+        groups=groups, grants=tuple(grants), row_filters=tuple(filters), column_masks=tuple(masks)
+    ), tables
 
 
 def bench(lines: int, requests: int) -> None:
@@ -97,12 +118,14 @@ def bench(lines: int, requests: int) -> None:
         casbin_lat.append((time.perf_counter() - t0) * 1e6)
         mine, _ = enforcer.has_privilege(idents[u], "select", "main", t.schema, t.name)
         disagreements += allowed != mine
-    print(f"{lines:>7} lines, {GROUPS} groups: build {build_s:.2f} s; identity "
-          f"{ident_us:.0f} us/user; table decision p50 {statistics.median(lat):.0f} us, "
-          f"p99 {harness.percentile(lat, 0.99):.0f} us; casbin enforce() p50 "
-          f"{statistics.median(casbin_lat) / 1000:.1f} ms "
-          f"({statistics.median(casbin_lat) / statistics.median(lat):.0f}x slower); "
-          f"table-level disagreements with casbin: {disagreements}/{sample}")
+    print(
+        f"{lines:>7} lines, {GROUPS} groups: build {build_s:.2f} s; identity "
+        f"{ident_us:.0f} us/user; table decision p50 {statistics.median(lat):.0f} us, "
+        f"p99 {harness.percentile(lat, 0.99):.0f} us; casbin enforce() p50 "
+        f"{statistics.median(casbin_lat) / 1000:.1f} ms "
+        f"({statistics.median(casbin_lat) / statistics.median(lat):.0f}x slower); "
+        f"table-level disagreements with casbin: {disagreements}/{sample}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -41,15 +41,20 @@ def percentile(values: Sequence[float], q: float) -> float:
 
 def summary(values: Sequence[float]) -> dict[str, float]:
     """p50, p99, max and mean of one series."""
-    return {"p50": percentile(values, 0.5), "p99": percentile(values, 0.99),
-            "max": max(values), "mean": statistics.fmean(values), "n": float(len(values))}
+    return {
+        "p50": percentile(values, 0.5),
+        "p99": percentile(values, 0.99),
+        "max": max(values),
+        "mean": statistics.fmean(values),
+        "n": float(len(values)),
+    }
 
 
 def rotations(modes: Sequence[str], rounds: int) -> list[list[str]]:
     """Interleaving: round r runs the modes rotated by r (ABC, BCA, CAB, ABC, ...), so JIT,
     caches and background load hit every mode alike."""
     n = len(modes)
-    return [list(modes[r % n:]) + list(modes[:r % n]) for r in range(rounds)]
+    return [list(modes[r % n :]) + list(modes[: r % n]) for r in range(rounds)]
 
 
 def timed_ms(fn: Callable[[], T]) -> tuple[float, T]:
@@ -122,7 +127,10 @@ def main(name: str, scenario: Callable[[], int | None]) -> int:
         rc = scenario()
     except Exception as e:  # every failure of a measurement must fail the run
         traceback.print_exc()
-        print(f"BENCHMARK FAILED: scenario {name}: {type(e).__name__}: {e}".splitlines()[0],
-              file=sys.stderr, flush=True)
+        print(
+            f"BENCHMARK FAILED: scenario {name}: {type(e).__name__}: {e}".splitlines()[0],
+            file=sys.stderr,
+            flush=True,
+        )
         return FAILED
     return rc or 0

@@ -27,20 +27,37 @@ def chart_tpcds(tpcds: dict[str, Any], out: Path) -> Path | None:
     x = range(len(qs))
     w = 0.42
     fig, ax = plt.subplots(figsize=(max(10, len(qs) * 0.22), 4.8))
-    ax.bar([i - w / 2 for i in x], [q["c_over_a"] for q in qs], w, label="C/A (governed / raw)",
-           color="#4C72B0")
-    ax.bar([i + w / 2 for i in x], [q["c_over_b"] for q in qs], w,
-           label="C/B (governed / dynamic views)", color="#DD8452")
+    ax.bar(
+        [i - w / 2 for i in x],
+        [q["c_over_a"] for q in qs],
+        w,
+        label="C/A (governed / raw)",
+        color="#4C72B0",
+    )
+    ax.bar(
+        [i + w / 2 for i in x],
+        [q["c_over_b"] for q in qs],
+        w,
+        label="C/B (governed / dynamic views)",
+        color="#DD8452",
+    )
     ax.axhline(1.0, color="black", lw=0.8)
-    ax.axhline(TARGET_C_OVER_A, color="#4C72B0", ls="--", lw=0.8,
-               label=f"C/A total target {TARGET_C_OVER_A}")
+    ax.axhline(
+        TARGET_C_OVER_A,
+        color="#4C72B0",
+        ls="--",
+        lw=0.8,
+        label=f"C/A total target {TARGET_C_OVER_A}",
+    )
     ax.axhline(1.25, color="#C44E52", ls="--", lw=0.8, label="per-query C/B limit 1.25")
     ax.set_xticks(list(x))
     ax.set_xticklabels(labels, rotation=90, fontsize=6)
     ax.set_ylabel("ratio of median times")
     s = tpcds.get("summary", {})
-    ax.set_title(f"TPC-DS on Delta, sf={tpcds.get('config', {}).get('sf')}: per-query ratios "
-                 f"(total C/A {s.get('c_over_a', 0):.3f}, C/B {s.get('c_over_b', 0):.3f})")
+    ax.set_title(
+        f"TPC-DS on Delta, sf={tpcds.get('config', {}).get('sf')}: per-query ratios "
+        f"(total C/A {s.get('c_over_a', 0):.3f}, C/B {s.get('c_over_b', 0):.3f})"
+    )
     ax.legend(fontsize=7, loc="upper right")
     fig.tight_layout()
     fig.savefig(out, dpi=110)
@@ -53,8 +70,10 @@ def chart_rewrite_scaling(scaling: dict[str, Any], out: Path) -> Path | None:
         return None
     plt = _plt()
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-    for ax, kind, xlabel in ((axes[0], "tables", "tables referenced (join chain)"),
-                             (axes[1], "depth", "nesting depth (derived tables)")):
+    for ax, kind, xlabel in (
+        (axes[0], "tables", "tables referenced (join chain)"),
+        (axes[1], "depth", "nesting depth (derived tables)"),
+    ):
         rows = [r for r in scaling.get(kind, []) if "p50_ms" in r]
         if rows:
             xs = [r["size"] for r in rows]
@@ -107,8 +126,12 @@ def chart_audit(audit: dict[str, Any], out: Path) -> Path | None:
     for kind, style in (("threads", "o-"), ("processes", "s--")):
         pts = sorted(single + [r for r in rows if r["kind"] == kind], key=lambda r: r["writers"])
         if len(pts) > (1 if single else 0):
-            ax.plot([r["writers"] for r in pts], [r["lines_per_s"] for r in pts], style,
-                    label=f"writers as {kind}")
+            ax.plot(
+                [r["writers"] for r in pts],
+                [r["lines_per_s"] for r in pts],
+                style,
+                label=f"writers as {kind}",
+            )
     ax.axhline(20000, color="#C44E52", ls=":", lw=0.8, label="target 20,000 lines/s")
     ax.set_xlabel("concurrent writers")
     ax.set_ylabel("audit lines/s (flushed per statement)")

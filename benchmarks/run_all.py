@@ -36,9 +36,24 @@ from benchmarks.rewrite import TARGET_OVER_SQLGLOT, TARGET_P50_MS_14  # noqa: E4
 from benchmarks.tpcds_summary import TARGET_C_OVER_A, TARGET_C_OVER_FLOOR  # noqa: E402
 
 # Spark's ivy resolver and log4j start-up lines: noise in a benchmark log
-NOISE = (":: ", "\t:: ", "\tconfs", "\tfound", "\t---", "\t|", "Ivy Default", "The jars for",
-         "io.delta#", "\tio.delta#", "\torg.antlr#", "\t0 artifacts", "\tdefault",
-         "Setting default log level", "To adjust logging level", "\t-----")
+NOISE = (
+    ":: ",
+    "\t:: ",
+    "\tconfs",
+    "\tfound",
+    "\t---",
+    "\t|",
+    "Ivy Default",
+    "The jars for",
+    "io.delta#",
+    "\tio.delta#",
+    "\torg.antlr#",
+    "\t0 artifacts",
+    "\tdefault",
+    "Setting default log level",
+    "To adjust logging level",
+    "\t-----",
+)
 STEPS = ("rewrite", "scaling", "decisions", "audit", "api", "connect", "tpcds")
 
 
@@ -49,8 +64,15 @@ def run_step(name: str, argv: list[str], timeout: float, echo: bool = True) -> d
     print(f"\n=== [{name}] {shown}", flush=True)
     t0 = time.perf_counter()
     load0 = os.getloadavg()[0]
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, bufsize=1, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    proc = subprocess.Popen(
+        cmd,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        bufsize=1,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
     out: list[str] = []
 
     def pump(stream: Any, keep: bool) -> None:
@@ -63,8 +85,10 @@ def run_step(name: str, argv: list[str], timeout: float, echo: bool = True) -> d
                 continue
             print(f"[{name}] {line.rstrip()}", flush=True)
 
-    threads = [threading.Thread(target=pump, args=(proc.stdout, True), daemon=True),
-               threading.Thread(target=pump, args=(proc.stderr, False), daemon=True)]
+    threads = [
+        threading.Thread(target=pump, args=(proc.stdout, True), daemon=True),
+        threading.Thread(target=pump, args=(proc.stderr, False), daemon=True),
+    ]
     samples: list[float] = []
 
     def sample() -> None:  # the 1-minute load while the benchmark runs (others' work shows)
@@ -85,10 +109,17 @@ def run_step(name: str, argv: list[str], timeout: float, echo: bool = True) -> d
         t.join(timeout=10)
     secs = time.perf_counter() - t0
     print(f"=== [{name}] exit {rc} in {secs:.0f} s", flush=True)
-    return {"command": shown, "rc": rc, "ok": rc == 0, "seconds": secs,
-            "stdout": "".join(out), "load_before": load0, "load_after": os.getloadavg()[0],
-            "load_mean": sum(samples) / len(samples) if samples else load0,
-            "load_max": max(samples, default=load0)}
+    return {
+        "command": shown,
+        "rc": rc,
+        "ok": rc == 0,
+        "seconds": secs,
+        "stdout": "".join(out),
+        "load_before": load0,
+        "load_after": os.getloadavg()[0],
+        "load_mean": sum(samples) / len(samples) if samples else load0,
+        "load_max": max(samples, default=load0),
+    }
 
 
 def wait_for_quiet(threshold: float, max_wait: float) -> tuple[float, float]:
@@ -96,8 +127,11 @@ def wait_for_quiet(threshold: float, max_wait: float) -> tuple[float, float]:
     t0 = time.monotonic()
     load = os.getloadavg()[0]
     while load >= threshold and time.monotonic() - t0 < max_wait:
-        print(f"load average {load:.2f} >= {threshold}: waiting "
-              f"({time.monotonic() - t0:.0f}/{max_wait:.0f} s)", flush=True)
+        print(
+            f"load average {load:.2f} >= {threshold}: waiting "
+            f"({time.monotonic() - t0:.0f}/{max_wait:.0f} s)",
+            flush=True,
+        )
         time.sleep(30)
         load = os.getloadavg()[0]
     return load, time.monotonic() - t0
@@ -114,21 +148,25 @@ def explain(results: dict[str, Any]) -> list[str]:
         bd = s.get("breakdown") or {}
         parts = []
         if bd:
-            parts.append(f"the planner {bd['plan_ms']['median']:.1f} ms, Spark analysing the "
-                         f"rewritten SQL {bd['analyze_c_ms']['median']:.0f} ms against "
-                         f"{bd['analyze_a_ms']['median']:.0f} ms for the raw text, the "
-                         f"plan verification walk {bd['verify_ms']['median']:.1f} ms, "
-                         f"optimisation {bd['optimize_ms']['median']:.0f} ms and the audit "
-                         f"write {bd['audit_ms']['median']:.2f} ms (medians per query)")
+            parts.append(
+                f"the planner {bd['plan_ms']['median']:.1f} ms, Spark analysing the "
+                f"rewritten SQL {bd['analyze_c_ms']['median']:.0f} ms against "
+                f"{bd['analyze_a_ms']['median']:.0f} ms for the raw text, the "
+                f"plan verification walk {bd['verify_ms']['median']:.1f} ms, "
+                f"optimisation {bd['optimize_ms']['median']:.0f} ms and the audit "
+                f"write {bd['audit_ms']['median']:.2f} ms (medians per query)"
+            )
         median_a = sorted(q["a_med"] for q in results["tpcds"]["queries"] if q.get("a_med"))
         med_a = median_a[len(median_a) // 2] if median_a else 0
         verdict = "met" if s["targets"]["total_c_over_a"]["met"] else "NOT met"
         verdict_floor = "met" if s["targets"]["total_c_over_floor"]["met"] else "NOT met"
-        delta = (f"costs {per_q * 1000:.0f} ms more per query on average than raw Spark"
-                 if per_q >= 0 else
-                 f"ran {-per_q * 1000:.0f} ms per query faster on average than raw Spark "
-                 "(within run-to-run noise at this size: the rewritten plans do the same work "
-                 "plus the filters and masks)")
+        delta = (
+            f"costs {per_q * 1000:.0f} ms more per query on average than raw Spark"
+            if per_q >= 0
+            else f"ran {-per_q * 1000:.0f} ms per query faster on average than raw Spark "
+            "(within run-to-run noise at this size: the rewritten plans do the same work "
+            "plus the filters and masks)"
+        )
         why.append(
             f"Total C/A {s['c_over_a']:.3f} ({verdict}, target <= {TARGET_C_OVER_A}) and C/A' "
             f"{s['c_over_floor']:.3f} ({verdict_floor}, target <= {TARGET_C_OVER_FLOOR}; A' "
@@ -137,34 +175,53 @@ def explain(results: dict[str, Any]) -> list[str]:
             f"sf={cfg.get('sf')}"
             + (f"; fixed per-statement costs are {'; '.join(parts)}" if parts else "")
             + ". Row filters and masks also run in the plan (the same ones B runs). Fixed "
-              "costs weigh less as the scale factor grows.")
+            "costs weigh less as the scale factor grows."
+        )
         verdict = "met" if s["targets"]["total_c_over_b"]["met"] else "NOT met"
         why.append(
             f"Total C/B {s['c_over_b']:.3f} ({verdict}, target <= 1.0): B looks group "
             "membership up at query time (a scalar subquery per group per query, run as its "
             "own Spark job, and predicates Spark cannot fold), C resolves identity at rewrite "
             "time so its filters fold to constants before Spark plans them"
-            + ("." if s["targets"]["total_c_over_b"]["met"] else
-               "; here C's fixed per-statement costs outweigh that."))
+            + (
+                "."
+                if s["targets"]["total_c_over_b"]["met"]
+                else "; here C's fixed per-statement costs outweigh that."
+            )
+        )
         if s.get("flagged"):
+
             def one(f: dict[str, Any]) -> str:
-                text = (f"q{f['id']} ({f['c_over_b']:.2f}; A {f['a']:.2f} s, B {f['b']:.2f} s, "
-                        f"C {f['c']:.2f} s")
+                text = (
+                    f"q{f['id']} ({f['c_over_b']:.2f}; A {f['a']:.2f} s, B {f['b']:.2f} s, "
+                    f"C {f['c']:.2f} s"
+                )
                 if f.get("recheck_c_over_b") is not None:
-                    text += (f"; re-measured with {f['recheck_rounds']} rounds: C/B "
-                             f"{f['recheck_c_over_b']:.2f}")
+                    text += (
+                        f"; re-measured with {f['recheck_rounds']} rounds: C/B "
+                        f"{f['recheck_c_over_b']:.2f}"
+                    )
                 return text + ")"
 
-            confirmed = [f for f in s["flagged"] if f.get("recheck_c_over_b") is None
-                         or f["recheck_c_over_b"] > 1.25]
+            confirmed = [
+                f
+                for f in s["flagged"]
+                if f.get("recheck_c_over_b") is None or f["recheck_c_over_b"] > 1.25
+            ]
             names = ", ".join(f"q{f['id']}" for f in confirmed)
-            why.append("Queries above 1.25 x B in the main run: "
-                       + ", ".join(one(f) for f in s["flagged"]) + ". "
-                       + (f"Still above after re-measuring (or not re-measured): {names}. "
-                          if confirmed else "None stays above 1.25 x B when re-measured: "
-                          "run-to-run noise of sub-second queries. ")
-                       + "Short queries are hit hardest by C's fixed per-statement cost; a "
-                         "query that loses partition pruning (below) is slower for real.")
+            why.append(
+                "Queries above 1.25 x B in the main run: "
+                + ", ".join(one(f) for f in s["flagged"])
+                + ". "
+                + (
+                    f"Still above after re-measuring (or not re-measured): {names}. "
+                    if confirmed
+                    else "None stays above 1.25 x B when re-measured: "
+                    "run-to-run noise of sub-second queries. "
+                )
+                + "Short queries are hit hardest by C's fixed per-statement cost; a "
+                "query that loses partition pruning (below) is slower for real."
+            )
         more = s.get("c_reads_more_files") or []
         if more:
             by_id = {q["id"]: q for q in results["tpcds"]["queries"]}
@@ -172,8 +229,11 @@ def explain(results: dict[str, Any]) -> list[str]:
             for n in more:
                 fa = by_id[n]["files"].get("A", {})
                 fc = by_id[n]["files"].get("C", {})
-                worse = [f"{t} {fa.get(t, 0)} -> {c}" for t, c in fc.items()
-                         if isinstance(c, int) and c > fa.get(t, 0)]
+                worse = [
+                    f"{t} {fa.get(t, 0)} -> {c}"
+                    for t, c in fc.items()
+                    if isinstance(c, int) and c > fa.get(t, 0)
+                ]
                 detail.append(f"q{n} ({', '.join(worse)})")
             try:
                 added = report.diagnose_cross_joins(more)
@@ -182,18 +242,26 @@ def explain(results: dict[str, Any]) -> list[str]:
                 print(f"cross-join diagnosis failed: {e}", file=sys.stderr)
             cause = ""
             if added and all(added.get(n, 0) > 0 for n in more):
-                cause = (" In every one the governed rewrite turns the query's comma joins into "
-                         "explicit `CROSS JOIN`s (sqlglot's Spark output), which Spark plans as "
-                         "Cross joins, and Spark's dynamic partition pruning does not consider "
-                         "Cross joins: the partition-pruned `inventory` scan becomes a full "
-                         "scan. B (the same filters and masks, the user's own join syntax) "
-                         "keeps the pruning. Product bug: the rewrite must keep comma joins "
-                         "(or emit inner joins).")
-            why.append("Files read: C reads more files than A in " + "; ".join(detail)
-                       + " (files read, A -> C)." + cause)
+                cause = (
+                    " In every one the governed rewrite turns the query's comma joins into "
+                    "explicit `CROSS JOIN`s (sqlglot's Spark output), which Spark plans as "
+                    "Cross joins, and Spark's dynamic partition pruning does not consider "
+                    "Cross joins: the partition-pruned `inventory` scan becomes a full "
+                    "scan. B (the same filters and masks, the user's own join syntax) "
+                    "keeps the pruning. Product bug: the rewrite must keep comma joins "
+                    "(or emit inner joins)."
+                )
+            why.append(
+                "Files read: C reads more files than A in "
+                + "; ".join(detail)
+                + " (files read, A -> C)."
+                + cause
+            )
         if s.get("product_bugs"):
-            why.append(f"{len(s['product_bugs'])} queries fail governed but run raw: product "
-                       "bugs, listed in the TPC-DS section.")
+            why.append(
+                f"{len(s['product_bugs'])} queries fail governed but run raw: product "
+                "bugs, listed in the TPC-DS section."
+            )
     rw = results.get("rewrite")
     if rw:
         ok = rw["p50_ms"] < 5 and rw["max_ms"] < 25
@@ -201,20 +269,27 @@ def explain(results: dict[str, Any]) -> list[str]:
         if ok:
             verdict = "target met."
         elif rw["p50_ms"] < 5 and slowest < 25:
-            verdict = (f"target NOT met on the max only: it is a single outlier run, since the "
-                       f"slowest query's median is {slowest:.1f} ms and p99 "
-                       f"{rw['p99_ms']:.1f} ms (most likely a pause of the process: GC or "
-                       "scheduling on the shared machine, not a query slow to rewrite).")
+            verdict = (
+                f"target NOT met on the max only: it is a single outlier run, since the "
+                f"slowest query's median is {slowest:.1f} ms and p99 "
+                f"{rw['p99_ms']:.1f} ms (most likely a pause of the process: GC or "
+                "scheduling on the shared machine, not a query slow to rewrite)."
+            )
         else:
-            verdict = (f"target NOT met: the slowest query's median is {slowest:.1f} ms "
-                       "(listed in the rewrite section).")
-        why.append(f"Rewrite latency p50 {rw['p50_ms']:.2f} ms / max {rw['max_ms']:.2f} ms: "
-                   + verdict)
-        why.append(f"Rewrite against sqlglot's own parse + generate of the same queries in the "
-                   f"same rounds: {rw['over_sqlglot']:.2f} x (sqlglot p50 "
-                   f"{rw['sqlglot_p50_ms']:.2f} ms; target <= {TARGET_OVER_SQLGLOT} x, p50 <= "
-                   f"{TARGET_P50_MS_14} ms): what the layer adds on top of the parser it is "
-                   "built on.")
+            verdict = (
+                f"target NOT met: the slowest query's median is {slowest:.1f} ms "
+                "(listed in the rewrite section)."
+            )
+        why.append(
+            f"Rewrite latency p50 {rw['p50_ms']:.2f} ms / max {rw['max_ms']:.2f} ms: " + verdict
+        )
+        why.append(
+            f"Rewrite against sqlglot's own parse + generate of the same queries in the "
+            f"same rounds: {rw['over_sqlglot']:.2f} x (sqlglot p50 "
+            f"{rw['sqlglot_p50_ms']:.2f} ms; target <= {TARGET_OVER_SQLGLOT} x, p50 <= "
+            f"{TARGET_P50_MS_14} ms): what the layer adds on top of the parser it is "
+            "built on."
+        )
     return why
 
 
@@ -223,19 +298,33 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sf", type=float, default=0.05, help="TPC-DS scale factor")
     ap.add_argument("--rounds", type=int, default=3, help="TPC-DS interleaved rounds")
     ap.add_argument("--queries", help="TPC-DS query subset, e.g. 1-10 (default: all)")
-    ap.add_argument("--quick", action="store_true",
-                    help="smoke run: tiny scale, 1 round, 8 queries, short benchmarks")
+    ap.add_argument(
+        "--quick",
+        action="store_true",
+        help="smoke run: tiny scale, 1 round, 8 queries, short benchmarks",
+    )
     ap.add_argument("--only", help=f"comma list of steps to run: {', '.join(STEPS)}")
     ap.add_argument("--report", default=str(HERE / "REPORT.md"))
     ap.add_argument("--charts", default=str(HERE / "charts"))
     ap.add_argument("--results-json", help="also write every figure collected to this file")
-    ap.add_argument("--wait-load", type=float, default=1.5,
-                    help="wait for the 1-minute load average to drop below this first")
-    ap.add_argument("--wait-max", type=float, default=0,
-                    help="seconds to wait for a quiet machine (default 0: do not wait)")
+    ap.add_argument(
+        "--wait-load",
+        type=float,
+        default=1.5,
+        help="wait for the 1-minute load average to drop below this first",
+    )
+    ap.add_argument(
+        "--wait-max",
+        type=float,
+        default=0,
+        help="seconds to wait for a quiet machine (default 0: do not wait)",
+    )
     ap.add_argument("--workdir", help="where the TPC-DS data goes (default: temporary)")
-    ap.add_argument("--regenerate", metavar="RESULTS_JSON",
-                    help="run nothing: rewrite the report from a --results-json file")
+    ap.add_argument(
+        "--regenerate",
+        metavar="RESULTS_JSON",
+        help="run nothing: rewrite the report from a --results-json file",
+    )
     args = ap.parse_args(argv)
     if args.regenerate:
         results = json.loads(Path(args.regenerate).read_text())
@@ -249,41 +338,80 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         ap.error(f"unknown steps {sorted(unknown)}; known: {', '.join(STEPS)}")
     started = time.perf_counter()
-    load, waited = wait_for_quiet(args.wait_load, args.wait_max) if args.wait_max > 0 \
+    load, waited = (
+        wait_for_quiet(args.wait_load, args.wait_max)
+        if args.wait_max > 0
         else (os.getloadavg()[0], 0.0)
+    )
     results: dict[str, Any] = {
         "date": dt.datetime.now().astimezone().isoformat(timespec="seconds"),
-        "machine": harness.machine_info(), "versions": harness.versions(), "steps": {},
-        "load": {"before": load, "waited_s": waited}, "caveats": [],
+        "machine": harness.machine_info(),
+        "versions": harness.versions(),
+        "steps": {},
+        "load": {"before": load, "waited_s": waited},
+        "caveats": [],
     }
     if load >= args.wait_load:
         results["load"]["note"] = (
             f"The machine was not quiet (1-minute load {load:.2f} >= {args.wait_load}"
             + (f" after waiting {waited:.0f} s" if waited else "")
-            + "): other work shared the 2 cores, so absolute times are inflated and noisier.")
+            + "): other work shared the 2 cores, so absolute times are inflated and noisier."
+        )
 
     quick = args.quick
     with tempfile.TemporaryDirectory(prefix="lakegate-bench-") as tmp:
         tmpd = Path(tmp)
         plan: list[tuple[str, list[str], float]] = []
-        plan.append(("rewrite", ["benchmarks/rewrite.py", "--json",
-                                 "--rounds", "1" if quick else "5"], 900))
-        plan.append(("scaling", ["benchmarks/scaling.py", "--json",
-                                 str(tmpd / "scaling.json"), "--reps", "2" if quick else "20"]
-                     + (["--tables", "1", "2", "4", "--depths", "1", "2", "4"] if quick else []),
-                     900))
-        plan.append(("decisions", ["benchmarks/decisions.py", "--lines", "1000", "10000",
-                                   *([] if quick else ["100000"]),
-                                   "--requests", "300" if quick else "2000"], 1800))
-        plan.append(("audit", ["benchmarks/audit.py", "--seconds", "0.3" if quick else "2"],
-                     900))
-        plan.append(("api", ["benchmarks/api.py", *(["--seconds", "1"] if quick else [])],
-                     1200))
-        plan.append(("connect", ["benchmarks/connect.py", "--json",
-                                 "--rounds", "3" if quick else "20"], 1200))
-        tp = ["benchmarks/tpcds_delta.py", "--json", str(tmpd / "tpcds.json"),
-              "--sf", "0.01" if quick else str(args.sf),
-              "--rounds", "1" if quick else str(args.rounds)]
+        plan.append(
+            ("rewrite", ["benchmarks/rewrite.py", "--json", "--rounds", "1" if quick else "5"], 900)
+        )
+        plan.append(
+            (
+                "scaling",
+                [
+                    "benchmarks/scaling.py",
+                    "--json",
+                    str(tmpd / "scaling.json"),
+                    "--reps",
+                    "2" if quick else "20",
+                ]
+                + (["--tables", "1", "2", "4", "--depths", "1", "2", "4"] if quick else []),
+                900,
+            )
+        )
+        plan.append(
+            (
+                "decisions",
+                [
+                    "benchmarks/decisions.py",
+                    "--lines",
+                    "1000",
+                    "10000",
+                    *([] if quick else ["100000"]),
+                    "--requests",
+                    "300" if quick else "2000",
+                ],
+                1800,
+            )
+        )
+        plan.append(("audit", ["benchmarks/audit.py", "--seconds", "0.3" if quick else "2"], 900))
+        plan.append(("api", ["benchmarks/api.py", *(["--seconds", "1"] if quick else [])], 1200))
+        plan.append(
+            (
+                "connect",
+                ["benchmarks/connect.py", "--json", "--rounds", "3" if quick else "20"],
+                1200,
+            )
+        )
+        tp = [
+            "benchmarks/tpcds_delta.py",
+            "--json",
+            str(tmpd / "tpcds.json"),
+            "--sf",
+            "0.01" if quick else str(args.sf),
+            "--rounds",
+            "1" if quick else str(args.rounds),
+        ]
         if quick and not args.queries:
             tp += ["--queries", "1-8"]
         if args.queries:
@@ -295,8 +423,11 @@ def main(argv: list[str] | None = None) -> int:
         for i, (name, argv_, timeout) in enumerate(plan, 1):
             if name not in only:
                 continue
-            print(f"\n##### step {i}/{len(plan)}: {name} "
-                  f"({time.perf_counter() - started:.0f} s so far)", flush=True)
+            print(
+                f"\n##### step {i}/{len(plan)}: {name} "
+                f"({time.perf_counter() - started:.0f} s so far)",
+                flush=True,
+            )
             st = run_step(name, argv_, timeout, echo=name != "rewrite")
             stdout = st.pop("stdout")
             results["steps"][name] = st
@@ -308,13 +439,16 @@ def main(argv: list[str] | None = None) -> int:
                 results["caveats"].append(
                     f"{name}: the 1-minute load average reached {st['load_max']:.1f} (mean "
                     f"{st['load_mean']:.1f}) while it ran on {os.cpu_count()} cores: other "
-                    "work on the machine competed with it")
+                    "work on the machine competed with it"
+                )
 
     results["load"]["after"] = os.getloadavg()[0]
     results["run_s"] = time.perf_counter() - started
     if quick:
-        results["caveats"].append("QUICK smoke run (--quick): tiny scale and few rounds; "
-                                  "these figures are not the benchmark.")
+        results["caveats"].append(
+            "QUICK smoke run (--quick): tiny scale and few rounds; "
+            "these figures are not the benchmark."
+        )
     results["caveats"] += default_caveats(results)
     results["why"] = explain(results)
     out = report.write_report(results, Path(args.report), Path(args.charts))
@@ -323,8 +457,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nwrote {out} and charts in {args.charts} ({results['run_s']:.0f} s in all)")
     s = (results.get("tpcds") or {}).get("summary")
     if s and s.get("c_over_a") is not None:
-        print(f"headline: total C/A {s['c_over_a']:.3f}, total C/B {s['c_over_b']:.3f}, "
-              f"{len(s['flagged'])} queries over 1.25 x B")
+        print(
+            f"headline: total C/A {s['c_over_a']:.3f}, total C/B {s['c_over_b']:.3f}, "
+            f"{len(s['flagged'])} queries over 1.25 x B"
+        )
     return verdict(results["steps"])
 
 
@@ -332,8 +468,12 @@ def verdict(steps: dict[str, dict[str, Any]]) -> int:
     """0 if every scenario ran; else name the failed ones loudly and return 1."""
     failed = [f"{name} (exit {st['rc']})" for name, st in steps.items() if not st["ok"]]
     if failed:
-        print(f"\nBENCHMARK RUN FAILED: {', '.join(failed)}; their output above says why, "
-              "and their figures are missing from the report", file=sys.stderr, flush=True)
+        print(
+            f"\nBENCHMARK RUN FAILED: {', '.join(failed)}; their output above says why, "
+            "and their figures are missing from the report",
+            file=sys.stderr,
+            flush=True,
+        )
         return 1
     return 0
 
@@ -341,10 +481,13 @@ def verdict(steps: dict[str, dict[str, Any]]) -> int:
 def collect(name: str, stdout: str, tmpd: Path, results: dict[str, Any]) -> None:
     """A finished scenario's figures into `results` (a scenario without them raises)."""
     if name == "rewrite":
-        rw = results["rewrite"] = json.loads(stdout[stdout.index("{"):])
-        print(f"[rewrite] warm p50 {rw['p50_ms']:.2f} ms, p99 {rw['p99_ms']:.2f} ms, max "
-              f"{rw['max_ms']:.2f} ms; cold max {rw['cold_max_ms']:.2f} ms; "
-              f"{rw['over_sqlglot']:.2f} x sqlglot", flush=True)
+        rw = results["rewrite"] = json.loads(stdout[stdout.index("{") :])
+        print(
+            f"[rewrite] warm p50 {rw['p50_ms']:.2f} ms, p99 {rw['p99_ms']:.2f} ms, max "
+            f"{rw['max_ms']:.2f} ms; cold max {rw['cold_max_ms']:.2f} ms; "
+            f"{rw['over_sqlglot']:.2f} x sqlglot",
+            flush=True,
+        )
     elif name == "scaling":
         results["scaling"] = json.loads((tmpd / "scaling.json").read_text())
     elif name == "decisions":
@@ -354,7 +497,7 @@ def collect(name: str, stdout: str, tmpd: Path, results: dict[str, Any]) -> None
     elif name == "api":
         results["api"] = {"text": stdout, "rows": report.parse_api(stdout)}
     elif name == "connect":
-        results["connect"] = json.loads(stdout[stdout.index("{"):])
+        results["connect"] = json.loads(stdout[stdout.index("{") :])
     elif name == "tpcds":
         results["tpcds"] = json.loads((tmpd / "tpcds.json").read_text())
     data = results[name]
@@ -367,18 +510,24 @@ def default_caveats(results: dict[str, Any]) -> list[str]:
     t = results.get("tpcds") or {}
     sf = (t.get("config") or {}).get("sf")
     if sf is not None and sf < 1:
-        out.append(f"TPC-DS ran at sf={sf} on {results['machine'].get('cpus')} cores so the "
-                   "run fits in minutes; at this size most queries take well under a few "
-                   "seconds, so fixed per-statement costs (planning, analysis, verification, "
-                   "audit) weigh far more than they would on real data. Re-run with "
-                   "`make bench-sf1` (the issue 14 run) for a fairer ratio.")
-    out.append("A, A', B and C share one SparkSession and run interleaved per query, so JIT, "
-               "caches and background load hit all four alike; medians of the rounds are "
-               "reported, not means.")
-    out.append("Tables are not Hive-partitioned except `inventory` (by week); TPC-DS queries "
-               "put their date ranges on `date_dim`, which open-source Spark turns into file "
-               "skipping only through dynamic partition pruning on partition columns, so most "
-               "queries read every file in A as in C. The probes test literal predicates.")
+        out.append(
+            f"TPC-DS ran at sf={sf} on {results['machine'].get('cpus')} cores so the "
+            "run fits in minutes; at this size most queries take well under a few "
+            "seconds, so fixed per-statement costs (planning, analysis, verification, "
+            "audit) weigh far more than they would on real data. Re-run with "
+            "`make bench-sf1` (the issue 14 run) for a fairer ratio."
+        )
+    out.append(
+        "A, A', B and C share one SparkSession and run interleaved per query, so JIT, "
+        "caches and background load hit all four alike; medians of the rounds are "
+        "reported, not means."
+    )
+    out.append(
+        "Tables are not Hive-partitioned except `inventory` (by week); TPC-DS queries "
+        "put their date ranges on `date_dim`, which open-source Spark turns into file "
+        "skipping only through dynamic partition pruning on partition columns, so most "
+        "queries read every file in A as in C. The probes test literal predicates."
+    )
     return out
 
 

@@ -36,24 +36,27 @@ def join_query(k: int, tables: list[tuple[str, str]]) -> str:
     parts.append(f"SELECT t0.{col0}, count(*) AS n FROM {name0} AS t0")
     for i in range(1, k):
         name, col = tables[i % len(tables)]
-        parts.append(f"JOIN {name} AS t{i} ON t{i}.{col} = t{i - 1}."
-                     f"{tables[(i - 1) % len(tables)][1]}")
+        parts.append(
+            f"JOIN {name} AS t{i} ON t{i}.{col} = t{i - 1}.{tables[(i - 1) % len(tables)][1]}"
+        )
     parts.append(f"WHERE t0.{col0} > 0 GROUP BY t0.{col0}")
     return "\n".join(parts)
 
 
 def nested_query(depth: int) -> str:
     """One table under `depth` levels of derived tables, each with its own filter."""
-    sql = ("SELECT ss_item_sk AS c, ss_quantity AS v FROM store_sales "
-           "WHERE ss_quantity > 0")
+    sql = "SELECT ss_item_sk AS c, ss_quantity AS v FROM store_sales WHERE ss_quantity > 0"
     for i in range(1, depth + 1):
         sql = f"SELECT c, v + {i} AS v FROM ({sql}) AS n{i} WHERE c > {i}"
     return sql
 
 
-def rewrite_scaling(table_sizes: tuple[int, ...] = TABLE_SIZES,
-                    depths: tuple[int, ...] = DEPTHS, reps: int = 20,
-                    progress: bool = False) -> dict[str, Any]:
+def rewrite_scaling(
+    table_sizes: tuple[int, ...] = TABLE_SIZES,
+    depths: tuple[int, ...] = DEPTHS,
+    reps: int = 20,
+    progress: bool = False,
+) -> dict[str, Any]:
     """Planner latency (ms) against tables referenced and nesting depth."""
     from benchmarks.rewrite import planner_timer, setup
 
@@ -67,12 +70,17 @@ def rewrite_scaling(table_sizes: tuple[int, ...] = TABLE_SIZES,
                 sql = make(n)
                 row: dict[str, Any] = {"size": n, "chars": len(sql), "cold_ms": plan(sql)}
                 times = [plan(sql) for _ in range(reps)]
-                row.update(p50_ms=harness.percentile(times, 0.5), max_ms=max(times),
-                           p90_ms=harness.percentile(times, 0.9))
+                row.update(
+                    p50_ms=harness.percentile(times, 0.5),
+                    max_ms=max(times),
+                    p90_ms=harness.percentile(times, 0.9),
+                )
                 out[kind].append(row)
                 if progress:
-                    print(f"  {kind:>6} {n:>3}: p50 {row['p50_ms']:.2f} ms, max "
-                          f"{row['max_ms']:.2f}", flush=True)
+                    print(
+                        f"  {kind:>6} {n:>3}: p50 {row['p50_ms']:.2f} ms, max {row['max_ms']:.2f}",
+                        flush=True,
+                    )
 
         series("tables", table_sizes, lambda k: join_query(k, tables))
         series("depth", depths, nested_query)
@@ -86,8 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tables", type=int, nargs="+", default=list(TABLE_SIZES))
     ap.add_argument("--depths", type=int, nargs="+", default=list(DEPTHS))
     args = ap.parse_args(argv)
-    print(f"rewrite latency vs query size ({args.reps} warm reps per size; no Spark)",
-          flush=True)
+    print(f"rewrite latency vs query size ({args.reps} warm reps per size; no Spark)", flush=True)
     r = rewrite_scaling(tuple(args.tables), tuple(args.depths), args.reps, progress=True)
     if args.json:
         harness.write_json(args.json, r)

@@ -51,13 +51,15 @@ def scan_metrics(df: Any) -> list[dict[str, Any]]:
                 path = str(node.relation().location().rootPaths().head().toString())
             except Exception:
                 path = "?"
-            out.append({
-                "table": Path(path.replace("file:", "")).name,
-                "files": m("numFiles"),
-                "static_files": m("staticFilesNum"),
-                "partitions": m("numPartitions"),
-                "rows": m("numOutputRows"),
-            })
+            out.append(
+                {
+                    "table": Path(path.replace("file:", "")).name,
+                    "files": m("numFiles"),
+                    "static_files": m("staticFilesNum"),
+                    "partitions": m("numPartitions"),
+                    "rows": m("numOutputRows"),
+                }
+            )
         stack.extend(_seq(node.children()))
         stack.extend(_seq(node.subqueries()))
     return out

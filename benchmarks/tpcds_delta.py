@@ -85,27 +85,48 @@ PARTITIONED = {"inventory": "inv_date_sk"}  # Delta partition column: partition 
 # the governed query must too. Literal date keys are inside the generated range
 # (2450815..2452642) at every scale factor.
 PROBES: list[tuple[str, str, str]] = [
-    ("skip_store_sales", "data skipping, literal range on the range-partitioned date key",
-     "SELECT count(*) AS n, sum(ss_net_paid) AS paid FROM store_sales "
-     "WHERE ss_sold_date_sk BETWEEN 2451180 AND 2451210"),
-    ("skip_catalog_sales", "data skipping, literal range",
-     "SELECT cs_ship_mode_sk, count(*) AS n FROM catalog_sales "
-     "WHERE cs_sold_date_sk BETWEEN 2451545 AND 2451575 GROUP BY cs_ship_mode_sk"),
-    ("skip_web_sales_join", "data skipping under a join with a masked dimension",
-     "SELECT i_category, sum(ws_ext_sales_price) AS s FROM web_sales "
-     "JOIN item ON ws_item_sk = i_item_sk WHERE ws_sold_date_sk BETWEEN 2451900 AND 2451960 "
-     "GROUP BY i_category"),
-    ("skip_store_returns", "data skipping, equality on the date key",
-     "SELECT count(*) AS n FROM store_returns WHERE sr_returned_date_sk = 2451200"),
-    ("prune_inventory_static", "static partition pruning (partition column literal)",
-     "SELECT count(*) AS n, sum(inv_quantity_on_hand) AS q FROM inventory "
-     "WHERE inv_date_sk BETWEEN 2451545 AND 2451600"),
-    ("prune_inventory_dynamic", "dynamic partition pruning through a date_dim join",
-     "SELECT d_moy, sum(inv_quantity_on_hand) AS q FROM inventory "
-     "JOIN date_dim ON inv_date_sk = d_date_sk WHERE d_year = 2000 AND d_moy = 3 GROUP BY d_moy"),
-    ("no_skip_date_dim_join", "TPC-DS style: date range only on date_dim (no skipping in OSS)",
-     "SELECT count(*) AS n FROM store_sales JOIN date_dim ON ss_sold_date_sk = d_date_sk "
-     "WHERE d_year = 2000 AND d_moy = 3"),
+    (
+        "skip_store_sales",
+        "data skipping, literal range on the range-partitioned date key",
+        "SELECT count(*) AS n, sum(ss_net_paid) AS paid FROM store_sales "
+        "WHERE ss_sold_date_sk BETWEEN 2451180 AND 2451210",
+    ),
+    (
+        "skip_catalog_sales",
+        "data skipping, literal range",
+        "SELECT cs_ship_mode_sk, count(*) AS n FROM catalog_sales "
+        "WHERE cs_sold_date_sk BETWEEN 2451545 AND 2451575 GROUP BY cs_ship_mode_sk",
+    ),
+    (
+        "skip_web_sales_join",
+        "data skipping under a join with a masked dimension",
+        "SELECT i_category, sum(ws_ext_sales_price) AS s FROM web_sales "
+        "JOIN item ON ws_item_sk = i_item_sk WHERE ws_sold_date_sk BETWEEN 2451900 AND 2451960 "
+        "GROUP BY i_category",
+    ),
+    (
+        "skip_store_returns",
+        "data skipping, equality on the date key",
+        "SELECT count(*) AS n FROM store_returns WHERE sr_returned_date_sk = 2451200",
+    ),
+    (
+        "prune_inventory_static",
+        "static partition pruning (partition column literal)",
+        "SELECT count(*) AS n, sum(inv_quantity_on_hand) AS q FROM inventory "
+        "WHERE inv_date_sk BETWEEN 2451545 AND 2451600",
+    ),
+    (
+        "prune_inventory_dynamic",
+        "dynamic partition pruning through a date_dim join",
+        "SELECT d_moy, sum(inv_quantity_on_hand) AS q FROM inventory "
+        "JOIN date_dim ON inv_date_sk = d_date_sk WHERE d_year = 2000 AND d_moy = 3 GROUP BY d_moy",
+    ),
+    (
+        "no_skip_date_dim_join",
+        "TPC-DS style: date range only on date_dim (no skipping in OSS)",
+        "SELECT count(*) AS n FROM store_sales JOIN date_dim ON ss_sold_date_sk = d_date_sk "
+        "WHERE d_year = 2000 AND d_moy = 3",
+    ),
 ]
 
 
@@ -120,13 +141,24 @@ def note(msg: str) -> None:
 # --------------------------------------------------------------------------- data
 
 
-def prepare_data(spark: Any, root: Path, sf: float, fact_files: int, reuse: bool,
-                 tables: tuple[str, ...] = TABLES) -> tuple[dict[str, str], dict[str, float]]:
+def prepare_data(
+    spark: Any,
+    root: Path,
+    sf: float,
+    fact_files: int,
+    reuse: bool,
+    tables: tuple[str, ...] = TABLES,
+) -> tuple[dict[str, str], dict[str, float]]:
     """Parquet from dsdgen, then one Delta table per TPC-DS table in `tables`; returns
     paths, timings."""
     timings: dict[str, float] = {}
-    stamp = {"sf": sf, "fact_files": fact_files, "partitioned": PARTITIONED, "v": 2,
-             "tables": sorted(tables)}
+    stamp = {
+        "sf": sf,
+        "fact_files": fact_files,
+        "partitioned": PARTITIONED,
+        "v": 2,
+        "tables": sorted(tables),
+    }
     marker = root / "delta" / "_lakegate_bench.json"
     delta_paths = {t: str((root / "delta" / t).resolve()) for t in tables}
     if reuse and marker.is_file() and json.loads(marker.read_text()) == stamp:
@@ -159,8 +191,11 @@ def prepare_data(spark: Any, root: Path, sf: float, fact_files: int, reuse: bool
 
 def tables_of(sqls: list[str]) -> tuple[str, ...]:
     """The TPC-DS tables these statements read (a subset run writes only those)."""
-    names = {t.name.lower() for sql in sqls
-             for t in sqlglot.parse_one(sql, read="spark").find_all(exp.Table)}
+    names = {
+        t.name.lower()
+        for sql in sqls
+        for t in sqlglot.parse_one(sql, read="spark").find_all(exp.Table)
+    }
     return tuple(t for t in TABLES if t in names)
 
 
@@ -226,13 +261,21 @@ def qualify(sql: str, db: str) -> str:
     return tree.sql("spark")
 
 
-def measure(runner: Runner, key: int | str, sql: str, rounds: int,
-            metrics: bool = True) -> dict[str, Any]:
+def measure(
+    runner: Runner, key: int | str, sql: str, rounds: int, metrics: bool = True
+) -> dict[str, Any]:
     """A, A', B, C interleaved for one query, `rounds` times (the order rotates each round).
 
     A baseline that fails raises (the run fails); C failing is a product bug, recorded."""
-    res: dict[str, Any] = {"id": key, "times": {m: [] for m in MODES}, "errors": {},
-                           "rows": {}, "checksum": {}, "files": {}, "partitions": {}}
+    res: dict[str, Any] = {
+        "id": key,
+        "times": {m: [] for m in MODES},
+        "errors": {},
+        "rows": {},
+        "checksum": {},
+        "files": {},
+        "partitions": {},
+    }
     for r, order in enumerate(harness.rotations(MODES, rounds)):
         for mode in order:
             if mode in res["errors"]:
@@ -242,7 +285,8 @@ def measure(runner: Runner, key: int | str, sql: str, rounds: int,
             except Exception as e:
                 if mode != "C":
                     raise harness.ScenarioFailed(
-                        f"q{key}: baseline {mode} failed: {first_line(e)}") from e
+                        f"q{key}: baseline {mode} failed: {first_line(e)}"
+                    ) from e
                 res["errors"][mode] = first_line(e)
                 continue
             res["times"][mode].append(secs)
@@ -261,17 +305,24 @@ def measure(runner: Runner, key: int | str, sql: str, rounds: int,
     res["c_over_b"] = c / b if b and c else None
     res["c_over_floor"] = c / f if f and c else None
     res["flag"] = bool(res["c_over_b"] and res["c_over_b"] > FLAG_RATIO)
-    res["b_c_same_answer"] = (res["checksum"].get("B") == res["checksum"].get("C")
-                              if "B" in res["checksum"] and "C" in res["checksum"] else None)
-    res["floor_c_same_answer"] = (res["checksum"].get("F") == res["checksum"].get("C")
-                                  if "F" in res["checksum"] and "C" in res["checksum"] else None)
+    res["b_c_same_answer"] = (
+        res["checksum"].get("B") == res["checksum"].get("C")
+        if "B" in res["checksum"] and "C" in res["checksum"]
+        else None
+    )
+    res["floor_c_same_answer"] = (
+        res["checksum"].get("F") == res["checksum"].get("C")
+        if "F" in res["checksum"] and "C" in res["checksum"]
+        else None
+    )
     return res
 
 
 def plan_time_ms(session: Any, sql: str, reps: int = 3) -> float:
     """The governed session's planning alone (parse, decide, rewrite, generate; no Spark)."""
-    return statistics.median([harness.timed_ms(lambda: session._planner().plan(sql))[0]
-                              for _ in range(reps)])
+    return statistics.median(
+        [harness.timed_ms(lambda: session._planner().plan(sql))[0] for _ in range(reps)]
+    )
 
 
 def fmt_s(v: float | None) -> str:
@@ -311,18 +362,34 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds per query")
     ap.add_argument("--dir", help="working directory (default: a temporary one, removed)")
     ap.add_argument("--keep", action="store_true", help="keep the working directory")
-    ap.add_argument("--reuse", action="store_true",
-                    help="reuse Delta tables in --dir written earlier at the same scale")
+    ap.add_argument(
+        "--reuse",
+        action="store_true",
+        help="reuse Delta tables in --dir written earlier at the same scale",
+    )
     ap.add_argument("--queries", help="only these query numbers, e.g. 1,3,10-20")
-    ap.add_argument("--fact-files", type=int, default=8,
-                    help="files per fact table (range-partitioned by date key)")
+    ap.add_argument(
+        "--fact-files",
+        type=int,
+        default=8,
+        help="files per fact table (range-partitioned by date key)",
+    )
     ap.add_argument("--no-probes", action="store_true", help="skip the file-skipping probes")
-    ap.add_argument("--recheck-rounds", type=int, default=7,
-                    help="re-measure queries flagged C > 1.25 x B with this many rounds")
+    ap.add_argument(
+        "--recheck-rounds",
+        type=int,
+        default=7,
+        help="re-measure queries flagged C > 1.25 x B with this many rounds",
+    )
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--driver-memory", default="2g")
-    ap.add_argument("--conf", action="append", default=[], metavar="K=V",
-                    help="extra Spark settings (A, B and C share the session)")
+    ap.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="K=V",
+        help="extra Spark settings (A, B and C share the session)",
+    )
     ap.add_argument("--json", metavar="OUT", help="write all figures as JSON to OUT")
     args = ap.parse_args(argv)
 
@@ -333,16 +400,24 @@ def main(argv: list[str] | None = None) -> int:
     result: dict[str, Any] = {
         "benchmark": "tpcds_delta",
         "date": dt.datetime.now().astimezone().isoformat(timespec="seconds"),
-        "config": {"sf": args.sf, "rounds": args.rounds, "fact_files": args.fact_files,
-                   "master": args.master, "driver_memory": args.driver_memory,
-                   "partitioned": PARTITIONED, "conf": args.conf},
+        "config": {
+            "sf": args.sf,
+            "rounds": args.rounds,
+            "fact_files": args.fact_files,
+            "master": args.master,
+            "driver_memory": args.driver_memory,
+            "partitioned": PARTITIONED,
+            "conf": args.conf,
+        },
         "load_before": os.getloadavg(),
     }
     try:
         from governance.spark import build_spark
 
-        conf = {"spark.driver.memory": args.driver_memory,
-                "spark.sql.warehouse.dir": str(root / "spark-warehouse")}
+        conf = {
+            "spark.driver.memory": args.driver_memory,
+            "spark.sql.warehouse.dir": str(root / "spark-warehouse"),
+        }
         for kv in args.conf:
             k, _, v = kv.partition("=")
             conf[k] = v
@@ -350,14 +425,15 @@ def main(argv: list[str] | None = None) -> int:
         spark = build_spark(args.master, conf, app_name="lakegate-bench-tpcds")
         setup: dict[str, float] = {"spark_start_s": time.perf_counter() - t0}
         result["env"] = environment(spark)
-        log(f"TPC-DS on Delta: sf={args.sf}, rounds={args.rounds}, {args.master}, "
-            f"Spark {spark.version}, dir {root}")
+        log(
+            f"TPC-DS on Delta: sf={args.sf}, rounds={args.rounds}, {args.master}, "
+            f"Spark {spark.version}, dir {root}"
+        )
         wanted = harness.parse_ids(args.queries)
         plain = [(n, q) for n, q in spark_queries() if wanted is None or n in wanted]
         probes_run = [] if args.no_probes else PROBES
         needed = tables_of([q for _, q in plain] + [q for _, _, q in probes_run])
-        delta_paths, t = prepare_data(spark, root, args.sf, args.fact_files, args.reuse,
-                                      needed)
+        delta_paths, t = prepare_data(spark, root, args.sf, args.fact_files, args.reuse, needed)
         setup.update(t)
         t0 = time.perf_counter()
         lg = setup_lakegate(spark, root, delta_paths)
@@ -368,9 +444,11 @@ def main(argv: list[str] | None = None) -> int:
         setup_views(spark, lg, root, delta_paths)
         setup["views_setup_s"] = time.perf_counter() - t0
         result["setup"] = setup
-        result["policy"] = {"row_filters": len(lg.enforcer.policy_set.row_filters),
-                            "column_masks": len(lg.enforcer.policy_set.column_masks),
-                            "tables": len(needed)}
+        result["policy"] = {
+            "row_filters": len(lg.enforcer.policy_set.row_filters),
+            "column_masks": len(lg.enforcer.policy_set.column_masks),
+            "tables": len(needed),
+        }
 
         b_sql: dict[int | str, str] = {}
         floor_sql: dict[int | str, str] = {}
@@ -391,10 +469,14 @@ def main(argv: list[str] | None = None) -> int:
                     continue
         setup["warmup_s"] = time.perf_counter() - t0
 
-        log(f"\n{len(plain)} queries x {args.rounds} rounds (A raw, A' hand-written floor, "
-            "B dynamic views, C governed); seconds are medians")
-        log(f"{'query':>6} {'A s':>7} {'A2 s':>7} {'B s':>7} {'C s':>7} {'C/A':>5} "
-            f"{'C/A2':>5} {'C/B':>5}  {'plan ms':>7}  files A/C  note")
+        log(
+            f"\n{len(plain)} queries x {args.rounds} rounds (A raw, A' hand-written floor, "
+            "B dynamic views, C governed); seconds are medians"
+        )
+        log(
+            f"{'query':>6} {'A s':>7} {'A2 s':>7} {'B s':>7} {'C s':>7} {'C/A':>5} "
+            f"{'C/A2':>5} {'C/B':>5}  {'plan ms':>7}  files A/C  note"
+        )
         queries: list[dict[str, Any]] = []
         t_loop = time.perf_counter()
         for i, (n, sql) in enumerate(plain, 1):
@@ -406,8 +488,14 @@ def main(argv: list[str] | None = None) -> int:
             queries.append(r)
             fa = r["files"].get("A", {})
             fc = r["files"].get("C", {})
-            files = (f"{sum(v for v in fa.values() if isinstance(v, int))}/"
-                     f"{sum(v for v in fc.values() if isinstance(v, int))}") if fa and fc else "-"
+            files = (
+                (
+                    f"{sum(v for v in fa.values() if isinstance(v, int))}/"
+                    f"{sum(v for v in fc.values() if isinstance(v, int))}"
+                )
+                if fa and fc
+                else "-"
+            )
             notes = []
             if "C" in r["errors"]:
                 notes.append("PRODUCT BUG (C fails, A works): " + r["errors"]["C"][:120])
@@ -422,28 +510,32 @@ def main(argv: list[str] | None = None) -> int:
             elapsed = time.perf_counter() - t_loop
             eta = elapsed / i * (len(plain) - i)
             plan_ms = r.get("plan_ms")
-            log(f"{'q' + str(n):>6} {fmt_s(r['a_med'])} {fmt_s(r['floor_med'])} "
+            log(
+                f"{'q' + str(n):>6} {fmt_s(r['a_med'])} {fmt_s(r['floor_med'])} "
                 f"{fmt_s(r['b_med'])} {fmt_s(r['c_med'])} {fmt_r(r['c_over_a'])} "
                 f"{fmt_r(r['c_over_floor'])} {fmt_r(r['c_over_b'])}  "
                 f"{plan_ms if plan_ms is not None else float('nan'):7.1f}  {files:>9}  "
-                f"{'; '.join(notes)}")
+                f"{'; '.join(notes)}"
+            )
             log(f"  [{i}/{len(plain)} done, {elapsed:.0f} s, ~{eta:.0f} s left]")
         result["queries"] = queries
         flagged = [r for r in queries if r["flag"]]
         if flagged and args.recheck_rounds > 0:
             # sub-second queries on a shared 2-core machine are noisy: measure flagged ones
             # again with more rounds before calling them slow
-            log(f"\nre-measuring {len(flagged)} flagged queries with {args.recheck_rounds} "
-                "rounds")
+            log(f"\nre-measuring {len(flagged)} flagged queries with {args.recheck_rounds} rounds")
             by_id = dict(plain)
             for r in flagged:
-                again = measure(runner, r["id"], by_id[r["id"]], args.recheck_rounds,
-                                metrics=False)
-                r["recheck"] = {k: again[k] for k in ("a_med", "b_med", "c_med", "c_over_a",
-                                                      "c_over_b", "times")}
+                again = measure(runner, r["id"], by_id[r["id"]], args.recheck_rounds, metrics=False)
+                r["recheck"] = {
+                    k: again[k]
+                    for k in ("a_med", "b_med", "c_med", "c_over_a", "c_over_b", "times")
+                }
                 r["recheck"]["rounds"] = args.recheck_rounds
-                log(f"  q{r['id']}: C/B {fmt_r(r['c_over_b'])} -> {fmt_r(again['c_over_b'])}, "
-                    f"C/A {fmt_r(r['c_over_a'])} -> {fmt_r(again['c_over_a'])}")
+                log(
+                    f"  q{r['id']}: C/B {fmt_r(r['c_over_b'])} -> {fmt_r(again['c_over_b'])}, "
+                    f"C/A {fmt_r(r['c_over_a'])} -> {fmt_r(again['c_over_a'])}"
+                )
 
         probes: list[dict[str, Any]] = []
         if probes_run:
@@ -453,11 +545,13 @@ def main(argv: list[str] | None = None) -> int:
                 r["what"] = what
                 r["sql"] = sql
                 probes.append(r)
-                log(f"  {pid:<24} files A {total(r['files'].get('A'))} "
+                log(
+                    f"  {pid:<24} files A {total(r['files'].get('A'))} "
                     f"B {total(r['files'].get('B'))} C {total(r['files'].get('C'))}; partitions "
                     f"A {total(r['partitions'].get('A'))} C {total(r['partitions'].get('C'))}; "
                     f"C/A {fmt_r(r['c_over_a'])} C/B {fmt_r(r['c_over_b'])}"
-                    + (f"  errors {r['errors']}" if r["errors"] else ""))
+                    + (f"  errors {r['errors']}" if r["errors"] else "")
+                )
         result["probes"] = probes
         result["summary"] = summarize(queries, probes)
         result["run_s"] = time.perf_counter() - started
@@ -474,10 +568,10 @@ def main(argv: list[str] | None = None) -> int:
     if bugs:
         raise harness.ScenarioFailed(
             f"{len(bugs)} queries fail governed where raw Spark runs them: "
-            + ", ".join(f"q{b['id']}" for b in bugs))
+            + ", ".join(f"q{b['id']}" for b in bugs)
+        )
     return 0
 
 
 if __name__ == "__main__":
     sys.exit(harness.main("tpcds", main))
-

@@ -31,8 +31,9 @@ def total(d: dict[str, Any] | None) -> str:
 
 def files_over(a: dict[str, Any], c: dict[str, Any]) -> bool:
     """Does C read more files than A from any table?"""
-    return any(isinstance(c.get(t), int) and isinstance(v, int) and c[t] > v
-               for t, v in a.items()) or any(t not in a for t in c if t != "error")
+    return any(
+        isinstance(c.get(t), int) and isinstance(v, int) and c[t] > v for t, v in a.items()
+    ) or any(t not in a for t in c if t != "error")
 
 
 def summarize(queries: list[dict[str, Any]], probes: list[dict[str, Any]]) -> dict[str, Any]:
@@ -44,38 +45,68 @@ def summarize(queries: list[dict[str, Any]], probes: list[dict[str, Any]]) -> di
     overhead_ms = [(q["c_med"] - q["floor_med"]) * 1000 for q in ok]
     bugs = [{"id": q["id"], "error": q["errors"]["C"]} for q in queries if "C" in q["errors"]]
     differ = [q["id"] for q in queries if q["b_c_same_answer"] is False]
-    flagged = [{"id": q["id"], "c_over_b": q["c_over_b"], "a": q["a_med"], "b": q["b_med"],
-                "c": q["c_med"],
-                "recheck_c_over_b": (q.get("recheck") or {}).get("c_over_b"),
-                "recheck_rounds": (q.get("recheck") or {}).get("rounds")}
-               for q in ok if q["flag"]]
+    flagged = [
+        {
+            "id": q["id"],
+            "c_over_b": q["c_over_b"],
+            "a": q["a_med"],
+            "b": q["b_med"],
+            "c": q["c_med"],
+            "recheck_c_over_b": (q.get("recheck") or {}).get("c_over_b"),
+            "recheck_rounds": (q.get("recheck") or {}).get("rounds"),
+        }
+        for q in ok
+        if q["flag"]
+    ]
     worst = sorted(ok, key=lambda q: -(q["c_over_b"] or 0))[:10]
-    more_files = [q["id"] for q in ok
-                  if q["files"].get("A") and q["files"].get("C")
-                  and files_over(q["files"]["A"], q["files"]["C"])]
+    more_files = [
+        q["id"]
+        for q in ok
+        if q["files"].get("A")
+        and q["files"].get("C")
+        and files_over(q["files"]["A"], q["files"]["C"])
+    ]
     plan = [q["plan_ms"] for q in ok if q.get("plan_ms") is not None]
     bd = [q["breakdown"] for q in ok if q.get("breakdown")]
-    breakdown = {k: {"median": statistics.median([b[k] for b in bd]),
-                     "total_s": sum(b[k] for b in bd) / 1000}
-                 for k in PARTS} if bd else {}
+    breakdown = (
+        {
+            k: {
+                "median": statistics.median([b[k] for b in bd]),
+                "total_s": sum(b[k] for b in bd) / 1000,
+            }
+            for k in PARTS
+        }
+        if bd
+        else {}
+    )
     verify_med = breakdown["verify_ms"]["median"] if breakdown else None
     skipping = []
     for p in probes:
         fa, fb, fc = (p["files"].get(m) for m in "ABC")
         pa, pc = p["partitions"].get("A"), p["partitions"].get("C")
-        skipping.append({
-            "id": p["id"], "what": p["what"],
-            "files_a": _sum(fa), "files_b": _sum(fb), "files_c": _sum(fc),
-            "partitions_a": _sum(pa), "partitions_c": _sum(pc),
-            "total_files": None,
-            "same": _sum(fa) == _sum(fc) and _sum(pa) == _sum(pc),
-            "errors": p["errors"],
-        })
+        skipping.append(
+            {
+                "id": p["id"],
+                "what": p["what"],
+                "files_a": _sum(fa),
+                "files_b": _sum(fb),
+                "files_c": _sum(fc),
+                "partitions_a": _sum(pa),
+                "partitions_c": _sum(pc),
+                "total_files": None,
+                "same": _sum(fa) == _sum(fc) and _sum(pa) == _sum(pc),
+                "errors": p["errors"],
+            }
+        )
     return {
-        "queries_measured": len(ok), "queries_total": len(queries),
-        "total_a_s": ta, "total_b_s": tb, "total_c_s": tc,
+        "queries_measured": len(ok),
+        "queries_total": len(queries),
+        "total_a_s": ta,
+        "total_b_s": tb,
+        "total_c_s": tc,
         "total_floor_s": tf,
-        "c_over_a": tc / ta if ta else None, "c_over_b": tc / tb if tb else None,
+        "c_over_a": tc / ta if ta else None,
+        "c_over_b": tc / tb if tb else None,
         "c_over_floor": tc / tf if tf else None,
         "overhead_ms_median": statistics.median(overhead_ms) if overhead_ms else None,
         "b_over_a": tb / ta if ta else None,
@@ -86,28 +117,52 @@ def summarize(queries: list[dict[str, Any]], probes: list[dict[str, Any]]) -> di
         "plan_s_total": sum(plan) / 1000 if plan else None,
         "breakdown": breakdown,
         "overhead_per_query_s": (tc - ta) / len(ok) if ok else None,
-        "flagged": flagged, "worst": [
-            {"id": q["id"], "c_over_b": q["c_over_b"], "c_over_a": q["c_over_a"],
-             "a": q["a_med"], "b": q["b_med"], "c": q["c_med"]} for q in worst],
+        "flagged": flagged,
+        "worst": [
+            {
+                "id": q["id"],
+                "c_over_b": q["c_over_b"],
+                "c_over_a": q["c_over_a"],
+                "a": q["a_med"],
+                "b": q["b_med"],
+                "c": q["c_med"],
+            }
+            for q in worst
+        ],
         "product_bugs": bugs,
-        "answers_differ_b_c": differ, "c_reads_more_files": more_files,
+        "answers_differ_b_c": differ,
+        "c_reads_more_files": more_files,
         "skipping": skipping,
         "targets": {
-            "total_c_over_b": {"target": TARGET_C_OVER_B,
-                               "met": bool(tb and tc / tb <= TARGET_C_OVER_B)},
-            "total_c_over_a": {"target": TARGET_C_OVER_A,
-                               "met": bool(ta and tc / ta <= TARGET_C_OVER_A)},
-            "total_c_over_floor": {"target": TARGET_C_OVER_FLOOR,
-                                   "met": bool(tf and tc / tf <= TARGET_C_OVER_FLOOR)},
-            "overhead_ms_median": {"target": TARGET_OVERHEAD_MS, "met": bool(
-                overhead_ms and statistics.median(overhead_ms) <= TARGET_OVERHEAD_MS)},
-            "verify_ms_median": {"target": TARGET_VERIFY_MS,
-                                 "met": verify_med is not None
-                                 and verify_med <= TARGET_VERIFY_MS},
+            "total_c_over_b": {
+                "target": TARGET_C_OVER_B,
+                "met": bool(tb and tc / tb <= TARGET_C_OVER_B),
+            },
+            "total_c_over_a": {
+                "target": TARGET_C_OVER_A,
+                "met": bool(ta and tc / ta <= TARGET_C_OVER_A),
+            },
+            "total_c_over_floor": {
+                "target": TARGET_C_OVER_FLOOR,
+                "met": bool(tf and tc / tf <= TARGET_C_OVER_FLOOR),
+            },
+            "overhead_ms_median": {
+                "target": TARGET_OVERHEAD_MS,
+                "met": bool(overhead_ms and statistics.median(overhead_ms) <= TARGET_OVERHEAD_MS),
+            },
+            "verify_ms_median": {
+                "target": TARGET_VERIFY_MS,
+                "met": verify_med is not None and verify_med <= TARGET_VERIFY_MS,
+            },
             # a flagged query counts unless re-measuring with more rounds clears it
-            "no_query_over_1_25_b": {"target": FLAG_RATIO, "met": not [
-                f for f in flagged
-                if f["recheck_c_over_b"] is None or f["recheck_c_over_b"] > FLAG_RATIO]},
+            "no_query_over_1_25_b": {
+                "target": FLAG_RATIO,
+                "met": not [
+                    f
+                    for f in flagged
+                    if f["recheck_c_over_b"] is None or f["recheck_c_over_b"] > FLAG_RATIO
+                ],
+            },
             "skipping_kept": {"met": all(s["same"] for s in skipping) and not more_files},
         },
     }
@@ -121,39 +176,55 @@ def _sum(d: dict[str, Any] | None) -> int | None:
 
 def print_summary(result: dict[str, Any]) -> None:
     s = result["summary"]
-    log(f"\nTPC-DS on Delta, sf={result['config']['sf']}: {s['queries_measured']} of "
-        f"{s['queries_total']} queries measured, {result['config']['rounds']} rounds")
-    log(f"  total (sum of medians): A {s['total_a_s']:.2f} s, A' {s['total_floor_s']:.2f} s, "
-        f"B {s['total_b_s']:.2f} s, C {s['total_c_s']:.2f} s")
+    log(
+        f"\nTPC-DS on Delta, sf={result['config']['sf']}: {s['queries_measured']} of "
+        f"{s['queries_total']} queries measured, {result['config']['rounds']} rounds"
+    )
+    log(
+        f"  total (sum of medians): A {s['total_a_s']:.2f} s, A' {s['total_floor_s']:.2f} s, "
+        f"B {s['total_b_s']:.2f} s, C {s['total_c_s']:.2f} s"
+    )
     if s["c_over_a"] is not None:
-        log(f"  total C/A {s['c_over_a']:.3f} (target <= {TARGET_C_OVER_A}: "
-            f"{'MET' if s['targets']['total_c_over_a']['met'] else 'NOT MET'})")
-        log(f"  total C/A' {s['c_over_floor']:.3f} (target <= {TARGET_C_OVER_FLOOR}: "
+        log(
+            f"  total C/A {s['c_over_a']:.3f} (target <= {TARGET_C_OVER_A}: "
+            f"{'MET' if s['targets']['total_c_over_a']['met'] else 'NOT MET'})"
+        )
+        log(
+            f"  total C/A' {s['c_over_floor']:.3f} (target <= {TARGET_C_OVER_FLOOR}: "
             f"{'MET' if s['targets']['total_c_over_floor']['met'] else 'NOT MET'}); median "
             f"C - A' {s['overhead_ms_median']:.1f} ms per statement (target <= "
             f"{TARGET_OVERHEAD_MS:.0f} ms: "
-            f"{'MET' if s['targets']['overhead_ms_median']['met'] else 'NOT MET'})")
-        log(f"  total C/B {s['c_over_b']:.3f} (target <= {TARGET_C_OVER_B}: "
-            f"{'MET' if s['targets']['total_c_over_b']['met'] else 'NOT MET'})")
-        log(f"  total B/A {s['b_over_a']:.3f}; per-query median C/A "
-            f"{s['median_query_c_over_a']:.3f}, C/B {s['median_query_c_over_b']:.3f}")
+            f"{'MET' if s['targets']['overhead_ms_median']['met'] else 'NOT MET'})"
+        )
+        log(
+            f"  total C/B {s['c_over_b']:.3f} (target <= {TARGET_C_OVER_B}: "
+            f"{'MET' if s['targets']['total_c_over_b']['met'] else 'NOT MET'})"
+        )
+        log(
+            f"  total B/A {s['b_over_a']:.3f}; per-query median C/A "
+            f"{s['median_query_c_over_a']:.3f}, C/B {s['median_query_c_over_b']:.3f}"
+        )
     if s["plan_ms_median"] is not None:
-        log(f"  governed planning alone: median {s['plan_ms_median']:.1f} ms, max "
-            f"{s['plan_ms_max']:.1f} ms per query")
+        log(
+            f"  governed planning alone: median {s['plan_ms_median']:.1f} ms, max "
+            f"{s['plan_ms_max']:.1f} ms per query"
+        )
     for k, v in (s.get("breakdown") or {}).items():
-        log(f"  {k[:-3]:<12} median {v['median']:7.1f} ms, over all queries "
-            f"{v['total_s']:6.2f} s")
-    log(f"  queries with C > {FLAG_RATIO} x B: "
-        + (", ".join(f"q{f['id']} ({f['c_over_b']:.2f})" for f in s["flagged"]) or "none"))
+        log(f"  {k[:-3]:<12} median {v['median']:7.1f} ms, over all queries {v['total_s']:6.2f} s")
+    log(
+        f"  queries with C > {FLAG_RATIO} x B: "
+        + (", ".join(f"q{f['id']} ({f['c_over_b']:.2f})" for f in s["flagged"]) or "none")
+    )
     log("  worst C/B: " + ", ".join(f"q{w['id']} {w['c_over_b']:.2f}" for w in s["worst"][:5]))
     for item in s["product_bugs"]:
         log(f"  PRODUCT BUG (C fails where A works): q{item['id']}: {item['error']}")
     if s["answers_differ_b_c"]:
         log(f"  B and C answers differ: {s['answers_differ_b_c']}")
-    log("  files read, C more than A: " + (", ".join(map(str, s["c_reads_more_files"]))
-                                           or "none"))
+    log("  files read, C more than A: " + (", ".join(map(str, s["c_reads_more_files"])) or "none"))
     for p in s["skipping"]:
-        log(f"  {p['id']:<24} files A/B/C {p['files_a']}/{p['files_b']}/{p['files_c']}, "
+        log(
+            f"  {p['id']:<24} files A/B/C {p['files_a']}/{p['files_b']}/{p['files_c']}, "
             f"partitions A/C {p['partitions_a']}/{p['partitions_c']}: "
-            f"{'kept' if p['same'] else 'LOST'}")
+            f"{'kept' if p['same'] else 'LOST'}"
+        )
     log(f"  run time {result['run_s']:.0f} s")

@@ -1,11 +1,11 @@
 """The hand-written baselines of the TPC-DS scenario, generated from the same policy set:
 
-  B   Databricks-style dynamic views: membership and user tests evaluated by Spark at query
-      time (a lookup in a Delta membership table keyed by `current_user()`);
-  A'  the floor (issue 14): the same filters and masks written in by hand for the bench user
-      alone, every "does this apply to me" test already answered, so Spark sees plain
-      predicates and expressions. C/A' is the cost of the governance layer itself, with
-      policy evaluation on both sides.
+B   Databricks-style dynamic views: membership and user tests evaluated by Spark at query
+    time (a lookup in a Delta membership table keyed by `current_user()`);
+A'  the floor (issue 14): the same filters and masks written in by hand for the bench user
+    alone, every "does this apply to me" test already answered, so Spark sees plain
+    predicates and expressions. C/A' is the cost of the governance layer itself, with
+    policy evaluation on both sides.
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ FLOOR_DB = "lg_floorviews"  # where A''s hand-written views for the bench user l
 MEMBERSHIP = "lg_membership"  # B's user -> group table (a Delta table)
 
 
-
 @dataclass
 class DynamicViews:
     """B: Databricks-style dynamic views generated from the policy set; with root set,
@@ -40,15 +39,20 @@ class DynamicViews:
         if self.groups is not None:
             return "TRUE" if group.lower() in self.groups else "FALSE"
         g = group.lower().replace("'", "''")
-        return (f"(SELECT count(1) > 0 FROM delta.`{self.membership_path}` "
-                f"WHERE member = current_user() AND grp = '{g}')")
+        return (
+            f"(SELECT count(1) > 0 FROM delta.`{self.membership_path}` "
+            f"WHERE member = current_user() AND grp = '{g}')"
+        )
 
     def principal_test(self, principals: tuple[Any, ...]) -> str:
         """SQL true when the current user is one of `principals`; 'TRUE' for '*'."""
         if self.groups is not None:  # A': answered now, as a person writing it would
-            hit = any(p.kind == "any" or (p.kind == "user" and p.name == BENCH_USER)
-                      or (p.kind == "group" and p.name.lower() in self.groups)
-                      for p in principals)
+            hit = any(
+                p.kind == "any"
+                or (p.kind == "user" and p.name == BENCH_USER)
+                or (p.kind == "group" and p.name.lower() in self.groups)
+                for p in principals
+            )
             return "TRUE" if hit else "FALSE"
         tests: list[str] = []
         for p in principals:
@@ -70,7 +74,9 @@ class DynamicViews:
 
         def fix(node: exp.Expression) -> exp.Expression:
             if isinstance(node, exp.Anonymous) and str(node.this).lower() in (
-                    "is_member", "is_account_group_member"):
+                "is_member",
+                "is_account_group_member",
+            ):
                 arg = node.expressions[0]
                 return sqlglot.parse_one(self.member(arg.name), read="spark")
             if isinstance(node, exp.Literal) and node.is_string and node.this in self.user_alias:
@@ -108,7 +114,8 @@ class DynamicViews:
                 custom = None
                 if m.mask == "custom":
                     custom = self.expression(
-                        (m.expression or "").replace("{col}", quote_ident(name)))
+                        (m.expression or "").replace("{col}", quote_ident(name))
+                    )
                 branches.append((test, mask_sql(m.mask, name, col.type_text, custom)))
                 if test == "TRUE":
                     break
@@ -118,8 +125,7 @@ class DynamicViews:
             elif branches[0][0] == "TRUE":
                 proj.append(f"{branches[0][1]} AS {q}")
             else:
-                whens = " ".join(f"WHEN {tst} THEN {sql}" for tst, sql in branches
-                                 if tst != "TRUE")
+                whens = " ".join(f"WHEN {tst} THEN {sql}" for tst, sql in branches if tst != "TRUE")
                 last = next((sql for tst, sql in branches if tst == "TRUE"), q)
                 proj.append(f"CASE {whens} ELSE {last} END AS {q}")
         filters = [f for f in ps.row_filters if f.on.matches_table(c, s, t)]
@@ -135,9 +141,12 @@ class DynamicViews:
         elif permissive:
             # rows pass if any applying permissive filter passes; none applying: no limit
             applies = [self.principal_test(f.principals) for f in permissive]
-            alts = [f"({self.expression(f.where)})" if a == "TRUE"
-                    else f"({a} AND ({self.expression(f.where)}))"
-                    for a, f in zip(applies, permissive, strict=True)]
+            alts = [
+                f"({self.expression(f.where)})"
+                if a == "TRUE"
+                else f"({a} AND ({self.expression(f.where)}))"
+                for a, f in zip(applies, permissive, strict=True)
+            ]
             if "TRUE" not in applies:
                 alts.insert(0, "NOT (" + " OR ".join(applies) + ")")
             where.append("(" + " OR ".join(alts) + ")")
@@ -168,11 +177,13 @@ def setup_views(spark: Any, lg: Any, root: Path, delta_paths: dict[str, str]) ->
         for g in sorted(enforcer.identity(u).groups):  # nested groups resolved, as IdPs do
             rows.append((alias.get(u, u), g))
     mpath = str((root / "delta" / MEMBERSHIP).resolve())
-    spark.createDataFrame(rows, "member string, grp string").coalesce(1).write \
-        .format("delta").mode("overwrite").save(mpath)
+    spark.createDataFrame(rows, "member string, grp string").coalesce(1).write.format("delta").mode(
+        "overwrite"
+    ).save(mpath)
     dv = DynamicViews(spark_user, mpath, alias)
-    floor = DynamicViews(spark_user, mpath, alias,
-                         frozenset(g.lower() for g in enforcer.identity(BENCH_USER).groups))
+    floor = DynamicViews(
+        spark_user, mpath, alias, frozenset(g.lower() for g in enforcer.identity(BENCH_USER).groups)
+    )
     for db, views in ((VIEW_DB, dv), (FLOOR_DB, floor)):
         spark.sql(f"CREATE DATABASE IF NOT EXISTS {db}")
         for t in delta_paths:
@@ -181,4 +192,3 @@ def setup_views(spark: Any, lg: Any, root: Path, delta_paths: dict[str, str]) ->
                 raise LookupError(f"{CATALOG}.{SCHEMA}.{t} is not registered")
             spark.sql(f"CREATE OR REPLACE VIEW {db}.{t} AS {views.view_sql(enforcer, info)}")
     return dv
-

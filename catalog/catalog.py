@@ -77,7 +77,8 @@ class Catalog:
     def tables(self, catalog: str | None = None, schema: str | None = None) -> list[TableInfo]:
         self._snapshot()
         return [
-            t for (c, s, _), t in sorted(self._tables.items())
+            t
+            for (c, s, _), t in sorted(self._tables.items())
             if (catalog is None or c == catalog.lower()) and (schema is None or s == schema.lower())
         ]
 
@@ -116,8 +117,9 @@ class Catalog:
 
     # writes -----------------------------------------------------------------------------
 
-    def create_catalog(self, name: str, comment: str | None = None, *,
-                       if_not_exists: bool = False) -> None:
+    def create_catalog(
+        self, name: str, comment: str | None = None, *, if_not_exists: bool = False
+    ) -> None:
         (name,) = _names((name, "catalog name"))
         if self.store.get_catalog(name):
             if if_not_exists:
@@ -125,8 +127,9 @@ class Catalog:
             raise CatalogError(f"catalog {name.lower()} already exists")
         self.store.put_catalog(CatalogInfo(name.lower(), comment, time.time()))
 
-    def create_schema(self, catalog: str, name: str, comment: str | None = None, *,
-                      if_not_exists: bool = False) -> None:
+    def create_schema(
+        self, catalog: str, name: str, comment: str | None = None, *, if_not_exists: bool = False
+    ) -> None:
         catalog, name = _names((catalog, "catalog name"), (name, "schema name"))
         if not self.store.get_catalog(catalog):
             raise CatalogError(f"catalog {catalog.lower()} does not exist")
@@ -137,8 +140,9 @@ class Catalog:
         self.store.put_schema(SchemaInfo(catalog.lower(), name.lower(), comment, time.time()))
 
     def register_table(self, info: TableInfo, *, replace: bool = False) -> TableInfo:
-        _names((info.catalog, "catalog name"), (info.schema, "schema name"),
-               (info.name, "table name"))
+        _names(
+            (info.catalog, "catalog name"), (info.schema, "schema name"), (info.name, "table name")
+        )
         if not self.store.get_schema(info.catalog, info.schema):
             raise CatalogError(f"schema {info.catalog}.{info.schema} does not exist")
         old = self.store.get_table(info.catalog, info.schema, info.name)
@@ -149,8 +153,12 @@ class Catalog:
         from dataclasses import replace as dc_replace
 
         stored = dc_replace(
-            info, catalog=info.catalog.lower(), schema=info.schema.lower(),
-            name=info.name.lower(), created_at=created, updated_at=now,
+            info,
+            catalog=info.catalog.lower(),
+            schema=info.schema.lower(),
+            name=info.name.lower(),
+            created_at=created,
+            updated_at=now,
         )
         self.store.put_table(stored)
         return stored

@@ -12,8 +12,16 @@ class NotADeltaTable(Exception):
     """The path holds no Delta log."""
 
 
-def read_delta_table(spark: Any, catalog: str, schema: str, name: str, location: str, *,
-                     domain: str | None = None, comment: str | None = None) -> TableInfo:
+def read_delta_table(
+    spark: Any,
+    catalog: str,
+    schema: str,
+    name: str,
+    location: str,
+    *,
+    domain: str | None = None,
+    comment: str | None = None,
+) -> TableInfo:
     """Columns and partitioning from the table's current Delta snapshot."""
     from delta.tables import DeltaTable
 
@@ -23,15 +31,22 @@ def read_delta_table(spark: Any, catalog: str, schema: str, name: str, location:
     struct = spark.read.format("delta").load(location).schema
     columns = tuple(
         ColumnInfo(
-            name=f.name, type_text=f.dataType.simpleString(), nullable=f.nullable,
-            position=i, comment=(f.metadata or {}).get("comment"),
+            name=f.name,
+            type_text=f.dataType.simpleString(),
+            nullable=f.nullable,
+            position=i,
+            comment=(f.metadata or {}).get("comment"),
             type_json=json.dumps(f.jsonValue()),
         )
         for i, f in enumerate(struct.fields)
     )
     return TableInfo(
-        catalog=catalog.lower(), schema=schema.lower(), name=name.lower(), location=location,
-        columns=columns, domain=domain, comment=comment or (detail["description"] if detail
-                                                             else None),
+        catalog=catalog.lower(),
+        schema=schema.lower(),
+        name=name.lower(),
+        location=location,
+        columns=columns,
+        domain=domain,
+        comment=comment or (detail["description"] if detail else None),
         partition_columns=tuple(detail["partitionColumns"] or ()) if detail else (),
     )

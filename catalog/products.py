@@ -32,8 +32,16 @@ TRANSITIONS: dict[str, frozenset[str]] = {
     "retired": frozenset({"retired"}),
 }
 CLASSIFICATIONS: tuple[str, ...] = ("public", "internal", "confidential", "restricted")
-PRODUCT_KEYS: tuple[str, ...] = ("name", "domain", "description", "output_tables", "stage",
-                                 "tags", "classification", "freshness")
+PRODUCT_KEYS: tuple[str, ...] = (
+    "name",
+    "domain",
+    "description",
+    "output_tables",
+    "stage",
+    "tags",
+    "classification",
+    "freshness",
+)
 NAME_RE = re.compile(r"[a-z0-9][a-z0-9_\-]{0,127}")
 TAG_RE = re.compile(r"[a-z0-9][a-z0-9_\-:.]{0,63}")
 TABLE_RE = re.compile(r"[a-z0-9_]+\.[a-z0-9_]+\.[a-z0-9_]+")
@@ -54,7 +62,7 @@ def parse_duration(text: str) -> int:
     s = str(text).strip().lower()
     pos, total = 0, 0
     for m in _DURATION_RE.finditer(s):
-        if s[pos:m.start()].strip():
+        if s[pos : m.start()].strip():
             break
         total += int(m.group(1)) * _UNITS[m.group(2)]
         pos = m.end()
@@ -95,36 +103,44 @@ def normalise(p: DataProduct) -> DataProduct:
     tables = tuple(dict.fromkeys(str(t).strip().strip("`").lower() for t in p.output_tables))
     for t in tables:
         if not TABLE_RE.fullmatch(t):
-            raise ProductError(f"output table '{t}' of product '{name}' is not "
-                               "catalog.schema.table")
+            raise ProductError(
+                f"output table '{t}' of product '{name}' is not catalog.schema.table"
+            )
     tags = tuple(dict.fromkeys(str(t).strip().lower() for t in p.tags))
     for t in tags:
         if not TAG_RE.fullmatch(t):
             raise ProductError(f"tag '{t}' of product '{name}' must match {TAG_RE.pattern}")
     if p.stage not in STAGES:
-        raise ProductError(f"stage '{p.stage}' of product '{name}' is not one of "
-                           f"{', '.join(STAGES)}")
+        raise ProductError(
+            f"stage '{p.stage}' of product '{name}' is not one of {', '.join(STAGES)}"
+        )
     if p.classification is not None and p.classification not in CLASSIFICATIONS:
-        raise ProductError(f"classification '{p.classification}' of product '{name}' is not "
-                           f"one of {', '.join(CLASSIFICATIONS)}")
+        raise ProductError(
+            f"classification '{p.classification}' of product '{name}' is not "
+            f"one of {', '.join(CLASSIFICATIONS)}"
+        )
     if p.freshness is not None:
         parse_duration(p.freshness)
     if len(p.description) > 4000:
         raise ProductError(f"description of product '{name}' is longer than 4000 characters")
-    return replace(p, name=name, domain=domain, output_tables=tables, tags=tags,
-                   description=str(p.description))
+    return replace(
+        p, name=name, domain=domain, output_tables=tables, tags=tags, description=str(p.description)
+    )
 
 
 def check_domain(p: DataProduct, domain_schemas: Mapping[str, Iterable[str]]) -> None:
     """The domain exists and owns every output table (a table belongs to one domain)."""
     if p.domain not in domain_schemas:
-        raise ProductError(f"domain '{p.domain}' of product '{p.name}' is not defined in the "
-                           "policies")
+        raise ProductError(
+            f"domain '{p.domain}' of product '{p.name}' is not defined in the policies"
+        )
     owned = set(domain_schemas[p.domain])
     for t in p.output_tables:
         if t.rsplit(".", 1)[0] not in owned:
-            raise ProductError(f"output table {t} of product '{p.name}' is not in a schema of "
-                               f"domain '{p.domain}' ({', '.join(sorted(owned)) or 'none'})")
+            raise ProductError(
+                f"output table {t} of product '{p.name}' is not in a schema of "
+                f"domain '{p.domain}' ({', '.join(sorted(owned)) or 'none'})"
+            )
 
 
 def check_transition(old: str, new: str) -> None:
@@ -141,20 +157,38 @@ class ProductStore:
     @staticmethod
     def _product(r: Any) -> DataProduct:
         return DataProduct(
-            name=r.name, domain=r.domain, description=r.description,
-            output_tables=tuple(json.loads(r.output_tables)), stage=r.stage,
-            tags=tuple(json.loads(r.tags)), classification=r.classification,
-            freshness=r.freshness, source=r.source, created_at=r.created_at,
-            updated_at=r.updated_at, created_by=r.created_by, updated_by=r.updated_by)
+            name=r.name,
+            domain=r.domain,
+            description=r.description,
+            output_tables=tuple(json.loads(r.output_tables)),
+            stage=r.stage,
+            tags=tuple(json.loads(r.tags)),
+            classification=r.classification,
+            freshness=r.freshness,
+            source=r.source,
+            created_at=r.created_at,
+            updated_at=r.updated_at,
+            created_by=r.created_by,
+            updated_by=r.updated_by,
+        )
 
     @staticmethod
     def _row(p: DataProduct) -> dict[str, Any]:
-        return {"name": p.name, "domain": p.domain, "description": p.description,
-                "output_tables": json.dumps(list(p.output_tables)), "stage": p.stage,
-                "tags": json.dumps(list(p.tags)), "classification": p.classification,
-                "freshness": p.freshness, "source": p.source, "created_at": p.created_at,
-                "updated_at": p.updated_at, "created_by": p.created_by,
-                "updated_by": p.updated_by}
+        return {
+            "name": p.name,
+            "domain": p.domain,
+            "description": p.description,
+            "output_tables": json.dumps(list(p.output_tables)),
+            "stage": p.stage,
+            "tags": json.dumps(list(p.tags)),
+            "classification": p.classification,
+            "freshness": p.freshness,
+            "source": p.source,
+            "created_at": p.created_at,
+            "updated_at": p.updated_at,
+            "created_by": p.created_by,
+            "updated_by": p.updated_by,
+        }
 
     def get(self, name: str) -> DataProduct | None:
         with self.store.read() as conn:
@@ -170,8 +204,9 @@ class ProductStore:
 
     def create(self, p: DataProduct, user: str) -> DataProduct:
         now = time.time()
-        p = replace(p, source="api", created_at=now, updated_at=now, created_by=user,
-                    updated_by=user)
+        p = replace(
+            p, source="api", created_at=now, updated_at=now, created_by=user, updated_by=user
+        )
         with self.store.write(bump=False) as conn:
             if conn.execute(select(_T.c.name).where(_T.c.name == p.name)).first():
                 raise ProductConflict(f"product '{p.name}' already exists")
@@ -182,9 +217,15 @@ class ProductStore:
         """Replace an API-owned product if nobody changed it since it was read."""
         p = replace(p, updated_at=max(time.time(), expected_updated_at + 1e-6), updated_by=user)
         with self.store.write(bump=False) as conn:
-            done = conn.execute(update(_T).where(
-                _T.c.name == p.name, _T.c.updated_at == expected_updated_at,
-                _T.c.source == "api").values(self._row(p)))
+            done = conn.execute(
+                update(_T)
+                .where(
+                    _T.c.name == p.name,
+                    _T.c.updated_at == expected_updated_at,
+                    _T.c.source == "api",
+                )
+                .values(self._row(p))
+            )
             if done.rowcount != 1:
                 raise ProductConflict(f"product '{p.name}' changed meanwhile; read it again")
         return p
@@ -195,8 +236,7 @@ class ProductStore:
         skipped: list[str] = []
         now = time.time()
         with self.store.write(bump=False) as conn:
-            api_owned = set(conn.execute(select(_T.c.name).where(_T.c.source == "api"))
-                            .scalars())
+            api_owned = set(conn.execute(select(_T.c.name).where(_T.c.source == "api")).scalars())
             yaml_rows = _T.c.source.like("yaml:%")
             old = {r.name: r for r in conn.execute(select(_T).where(yaml_rows))}
             conn.execute(delete(_T).where(yaml_rows))
@@ -206,8 +246,9 @@ class ProductStore:
                     skipped.append(p.name)
                     continue
                 prev = self._product(old[p.name]) if p.name in old else None
-                keep = prev is not None and replace(prev, created_at=0, updated_at=0) == \
-                    replace(p, created_at=0, updated_at=0)
+                keep = prev is not None and replace(prev, created_at=0, updated_at=0) == replace(
+                    p, created_at=0, updated_at=0
+                )
                 created = prev.created_at if prev else now
                 updated = prev.updated_at if (prev and keep) else now
                 rows.append(self._row(replace(p, created_at=created, updated_at=updated)))
@@ -222,8 +263,13 @@ def load_product_dir(root: Path) -> list[DataProduct]:
     out: dict[str, DataProduct] = {}
     if not root.is_dir():
         return []
-    files = sorted(p for p in root.rglob("*") if p.is_file() and p.suffix in (".yaml", ".yml")
-                   and not any(part.startswith(".") for part in p.relative_to(root).parts))
+    files = sorted(
+        p
+        for p in root.rglob("*")
+        if p.is_file()
+        and p.suffix in (".yaml", ".yml")
+        and not any(part.startswith(".") for part in p.relative_to(root).parts)
+    )
     for f in files:
         rel = f.relative_to(root).as_posix()
         try:
@@ -240,24 +286,31 @@ def load_product_dir(root: Path) -> list[DataProduct]:
                 raise ProductError(f"{rel}: products[{i}] must be a mapping")
             unknown = set(item) - set(PRODUCT_KEYS)
             if unknown:
-                raise ProductError(f"{rel}: products[{i}]: unknown key(s) "
-                                   f"{', '.join(sorted(unknown))}; "
-                                   f"known: {', '.join(PRODUCT_KEYS)}")
+                raise ProductError(
+                    f"{rel}: products[{i}]: unknown key(s) "
+                    f"{', '.join(sorted(unknown))}; "
+                    f"known: {', '.join(PRODUCT_KEYS)}"
+                )
             try:
-                p = normalise(DataProduct(
-                    name=str(item.get("name", "")), domain=str(item.get("domain") or
-                                                               raw.get("domain") or ""),
-                    description=str(item.get("description") or ""),
-                    output_tables=tuple(item.get("output_tables") or ()),
-                    stage=str(item.get("stage", "draft")), tags=tuple(item.get("tags") or ()),
-                    classification=item.get("classification"),
-                    freshness=None if item.get("freshness") is None else str(item["freshness"]),
-                    source=f"yaml:{rel}"))
+                p = normalise(
+                    DataProduct(
+                        name=str(item.get("name", "")),
+                        domain=str(item.get("domain") or raw.get("domain") or ""),
+                        description=str(item.get("description") or ""),
+                        output_tables=tuple(item.get("output_tables") or ()),
+                        stage=str(item.get("stage", "draft")),
+                        tags=tuple(item.get("tags") or ()),
+                        classification=item.get("classification"),
+                        freshness=None if item.get("freshness") is None else str(item["freshness"]),
+                        source=f"yaml:{rel}",
+                    )
+                )
             except (ProductError, TypeError) as e:
                 raise ProductError(f"{rel}: products[{i}]: {e}") from None
             if p.name in out:
-                raise ProductError(f"{rel}: product '{p.name}' is also defined in "
-                                   f"{out[p.name].source[5:]}")
+                raise ProductError(
+                    f"{rel}: product '{p.name}' is also defined in {out[p.name].source[5:]}"
+                )
             out[p.name] = p
     return list(out.values())
 

@@ -8,18 +8,21 @@ from sqlalchemy import Column, Float, Index, Integer, MetaData, PrimaryKeyConstr
 metadata = MetaData()
 
 meta = Table(
-    "meta", metadata,
+    "meta",
+    metadata,
     Column("key", Text, primary_key=True),
     Column("value", Integer, nullable=False),
 )
 catalogs = Table(
-    "catalogs", metadata,
+    "catalogs",
+    metadata,
     Column("name", Text, primary_key=True),
     Column("comment", Text),
     Column("created_at", Float, nullable=False),
 )
 schemas = Table(
-    "schemas", metadata,
+    "schemas",
+    metadata,
     Column("catalog", Text, nullable=False),
     Column("name", Text, nullable=False),
     Column("comment", Text),
@@ -27,7 +30,8 @@ schemas = Table(
     PrimaryKeyConstraint("catalog", "name"),
 )
 tables = Table(
-    "tables", metadata,
+    "tables",
+    metadata,
     Column("catalog", Text, nullable=False),
     Column("schema", Text, nullable=False),
     Column("name", Text, nullable=False),
@@ -42,7 +46,8 @@ tables = Table(
     PrimaryKeyConstraint("catalog", "schema", "name"),
 )
 data_products = Table(
-    "data_products", metadata,
+    "data_products",
+    metadata,
     Column("name", Text, primary_key=True),
     Column("domain", Text, nullable=False),
     Column("description", Text, nullable=False, server_default=""),

@@ -58,8 +58,9 @@ def _engine(url: str) -> Engine:
             Path(database).parent.mkdir(parents=True, exist_ok=True)
             engine = create_engine(parsed, connect_args={"timeout": 30})
         else:  # one shared in-memory database, not one per thread
-            engine = create_engine(parsed, poolclass=StaticPool,
-                                   connect_args={"check_same_thread": False})
+            engine = create_engine(
+                parsed, poolclass=StaticPool, connect_args={"check_same_thread": False}
+            )
 
         @event.listens_for(engine, "connect")
         def _connect(dbapi_conn: Any, _record: Any) -> None:
@@ -114,11 +115,19 @@ def migrate(engine: Engine) -> None:
 
 
 def _columns_json(info: TableInfo) -> str:
-    return json.dumps([
-        {"name": c.name, "type_text": c.type_text, "nullable": c.nullable,
-         "position": c.position, "comment": c.comment, "type_json": c.type_json}
-        for c in info.columns
-    ])
+    return json.dumps(
+        [
+            {
+                "name": c.name,
+                "type_text": c.type_text,
+                "nullable": c.nullable,
+                "position": c.position,
+                "comment": c.comment,
+                "type_json": c.type_json,
+            }
+            for c in info.columns
+        ]
+    )
 
 
 class SqlStore:
@@ -147,16 +156,19 @@ class SqlStore:
             with conn.begin():
                 yield conn
                 if bump:
-                    conn.execute(sql_update(db.meta).where(db.meta.c.key == "generation")
-                                 .values(value=db.meta.c.value + 1))
+                    conn.execute(
+                        sql_update(db.meta)
+                        .where(db.meta.c.key == "generation")
+                        .values(value=db.meta.c.value + 1)
+                    )
 
     def upsert(self, table: Any, rows: list[dict[str, Any]]) -> Any:
         """INSERT ... ON CONFLICT (primary key) DO UPDATE, in the database's dialect."""
         stmt = self._insert(table)
         keys = [c.name for c in table.primary_key]
         return stmt.on_conflict_do_update(
-            index_elements=keys,
-            set_={c: stmt.excluded[c] for c in rows[0] if c not in keys})
+            index_elements=keys, set_={c: stmt.excluded[c] for c in rows[0] if c not in keys}
+        )
 
     def _reader(self) -> Any:
         """This thread's own autocommit DB-API connection, outside the pool: generation() runs
@@ -168,13 +180,16 @@ class SqlStore:
             if self.engine.dialect.name == "postgresql":
                 import psycopg
 
-                conn = psycopg.connect(url.set(drivername="postgresql").render_as_string(
-                    hide_password=False), autocommit=True)
+                conn = psycopg.connect(
+                    url.set(drivername="postgresql").render_as_string(hide_password=False),
+                    autocommit=True,
+                )
             elif (url.database or ":memory:") == ":memory:":
                 conn = self.engine.raw_connection().driver_connection  # the one shared db
             else:
-                conn = sqlite3.connect(url.database, timeout=30, isolation_level=None,
-                                       check_same_thread=False)
+                conn = sqlite3.connect(
+                    url.database, timeout=30, isolation_level=None, check_same_thread=False
+                )
             self._local.reader = conn
             with self._readers_lock:
                 self._readers.append(conn)
@@ -188,8 +203,9 @@ class SqlStore:
     def get_catalog(self, name: str) -> CatalogInfo | None:
         c = db.catalogs.c
         with self.read() as conn:
-            row = conn.execute(select(c.name, c.comment, c.created_at)
-                               .where(c.name == name.lower())).first()
+            row = conn.execute(
+                select(c.name, c.comment, c.created_at).where(c.name == name.lower())
+            ).first()
         return CatalogInfo(*row) if row else None
 
     def list_catalogs(self) -> list[CatalogInfo]:
@@ -199,8 +215,11 @@ class SqlStore:
             return [CatalogInfo(*r) for r in rows]
 
     def put_catalog(self, info: CatalogInfo) -> None:
-        row = {"name": info.name.lower(), "comment": info.comment,
-               "created_at": info.created_at or time.time()}
+        row = {
+            "name": info.name.lower(),
+            "comment": info.comment,
+            "created_at": info.created_at or time.time(),
+        }
         with self.write() as conn:
             conn.execute(self.upsert(db.catalogs, [row]), [row])
 
@@ -208,8 +227,11 @@ class SqlStore:
     def get_schema(self, catalog: str, name: str) -> SchemaInfo | None:
         c = db.schemas.c
         with self.read() as conn:
-            row = conn.execute(select(c.catalog, c.name, c.comment, c.created_at).where(
-                c.catalog == catalog.lower(), c.name == name.lower())).first()
+            row = conn.execute(
+                select(c.catalog, c.name, c.comment, c.created_at).where(
+                    c.catalog == catalog.lower(), c.name == name.lower()
+                )
+            ).first()
         return SchemaInfo(*row) if row else None
 
     def list_schemas(self, catalog: str | None = None) -> list[SchemaInfo]:
@@ -221,8 +243,12 @@ class SqlStore:
             return [SchemaInfo(*r) for r in conn.execute(query.order_by(c.catalog, c.name))]
 
     def put_schema(self, info: SchemaInfo) -> None:
-        row = {"catalog": info.catalog.lower(), "name": info.name.lower(),
-               "comment": info.comment, "created_at": info.created_at or time.time()}
+        row = {
+            "catalog": info.catalog.lower(),
+            "name": info.name.lower(),
+            "comment": info.comment,
+            "created_at": info.created_at or time.time(),
+        }
         with self.write() as conn:
             conn.execute(self.upsert(db.schemas, [row]), [row])
 
@@ -231,27 +257,43 @@ class SqlStore:
     def _table(row: Any) -> TableInfo:
         cols = tuple(ColumnInfo(**c) for c in json.loads(row.columns))
         return TableInfo(
-            catalog=row.catalog, schema=row.schema, name=row.name, location=row.location,
-            columns=cols, domain=row.domain, comment=row.comment, created_at=row.created_at,
-            updated_at=row.updated_at, partition_columns=tuple(json.loads(row.partition_columns)),
+            catalog=row.catalog,
+            schema=row.schema,
+            name=row.name,
+            location=row.location,
+            columns=cols,
+            domain=row.domain,
+            comment=row.comment,
+            created_at=row.created_at,
+            updated_at=row.updated_at,
+            partition_columns=tuple(json.loads(row.partition_columns)),
             properties=json.loads(row.properties),
         )
 
     @staticmethod
     def _table_row(info: TableInfo, now: float) -> dict[str, Any]:
-        return {"catalog": info.catalog.lower(), "schema": info.schema.lower(),
-                "name": info.name.lower(), "location": info.location,
-                "columns": _columns_json(info), "domain": info.domain, "comment": info.comment,
-                "created_at": info.created_at or now, "updated_at": info.updated_at or now,
-                "partition_columns": json.dumps(list(info.partition_columns)),
-                "properties": json.dumps(info.properties)}
+        return {
+            "catalog": info.catalog.lower(),
+            "schema": info.schema.lower(),
+            "name": info.name.lower(),
+            "location": info.location,
+            "columns": _columns_json(info),
+            "domain": info.domain,
+            "comment": info.comment,
+            "created_at": info.created_at or now,
+            "updated_at": info.updated_at or now,
+            "partition_columns": json.dumps(list(info.partition_columns)),
+            "properties": json.dumps(info.properties),
+        }
 
     def get_table(self, catalog: str, schema: str, name: str) -> TableInfo | None:
         c = db.tables.c
         with self.read() as conn:
-            row = conn.execute(select(db.tables).where(
-                c.catalog == catalog.lower(), c.schema == schema.lower(),
-                c.name == name.lower())).first()
+            row = conn.execute(
+                select(db.tables).where(
+                    c.catalog == catalog.lower(), c.schema == schema.lower(), c.name == name.lower()
+                )
+            ).first()
         return self._table(row) if row else None
 
     def list_tables(self, catalog: str | None = None, schema: str | None = None) -> list[TableInfo]:
@@ -281,8 +323,11 @@ class SqlStore:
     def delete_table(self, catalog: str, schema: str, name: str) -> bool:
         c = db.tables.c
         with self.write() as conn:
-            done = conn.execute(delete(db.tables).where(
-                c.catalog == catalog.lower(), c.schema == schema.lower(), c.name == name.lower()))
+            done = conn.execute(
+                delete(db.tables).where(
+                    c.catalog == catalog.lower(), c.schema == schema.lower(), c.name == name.lower()
+                )
+            )
             return done.rowcount > 0
 
     def close(self) -> None:

@@ -40,8 +40,9 @@ def execute_actions(actions: Sequence[Action], catalog: Catalog, spark: SparkSes
             case RegisterTable(c, s, t, location, domain, comment):
                 from catalog.delta import read_delta_table
 
-                catalog.register_table(read_delta_table(spark, c, s, t, location,
-                                                        domain=domain, comment=comment))
+                catalog.register_table(
+                    read_delta_table(spark, c, s, t, location, domain=domain, comment=comment)
+                )
             case DropTable(c, s, t, location):
                 catalog.drop_table(c, s, t)
                 if _owns_files(catalog, location, c, s, t):

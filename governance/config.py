@@ -140,14 +140,25 @@ class Config:
             policies_ref=f.policies_ref or None,
             policies_settle=f.policies_settle,
             path=p,
-            api=ApiConfig() if api is None else ApiConfig(
-                tuple(ApiToken(t.user, t.sha256) for t in api.tokens or ()), api.secret,
-                api.row_limit, api.timeout, None if api.products is None else rel(api.products),
-                api.host, api.port),
-            connect=ConnectConfig() if f.connect is None else ConnectConfig(
-                f.connect.host, f.connect.port,
+            api=ApiConfig()
+            if api is None
+            else ApiConfig(
+                tuple(ApiToken(t.user, t.sha256) for t in api.tokens or ()),
+                api.secret,
+                api.row_limit,
+                api.timeout,
+                None if api.products is None else rel(api.products),
+                api.host,
+                api.port,
+            ),
+            connect=ConnectConfig()
+            if f.connect is None
+            else ConnectConfig(
+                f.connect.host,
+                f.connect.port,
                 None if f.connect.tls_cert is None else rel(f.connect.tls_cert),
-                None if f.connect.tls_key is None else rel(f.connect.tls_key)),
+                None if f.connect.tls_key is None else rel(f.connect.tls_key),
+            ),
         )
 
 
@@ -164,9 +175,9 @@ class _Token(BaseModel):
 
     # InvalidName is a ValueError: its one line (never echoing the name) becomes the message
     user: Annotated[str, AfterValidator(canonical_user)]
-    sha256: Annotated[str, StringConstraints(strip_whitespace=True, to_lower=True,
-                                             pattern=r"^[0-9a-fA-F]{64}$")] = Field(
-        description="{where}: not 64 hex digits", coerce_numbers_to_str=True)
+    sha256: Annotated[
+        str, StringConstraints(strip_whitespace=True, to_lower=True, pattern=r"^[0-9a-fA-F]{64}$")
+    ] = Field(description="{where}: not 64 hex digits", coerce_numbers_to_str=True)
 
 
 class _Api(BaseModel):
@@ -174,7 +185,8 @@ class _Api(BaseModel):
 
     tokens: list[_Token] | None = None
     secret: Annotated[str, StringConstraints(min_length=16)] | None = Field(
-        None, description="'{where}' must be a string of at least 16 characters")
+        None, description="'{where}' must be a string of at least 16 characters"
+    )
     secret_env: str | None = None
     row_limit: PositiveInt = Field(10_000, description=_NUMBERS)
     timeout: PositiveFloat = Field(60.0, description=_NUMBERS)
@@ -187,8 +199,7 @@ class _Api(BaseModel):
     def _secret_from_env(cls, data: Any) -> Any:
         """`secret_env` names a variable whose value, when set, is the secret."""
         if isinstance(data, dict) and data.get("secret_env"):
-            return {**data, "secret": os.environ.get(str(data["secret_env"]))
-                    or data.get("secret")}
+            return {**data, "secret": os.environ.get(str(data["secret_env"])) or data.get("secret")}
         return data
 
 
@@ -213,19 +224,22 @@ class _File(BaseModel):
     catalog: str = Field("catalog.db", description="'{where}' must be a file path or URL")
     policies: str = Field("policies", description=_PATH)
     audit: str = Field("audit", description=_PATH)
-    spark: _Spark | None = Field(None, description="'{where}' must be a mapping with master "
-                                                   "and conf")
+    spark: _Spark | None = Field(
+        None, description="'{where}' must be a mapping with master and conf"
+    )
     default_catalog: str = "main"
     default_schema: str = "default"
     verify_plans: bool = True
     audit_max_bytes: int = 64 * 1024 * 1024
     audit_backup_count: int = 20
-    api: _Api | None = Field(None, description="'{where}' must be a mapping (tokens, secret, "
-                                               "row_limit, timeout)")
+    api: _Api | None = Field(
+        None, description="'{where}' must be a mapping (tokens, secret, row_limit, timeout)"
+    )
     policies_ref: str | None = Field(None, coerce_numbers_to_str=True)  # a SHA may be digits
     policies_settle: float = 1.0
-    connect: _Connect | None = Field(None, description="'{where}' must be a mapping of host, "
-                                                       "port, tls_cert, tls_key")
+    connect: _Connect | None = Field(
+        None, description="'{where}' must be a mapping of host, port, tls_cert, tls_key"
+    )
 
 
 def _message(errors: list[ErrorDetails]) -> str:
@@ -237,8 +251,11 @@ def _message(errors: list[ErrorDetails]) -> str:
         parent = loc[:-1]
         if parent and isinstance(parent[-1], int):  # inside a list item: say its shape
             return _Token.WHAT.replace("{where}", _where(parent))
-        unknown = sorted(str(e["loc"][-1]) for e in errors
-                         if e["type"] == "extra_forbidden" and e["loc"][:-1] == parent)
+        unknown = sorted(
+            str(e["loc"][-1])
+            for e in errors
+            if e["type"] == "extra_forbidden" and e["loc"][:-1] == parent
+        )
         known = sorted(_walk(parent)[0].model_fields)  # type: ignore[union-attr]
         section = f"{_where(parent)} " if parent else ""
         return f"unknown {section}setting(s) {', '.join(unknown)}; known: {', '.join(known)}"

@@ -49,8 +49,9 @@ SPARK_BUILTINS = frozenset(
     for line in (Path(__file__).parent / "spark_functions.txt").read_text().splitlines()
     if line.strip() and not line.startswith("#")
 )
-METADATA_COLUMNS = frozenset({"_metadata", "_row_id", "_change_type", "_commit_version",
-                              "_commit_timestamp"})
+METADATA_COLUMNS = frozenset(
+    {"_metadata", "_row_id", "_change_type", "_commit_version", "_commit_timestamp"}
+)
 
 
 def function_name(node: exp.Expression) -> str:
@@ -65,9 +66,13 @@ def is_unknown_function(node: exp.Expression, name: str) -> bool:
     """A call of something that is not a Spark built-in (a UDF in the shared session, say).
 
     Table functions (a call under a FROM) are resolve.py's to govern."""
-    return (isinstance(node, exp.Anonymous) and name not in SPARK_BUILTINS
-            and name not in IDENTITY_USER and name not in IDENTITY_MEMBER
-            and not isinstance(node.parent, exp.Table))
+    return (
+        isinstance(node, exp.Anonymous)
+        and name not in SPARK_BUILTINS
+        and name not in IDENTITY_USER
+        and name not in IDENTITY_MEMBER
+        and not isinstance(node.parent, exp.Table)
+    )
 
 
 def govern_expression(
@@ -82,11 +87,15 @@ def govern_expression(
     replacements: list[tuple[exp.Expression, exp.Expression]] = []
     for node in tree.walk():
         if isinstance(node, exp.Parameter) and isinstance(node.parent, exp.TableAlias):
-            raise Refused(f"the `table@{node.name}` time-travel spelling is not governed; "
-                          "write VERSION AS OF / TIMESTAMP AS OF")
+            raise Refused(
+                f"the `table@{node.name}` time-travel spelling is not governed; "
+                "write VERSION AS OF / TIMESTAMP AS OF"
+            )
         if isinstance(node, exp.Placeholder | exp.Parameter | exp.SessionParameter):
-            raise Refused(f"parameters and variables ({node.sql('spark')}) in a {where} are "
-                          "not governed; inline the value")
+            raise Refused(
+                f"parameters and variables ({node.sql('spark')}) in a {where} are "
+                "not governed; inline the value"
+            )
         if isinstance(node, exp.QueryTransform):
             raise Refused(f"TRANSFORM ... USING in a {where} is refused: it runs a program")
         if isinstance(node, exp.Directory):

@@ -58,9 +58,11 @@ PERSONAS = {
 }
 
 QUERIES = [
-    ("Orders per region",
-     "SELECT region, count(*) AS orders, sum(amount) AS total FROM main.sales.orders "
-     "GROUP BY region ORDER BY region"),
+    (
+        "Orders per region",
+        "SELECT region, count(*) AS orders, sum(amount) AS total FROM main.sales.orders "
+        "GROUP BY region ORDER BY region",
+    ),
     ("Customers", "SELECT name, email, phone, country FROM main.sales.customers ORDER BY id"),
     ("Salaries", "SELECT name, salary FROM main.hr.employees"),
 ]
@@ -68,8 +70,15 @@ QUERIES = [
 
 MARKER = ".lakegate-demo"
 # What the demo creates inside its folder; nothing else there is ever touched.
-OWNED = ("warehouse", "catalog.db", "catalog.db-wal", "catalog.db-shm", "audit", "policies",
-         "lakegate-spark.log")
+OWNED = (
+    "warehouse",
+    "catalog.db",
+    "catalog.db-wal",
+    "catalog.db-shm",
+    "audit",
+    "policies",
+    "lakegate-spark.log",
+)
 DEMO_KEYS = {
     "warehouse": "warehouse",
     "catalog": "catalog.db",
@@ -91,8 +100,9 @@ def write_config(root: Path, policies: Path | None = None) -> Path:
     dest = root / "policies"
     if dest.exists():
         shutil.rmtree(dest)
-    shutil.copytree(policies or REFERENCE_POLICIES, dest,
-                    ignore=shutil.ignore_patterns("schema.json"))
+    shutil.copytree(
+        policies or REFERENCE_POLICIES, dest, ignore=shutil.ignore_patterns("schema.json")
+    )
     path = root / "lakegate.yaml"
     cfg: dict[str, Any] = {}
     if path.is_file():
@@ -119,11 +129,13 @@ def prepare_dir(root: Path, *, force: bool = False) -> list[str]:
         if not force:
             raise DemoRefused(
                 f"refusing to build the demo in {root}: the folder is not empty and is not a "
-                "previous demo (pass --force to build beside its contents, or choose --dir)")
+                "previous demo (pass --force to build beside its contents, or choose --dir)"
+            )
         if taken:
             raise DemoRefused(
                 f"refusing to build the demo in {root}: {', '.join(taken)} already exist and "
-                "were not made by the demo; nothing was changed")
+                "were not made by the demo; nothing was changed"
+            )
     for name in OWNED if is_demo else ():
         target = root / name
         if target.is_dir() and not target.is_symlink():
@@ -137,13 +149,15 @@ def prepare_dir(root: Path, *, force: bool = False) -> list[str]:
         if isinstance(loaded, dict):
             kept = [k for k in loaded if k not in DEMO_KEYS]
     root.mkdir(parents=True, exist_ok=True)
-    (root / MARKER).write_text("Made by `lakegate demo`: it may replace "
-                               + ", ".join(OWNED) + " here.\n")
+    (root / MARKER).write_text(
+        "Made by `lakegate demo`: it may replace " + ", ".join(OWNED) + " here.\n"
+    )
     return kept
 
 
-def build_demo(root: Path, spark: Any = None, policies: Path | None = None,
-               spark_log: Path | None = None) -> Any:
+def build_demo(
+    root: Path, spark: Any = None, policies: Path | None = None, spark_log: Path | None = None
+) -> Any:
     """Create the demo lakehouse under `root` and return the open Lakegate."""
     from governance.session import Lakegate
 
@@ -157,15 +171,21 @@ def build_demo(root: Path, spark: Any = None, policies: Path | None = None,
 def _table(columns: list[str], rows: list[tuple]) -> list[str]:
     cells = [[("NULL" if v is None else str(v)) for v in r] for r in rows]
     widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
-    lines = [" | ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)),
-             "-+-".join("-" * w for w in widths)]
+    lines = [
+        " | ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)),
+        "-+-".join("-" * w for w in widths),
+    ]
     lines += [" | ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)) for r in cells]
     return lines
 
 
 def _audit_summary(record: Any) -> str:
-    fields = [f"user={record.user}", f"cmd={record.cmd}", f"src={record.src or '-'}",
-              f"allowed={str(record.allowed).lower()}"]
+    fields = [
+        f"user={record.user}",
+        f"cmd={record.cmd}",
+        f"src={record.src or '-'}",
+        f"allowed={str(record.allowed).lower()}",
+    ]
     if record.masked:
         fields.append("masked=" + ",".join(f"{c}:{m}" for c, m in record.masked))
     if record.row_filters:
@@ -185,13 +205,19 @@ def run_demo(root: Path, out: Any = None, *, force: bool = False) -> int:
     from governance.errors import AccessDenied
 
     kept = prepare_dir(root, force=force)
-    print(f"Building the demo lakehouse in {root} (the first run downloads the Delta jars "
-          "and starts Spark; its output goes to lakegate-spark.log) ...", file=out)
+    print(
+        f"Building the demo lakehouse in {root} (the first run downloads the Delta jars "
+        "and starts Spark; its output goes to lakegate-spark.log) ...",
+        file=out,
+    )
     if kept:
         print(f"Kept your lakegate.yaml settings: {', '.join(kept)}", file=out)
     lg = build_demo(root, spark_log=root / "lakegate-spark.log")
-    print(f"{len(lg.catalog.tables())} Delta tables in 3 domains; policies from "
-          f"{lg.config.policies}\n", file=out)
+    print(
+        f"{len(lg.catalog.tables())} Delta tables in 3 domains; policies from "
+        f"{lg.config.policies}\n",
+        file=out,
+    )
     for title, sql in QUERIES:
         print(f"=== {title}: {sql}", file=out)
         for user, role in PERSONAS.items():
@@ -206,8 +232,11 @@ def run_demo(root: Path, out: Any = None, *, force: bool = False) -> int:
         print(file=out)
     print("=== Rewritten SQL for carol (what Spark actually runs):", file=out)
     print("   ", lg.session("carol").explain(QUERIES[1][1]), file=out)
-    print("\n=== What the audit log recorded for those queries "
-          f"(lakegate --config {root / 'lakegate.yaml'} audit query --user carol):", file=out)
+    print(
+        "\n=== What the audit log recorded for those queries "
+        f"(lakegate --config {root / 'lakegate.yaml'} audit query --user carol):",
+        file=out,
+    )
     for user in PERSONAS:
         for record in query(lg.config.audit, user=user, limit=len(QUERIES)).records:
             print("   ", _audit_summary(record), file=out)

@@ -10,8 +10,15 @@ class LakegateError(Exception):
 class AccessDenied(LakegateError):
     """The policies do not allow this user this access (or the layer refuses the statement)."""
 
-    def __init__(self, message: str, *, cmd: str = "select", tables: tuple[str, ...] = (),
-                 policies: tuple[str, ...] = (), row_filters: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        cmd: str = "select",
+        tables: tuple[str, ...] = (),
+        policies: tuple[str, ...] = (),
+        row_filters: tuple[str, ...] = (),
+    ) -> None:
         super().__init__(message)
         self.cmd = cmd
         self.tables = tables

@@ -29,20 +29,22 @@ ERROR_LOG = logging.getLogger("lakegate.errors")
 #: Analysis errors whose message names only the statement's own identifiers (never a value
 #: read from a table), so the caller may read them. An allow-list by error class: any other
 #: class, and every error raised while running, is reported as class + query id only.
-READABLE_ANALYSIS_ERRORS = frozenset({
-    "PARSE_SYNTAX_ERROR",
-    "PARSE_EMPTY_STATEMENT",
-    "UNRESOLVED_COLUMN.WITH_SUGGESTION",
-    "UNRESOLVED_COLUMN.WITHOUT_SUGGESTION",
-    "UNRESOLVED_FIELD.WITH_SUGGESTION",
-    "UNRESOLVED_FIELD.WITHOUT_SUGGESTION",
-    "UNRESOLVED_ROUTINE",
-    "TABLE_OR_VIEW_NOT_FOUND",
-    "AMBIGUOUS_REFERENCE",
-    "WRONG_NUM_ARGS.WITHOUT_SUGGESTION",
-    "MISSING_AGGREGATION",
-    "MISSING_GROUP_BY",
-})
+READABLE_ANALYSIS_ERRORS = frozenset(
+    {
+        "PARSE_SYNTAX_ERROR",
+        "PARSE_EMPTY_STATEMENT",
+        "UNRESOLVED_COLUMN.WITH_SUGGESTION",
+        "UNRESOLVED_COLUMN.WITHOUT_SUGGESTION",
+        "UNRESOLVED_FIELD.WITH_SUGGESTION",
+        "UNRESOLVED_FIELD.WITHOUT_SUGGESTION",
+        "UNRESOLVED_ROUTINE",
+        "TABLE_OR_VIEW_NOT_FOUND",
+        "AMBIGUOUS_REFERENCE",
+        "WRONG_NUM_ARGS.WITHOUT_SUGGESTION",
+        "MISSING_AGGREGATION",
+        "MISSING_GROUP_BY",
+    }
+)
 
 
 class StatementFailed(LakegateError):
@@ -53,8 +55,9 @@ class StatementFailed(LakegateError):
 def route_error_log(path: Path) -> None:
     """Send `lakegate.errors` to `path` only (never to the caller's stdout/stderr)."""
     target = str(path.resolve())
-    if any(isinstance(h, logging.FileHandler) and h.baseFilename == target
-           for h in ERROR_LOG.handlers):
+    if any(
+        isinstance(h, logging.FileHandler) and h.baseFilename == target for h in ERROR_LOG.handlers
+    ):
         return
     handler = logging.FileHandler(target, encoding="utf-8")
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
@@ -94,8 +97,9 @@ def error_class(e: BaseException) -> str:
 def failure_message(e: BaseException, query_id: str, user: str) -> str:
     """The caller's line for a failed run: class + query id; the full text to the server log."""
     cls = error_class(e)
-    ERROR_LOG.error("query %s (user %s) failed [%s]: %s", query_id, user, cls,
-                    getattr(e, "desc", None) or e)
+    ERROR_LOG.error(
+        "query %s (user %s) failed [%s]: %s", query_id, user, cls, getattr(e, "desc", None) or e
+    )
     return f"statement failed: [{cls}] (query {query_id})"
 
 
@@ -107,8 +111,19 @@ def governed_frame(df: DataFrame, query_id: str, user: str) -> DataFrame:
 
 
 _GOVERNED: list[type] = []
-_ACTIONS = ("collect", "take", "head", "first", "tail", "count", "show", "toPandas",
-            "toLocalIterator", "foreach", "foreachPartition")
+_ACTIONS = (
+    "collect",
+    "take",
+    "head",
+    "first",
+    "tail",
+    "count",
+    "show",
+    "toPandas",
+    "toLocalIterator",
+    "foreach",
+    "foreachPartition",
+)
 
 
 def _governed_class() -> type:
@@ -127,23 +142,37 @@ def _governed_class() -> type:
                 raise
             except Exception as e:
                 raise StatementFailed(
-                    failure_message(e, self._lg_query_id, self._lg_user)) from None
+                    failure_message(e, self._lg_query_id, self._lg_user)
+                ) from None
+
         action.__name__ = name
         action.__doc__ = base.__doc__
         return action
 
-    cls = type("GovernedDataFrame", (_DataFrame,), {
-        "__doc__": "A governed statement's result: an error while producing rows (which may "
-                   "quote values) reaches the caller as its error class and query id only. "
-                   "Frames derived from it (df.limit(...), df.select(...)) are plain "
-                   "DataFrames again.",
-        **{name: wrap(name) for name in _ACTIONS}})
+    cls = type(
+        "GovernedDataFrame",
+        (_DataFrame,),
+        {
+            "__doc__": "A governed statement's result: an error while producing rows (which may "
+            "quote values) reaches the caller as its error class and query id only. "
+            "Frames derived from it (df.limit(...), df.select(...)) are plain "
+            "DataFrames again.",
+            **{name: wrap(name) for name in _ACTIONS},
+        },
+    )
     _GOVERNED.append(cls)
     return cls
 
 
-def run_planned(planned: Planned, spark: SparkSession, catalog: Catalog, *, verify: bool,
-                analyze: Analyze, refresh_derived: Callable[[], None]) -> DataFrame:
+def run_planned(
+    planned: Planned,
+    spark: SparkSession,
+    catalog: Catalog,
+    *,
+    verify: bool,
+    analyze: Analyze,
+    refresh_derived: Callable[[], None],
+) -> DataFrame:
     """Run a plan: its actions around its SQL, the SQL's analyzed plan verified first
     (`refresh_derived` re-lists the derived tables' files before they are read)."""
     if planned.derived:
@@ -167,8 +196,9 @@ def run_planned(planned: Planned, spark: SparkSession, catalog: Catalog, *, veri
     return df
 
 
-def spark_error(e: Exception, planned: Planned | None, query_id: str,
-                user: str) -> str | AccessDenied:
+def spark_error(
+    e: Exception, planned: Planned | None, query_id: str, user: str
+) -> str | AccessDenied:
     """Spark's error as class + query id (its full text to the server log), Spark's first
     line for an allow-listed analysis error, or AccessDenied when it names a hidden
     column."""
@@ -177,10 +207,12 @@ def spark_error(e: Exception, planned: Planned | None, query_id: str,
         t = planned.target
         return AccessDenied(
             f"access denied: a row written by user {user} is outside their row filter "
-            f"on {planned.target_name}; nothing was written", cmd=planned.cmd,
+            f"on {planned.target_name}; nothing was written",
+            cmd=planned.cmd,
             tables=(planned.target_name or "",),
             policies=t.policy_ids if t else (),
-            row_filters=tuple(f.id for f in t.row_filters) if t else ())
+            row_filters=tuple(f.id for f in t.row_filters) if t else (),
+        )
     from pyspark.errors import AnalysisException
 
     if not isinstance(e, AnalysisException) or error_class(e) not in READABLE_ANALYSIS_ERRORS:
@@ -193,12 +225,16 @@ def spark_error(e: Exception, planned: Planned | None, query_id: str,
     if planned is not None:
         m = re.search(r"name `([^`]+)`(?:\.`([^`]+)`)? cannot be resolved", first)
         if m:
-            hidden = planned.hidden_column(m.group(2) or m.group(1)) or \
-                planned.hidden_column(m.group(1))
+            hidden = planned.hidden_column(m.group(2) or m.group(1)) or planned.hidden_column(
+                m.group(1)
+            )
             if hidden is not None:
                 return AccessDenied(
                     f"access denied: user {user} may not read column {hidden[1]} of "
-                    f"table {hidden[0]}", cmd=planned.cmd, tables=(hidden[0],))
+                    f"table {hidden[0]}",
+                    cmd=planned.cmd,
+                    tables=(hidden[0],),
+                )
         for v in planned.placeholders:
             first = first.replace(v, "")
     return f"statement failed: {first[:500]}"

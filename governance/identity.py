@@ -32,12 +32,14 @@ def canonical_name(raw: object, kind: str = "user") -> str:
     if not isinstance(raw, str) or not raw:
         raise InvalidName(f"invalid {kind} name: empty; a {kind} name is {NAME_RULE}")
     if len(raw) > MAX_NAME_LENGTH:
-        raise InvalidName(f"invalid {kind} name: {len(raw)} characters; a {kind} name is "
-                          f"{NAME_RULE}")
+        raise InvalidName(
+            f"invalid {kind} name: {len(raw)} characters; a {kind} name is {NAME_RULE}"
+        )
     bad = next((ch for ch in raw if ch not in NAME_CHARS), None)
     if bad is not None:
-        raise InvalidName(f"invalid {kind} name: {_describe(bad)} is not allowed; a {kind} "
-                          f"name is {NAME_RULE}")
+        raise InvalidName(
+            f"invalid {kind} name: {_describe(bad)} is not allowed; a {kind} name is {NAME_RULE}"
+        )
     return raw.lower()
 
 

@@ -25,8 +25,9 @@ def _call(name: str, *args: exp.Expression) -> exp.Expression:
     return exp.Anonymous(this=name, expressions=list(args))
 
 
-def mask_expr(mask: str, column: str, type_text: str,
-              expression: exp.Expression | None = None) -> exp.Expression:
+def mask_expr(
+    mask: str, column: str, type_text: str, expression: exp.Expression | None = None
+) -> exp.Expression:
     """One masked column as a tree; `expression` is the (already governed) custom mask."""
     col = exp.column(column, quoted=True)
 
@@ -34,9 +35,15 @@ def mask_expr(mask: str, column: str, type_text: str,
         return exp.cast(col.copy(), "string")
 
     def stars(length: exp.Expression) -> exp.Expression:
-        return _call("repeat", exp.Literal.string("*"), _call(
-            "greatest", exp.Sub(this=length, expression=exp.Literal.number(4)),
-            exp.Literal.number(0)))
+        return _call(
+            "repeat",
+            exp.Literal.string("*"),
+            _call(
+                "greatest",
+                exp.Sub(this=length, expression=exp.Literal.number(4)),
+                exp.Literal.number(0),
+            ),
+        )
 
     typ = type_text.lower()
     if mask == "redact":
@@ -48,14 +55,21 @@ def mask_expr(mask: str, column: str, type_text: str,
     if mask == "hash":
         return _call("sha2", as_string(), exp.Literal.number(256))
     if mask == "last4":
-        return _call("concat", stars(_call("length", as_string())),
-                        _call("right", as_string(), exp.Literal.number(4)))
+        return _call(
+            "concat",
+            stars(_call("length", as_string())),
+            _call("right", as_string(), exp.Literal.number(4)),
+        )
     if mask == "first4":
-        return _call("concat", _call("left", as_string(), exp.Literal.number(4)),
-                        stars(_call("length", as_string())))
+        return _call(
+            "concat",
+            _call("left", as_string(), exp.Literal.number(4)),
+            stars(_call("length", as_string())),
+        )
     if mask == "email_domain":
-        return _call("regexp_extract", as_string(), exp.Literal.string("^.*@(.*)$"),
-                        exp.Literal.number(1))
+        return _call(
+            "regexp_extract", as_string(), exp.Literal.string("^.*@(.*)$"), exp.Literal.number(1)
+        )
     if mask == "year":
         if typ == "date":
             return _call("trunc", col, exp.Literal.string("year"))

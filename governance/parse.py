@@ -25,11 +25,27 @@ MAX_NESTING = 256
 # A flat chain of operators nests just as deep once parsed (`a AND b AND c ...` is a
 # left-deep tree), and Spark's optimizer recurses over it.
 MAX_OPERATORS = 1_000
-_OPERATORS = frozenset({TokenType.AND, TokenType.OR, TokenType.PLUS, TokenType.DASH,
-                        TokenType.STAR, TokenType.SLASH, TokenType.DPIPE, TokenType.EQ,
-                        TokenType.NEQ, TokenType.LT, TokenType.GT, TokenType.LTE,
-                        TokenType.GTE, TokenType.PIPE, TokenType.AMP, TokenType.CARET,
-                        TokenType.MOD})
+_OPERATORS = frozenset(
+    {
+        TokenType.AND,
+        TokenType.OR,
+        TokenType.PLUS,
+        TokenType.DASH,
+        TokenType.STAR,
+        TokenType.SLASH,
+        TokenType.DPIPE,
+        TokenType.EQ,
+        TokenType.NEQ,
+        TokenType.LT,
+        TokenType.GT,
+        TokenType.LTE,
+        TokenType.GTE,
+        TokenType.PIPE,
+        TokenType.AMP,
+        TokenType.CARET,
+        TokenType.MOD,
+    }
+)
 _RECURSION_LIMIT = 10_000
 if sys.getrecursionlimit() < _RECURSION_LIMIT:
     sys.setrecursionlimit(_RECURSION_LIMIT)
@@ -90,8 +106,11 @@ def _restore_comma_joins(stmt: exp.Expression) -> None:
     partition pruning on explicit cross joins: with no CROSS keyword in the text, every
     CROSS join came from a comma, so it is written back as one (same meaning to Spark)."""
     for join in stmt.find_all(exp.Join):
-        if join.args.get("kind") == "CROSS" and not join.args.get("on") \
-                and not join.args.get("using"):
+        if (
+            join.args.get("kind") == "CROSS"
+            and not join.args.get("on")
+            and not join.args.get("using")
+        ):
             join.set("kind", None)
 
 
@@ -109,8 +128,7 @@ def _check_nesting(tokens: list) -> None:
     if peak > MAX_NESTING:
         raise SqlParseError(f"statement nests {peak} levels deep; the limit is {MAX_NESTING}")
     if operators > MAX_OPERATORS:
-        raise SqlParseError(f"statement has {operators} operators; the limit is "
-                            f"{MAX_OPERATORS}")
+        raise SqlParseError(f"statement has {operators} operators; the limit is {MAX_OPERATORS}")
 
 
 _TOKEN = re.compile(r"<Token token_type: TokenType\.(\w+), text: ?(.*?), line: .*?>")

@@ -95,12 +95,20 @@ def load_suite(paths: list[Path]) -> Suite:
                 raise PolicyTestError(f"{path}: case {i + 1} needs user and sql")
             bad = set(raw) - _CASE_KEYS | set(raw.get("expect") or {}) - _EXPECT_KEYS
             if bad:
-                raise PolicyTestError(f"{path}: case {i + 1}: unknown key(s) "
-                                      f"{', '.join(sorted(bad))}")
+                raise PolicyTestError(
+                    f"{path}: case {i + 1}: unknown key(s) {', '.join(sorted(bad))}"
+                )
             ns = str(raw.get("namespace", "main.default")).split(".")
-            suite.cases.append(Case(path.name, str(raw.get("name", f"case {i + 1}")),
-                                    str(raw["user"]), str(raw["sql"]),
-                                    dict(raw.get("expect") or {}), (ns[0], ns[-1])))
+            suite.cases.append(
+                Case(
+                    path.name,
+                    str(raw.get("name", f"case {i + 1}")),
+                    str(raw["user"]),
+                    str(raw["sql"]),
+                    dict(raw.get("expect") or {}),
+                    (ns[0], ns[-1]),
+                )
+            )
     return suite
 
 
@@ -108,8 +116,10 @@ def _table_infos(suite: Suite, root: Path) -> list[TableInfo]:
     out = []
     for full, spec in suite.tables.items():
         c, s, t = full.split(".")
-        cols = tuple(ColumnInfo(n, str(ty), position=i)
-                     for i, (n, ty) in enumerate((spec.get("columns") or {}).items()))
+        cols = tuple(
+            ColumnInfo(n, str(ty), position=i)
+            for i, (n, ty) in enumerate((spec.get("columns") or {}).items())
+        )
         out.append(TableInfo(c, s, t, str(root / c / s / t), cols))
     return out
 
@@ -119,11 +129,15 @@ def _check_plan(case: Case, planned: Planned | None, error: AccessDenied | None)
     problems: list[str] = []
     allowed = error is None
     if "allowed" in e and bool(e["allowed"]) != allowed:
-        problems.append(f"expected {'allowed' if e['allowed'] else 'denied'}, got "
-                        f"{'allowed' if allowed else 'denied: ' + str(error)}")
+        problems.append(
+            f"expected {'allowed' if e['allowed'] else 'denied'}, got "
+            f"{'allowed' if allowed else 'denied: ' + str(error)}"
+        )
     if "error" in e and (error is None or str(e["error"]) not in str(error)):
-        problems.append(f"expected an error containing {e['error']!r}, got "
-                        f"{str(error) if error else 'no error'}")
+        problems.append(
+            f"expected an error containing {e['error']!r}, got "
+            f"{str(error) if error else 'no error'}"
+        )
     if planned is None:
         return problems
     views = {v.access.table.full_name: v.access for v in planned.views}
@@ -160,9 +174,13 @@ def run_offline(policy_dir: Path, suite: Suite) -> dict[int, Result]:
         for i, case in enumerate(suite.cases):
             planned, error = None, None
             try:
-                planned = Planner(catalog=catalog, enforcer=enforcer, policy_sql=sql,
-                                  user=case.user, namespace=Namespace(*case.namespace)
-                                  ).plan(case.sql)
+                planned = Planner(
+                    catalog=catalog,
+                    enforcer=enforcer,
+                    policy_sql=sql,
+                    user=case.user,
+                    namespace=Namespace(*case.namespace),
+                ).plan(case.sql)
             except AccessDenied as e:
                 error = e
             except Exception as e:  # a broken case is a failure, not a crash of the run
@@ -173,8 +191,9 @@ def run_offline(policy_dir: Path, suite: Suite) -> dict[int, Result]:
     return results
 
 
-def run_spark(policy_dir: Path, suite: Suite, results: dict[int, Result],
-              spark_log: Path | None = None) -> None:
+def run_spark(
+    policy_dir: Path, suite: Suite, results: dict[int, Result], spark_log: Path | None = None
+) -> None:
     """Row expectations on real Delta tables built from the fixtures; the JVM's console
     output goes to `spark_log` (the CLI's lakegate-spark.log), not to the terminal."""
     import shutil
@@ -189,8 +208,10 @@ def run_spark(policy_dir: Path, suite: Suite, results: dict[int, Result],
             spec = suite.tables[info.full_name]
             schema = ", ".join(f"`{c.name}` {c.type_text}" for c in info.columns)
             types = [c.type_text for c in info.columns]
-            rows = [tuple(_typed(v, t) for v, t in zip(r, types, strict=True))
-                    for r in spec.get("rows") or []]
+            rows = [
+                tuple(_typed(v, t) for v, t in zip(r, types, strict=True))
+                for r in spec.get("rows") or []
+            ]
             lg.spark.createDataFrame(rows, schema).write.format("delta").save(info.location)
             lg.register_table(info.full_name, info.location)
         try:
@@ -250,14 +271,19 @@ def _plain(v: Any) -> Any:
     return str(v)
 
 
-def run_tests(policy_dir: Path, test_paths: list[Path], *, spark: bool,
-              spark_log: Path | None = None) -> list[Result]:
+def run_tests(
+    policy_dir: Path, test_paths: list[Path], *, spark: bool, spark_log: Path | None = None
+) -> list[Result]:
     suite = load_suite(test_paths)
     results = run_offline(policy_dir, suite)
     if spark:
         run_spark(policy_dir, suite, results, spark_log)
     for i, case in enumerate(suite.cases):
         if case.needs_spark and not spark and results[i].status == "passed":
-            results[i] = Result(case, "skipped", "row expectations need --spark "
-                                "(decisions, columns, masks and filters were checked)")
+            results[i] = Result(
+                case,
+                "skipped",
+                "row expectations need --spark "
+                "(decisions, columns, masks and filters were checked)",
+            )
     return [results[i] for i in range(len(suite.cases))]

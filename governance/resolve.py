@@ -23,13 +23,42 @@ from governance.errors import AccessDenied, Refused
 Role = Literal["read", "target"]
 
 # `format.`path`` spellings Spark reads files through; any db part naming one is refused.
-FILE_FORMATS = frozenset({
-    "delta", "parquet", "json", "csv", "text", "orc", "binaryfile", "avro", "jdbc", "xml",
-    "hive", "file", "libsvm", "image", "noop", "console", "kafka", "rate", "socket",
-})
+FILE_FORMATS = frozenset(
+    {
+        "delta",
+        "parquet",
+        "json",
+        "csv",
+        "text",
+        "orc",
+        "binaryfile",
+        "avro",
+        "jdbc",
+        "xml",
+        "hive",
+        "file",
+        "libsvm",
+        "image",
+        "noop",
+        "console",
+        "kafka",
+        "rate",
+        "socket",
+    }
+)
 # Table-valued functions that read no table; everything else in FROM position is refused.
-SAFE_TABLE_FUNCTIONS = frozenset({"range", "explode", "explode_outer", "inline",
-                                  "inline_outer", "posexplode", "posexplode_outer", "stack"})
+SAFE_TABLE_FUNCTIONS = frozenset(
+    {
+        "range",
+        "explode",
+        "explode_outer",
+        "inline",
+        "inline_outer",
+        "posexplode",
+        "posexplode_outer",
+        "stack",
+    }
+)
 
 
 @dataclass
@@ -101,8 +130,9 @@ def qualify_name(parts: list[str], ns: Namespace) -> tuple[str, str, str]:
     raise Refused(f"table name {'.'.join(parts)!r} has {len(parts)} parts; at most 3 are allowed")
 
 
-def denied_or_missing(user: str, privilege: str, name: str,
-                      policies: tuple[str, ...] = ()) -> AccessDenied:
+def denied_or_missing(
+    user: str, privilege: str, name: str, policies: tuple[str, ...] = ()
+) -> AccessDenied:
     """One message for 'absent' and 'not granted', so denial never reveals existence."""
     return AccessDenied(
         f"access denied: user {user} has no {privilege.upper()} privilege on table {name}"
@@ -198,8 +228,10 @@ def _classify(
         _rename_cte_ref(node, env[parts[0].lower()])
         return
     if len(parts) == 2 and parts[0].lower() in FILE_FORMATS:
-        raise Refused(f"path-based table reference {parts[0]}.`...` is not allowed; "
-                      "query tables by their catalog name")
+        raise Refused(
+            f"path-based table reference {parts[0]}.`...` is not allowed; "
+            "query tables by their catalog name"
+        )
     checked_parts(parts)  # `/`, `:` and every other path character included
     c, s, t = qualify_name(parts, ns)
     role: Role = "target" if id(node) in targets else "read"
@@ -214,6 +246,7 @@ def _classify(
 def _rename_cte_ref(node: exp.Table, new: str) -> None:
     original = node.this
     if node.args.get("alias") is None:
-        node.set("alias", exp.TableAlias(this=exp.to_identifier(original.this,
-                                                                 quoted=original.quoted)))
+        node.set(
+            "alias", exp.TableAlias(this=exp.to_identifier(original.this, quoted=original.quoted))
+        )
     node.set("this", exp.to_identifier(new))

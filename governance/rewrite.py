@@ -37,8 +37,9 @@ SOURCE_MARK = "__lg_source_" + secrets.token_hex(8) + "__"
 
 
 def quote_path(location: str) -> str:
-    return exp.Table(this=exp.to_identifier(location, quoted=True),
-                     db=exp.to_identifier("delta")).sql("spark")
+    return exp.Table(
+        this=exp.to_identifier(location, quoted=True), db=exp.to_identifier("delta")
+    ).sql("spark")
 
 
 @dataclass
@@ -104,8 +105,11 @@ class PolicySql:
             return exp.cast(exp.null(), exp.DataType.build("boolean"))
         return tree
 
-    def view(self, ident: Identity, access: TableAccess,
-             ) -> tuple[list[exp.Expression], exp.Expression | None]:
+    def view(
+        self,
+        ident: Identity,
+        access: TableAccess,
+    ) -> tuple[list[exp.Expression], exp.Expression | None]:
         """(projection, filter) trees for this user on this table; filter may be None.
 
         Callers must copy before changing them: they are shared through the cache."""
@@ -125,19 +129,33 @@ class PolicySql:
             custom = None
             if m.mask == "custom":
                 custom = self.governed_expr(
-                    f"{m.id}:{name}", (m.expression or "").replace("{col}", quote_ident(name)),
+                    f"{m.id}:{name}",
+                    (m.expression or "").replace("{col}", quote_ident(name)),
                     ident,
                 )
-            proj.append(exp.alias_(mask_expr(m.mask, name, col.type_text if col else "string",
-                                             custom), name, quoted=True))
+            proj.append(
+                exp.alias_(
+                    mask_expr(m.mask, name, col.type_text if col else "string", custom),
+                    name,
+                    quoted=True,
+                )
+            )
         permissive = [f for f in access.row_filters if f.kind == "permissive"]
         restrictive = [f for f in access.row_filters if f.kind == "restrictive"]
         parts: list[exp.Expression] = []
         if permissive:
-            parts.append(exp.paren(exp.or_(*(exp.paren(self.filter_expr(f.id, f.where, ident))
-                                             for f in permissive), copy=False), copy=False))
-        parts += [exp.paren(self.filter_expr(f.id, f.where, ident), copy=False)
-                  for f in restrictive]
+            parts.append(
+                exp.paren(
+                    exp.or_(
+                        *(exp.paren(self.filter_expr(f.id, f.where, ident)) for f in permissive),
+                        copy=False,
+                    ),
+                    copy=False,
+                )
+            )
+        parts += [
+            exp.paren(self.filter_expr(f.id, f.where, ident), copy=False) for f in restrictive
+        ]
         where = exp.and_(*parts, copy=False) if parts else None
         out = (proj, where)
         with self._lock:
@@ -154,8 +172,12 @@ class PolicySql:
             return hit
         proj, where = self.view(ident, access)
         select = exp.Select(expressions=[p.copy() for p in proj]).from_(
-            exp.Table(this=exp.to_identifier(SOURCE_MARK),
-                      alias=exp.TableAlias(this=exp.to_identifier(VIEW_ALIAS))), copy=False)
+            exp.Table(
+                this=exp.to_identifier(SOURCE_MARK),
+                alias=exp.TableAlias(this=exp.to_identifier(VIEW_ALIAS)),
+            ),
+            copy=False,
+        )
         if where is not None:
             select.set("where", exp.Where(this=where.copy()))
         text = select.sql("spark", normalize_functions=False)  # masks keep their names
@@ -174,8 +196,9 @@ class PolicySql:
             cols.update(c.name.lower() for c in self._expr(f.id, f.where).find_all(exp.Column))
         return cols
 
-    def filter_check(self, ident: Identity, access: TableAccess,
-                     alias: str | None = None) -> exp.Expression | None:
+    def filter_check(
+        self, ident: Identity, access: TableAccess, alias: str | None = None
+    ) -> exp.Expression | None:
         """The row filter as `coalesce(filter, false)`: NULL fails, and the result is never
         NULL, so an AND with it on the left short-circuits. Columns are qualified by `alias`."""
         _, where = self.view(ident, access)
@@ -190,14 +213,16 @@ class PolicySql:
 
 
 def view_sql(
-    ps: PolicySql, ident: Identity, access: TableAccess, node: exp.Table | None = None,
+    ps: PolicySql,
+    ident: Identity,
+    access: TableAccess,
+    node: exp.Table | None = None,
     source: str | None = None,
 ) -> str:
     """The governed view's body; `source` replaces the Delta path for derived tables."""
     if source is not None:
         if node is not None and (node.args.get("version") or node.args.get("sample")):
-            raise Refused(f"time travel and sampling are not available on "
-                          f"{access.table.full_name}")
+            raise Refused(f"time travel and sampling are not available on {access.table.full_name}")
     else:
         source = quote_path(access.table.location)
     if node is not None and source.startswith("delta."):
@@ -304,9 +329,7 @@ def columns_read(view: ReadView, names: set[str], star: bool, qstars: set[str]) 
     return [c for c in view.access.visible_columns if c.lower() in names]
 
 
-def check_hidden_columns(
-    stmt: exp.Expression, views: list[ReadView], user: str
-) -> None:
+def check_hidden_columns(stmt: exp.Expression, views: list[ReadView], user: str) -> None:
     """Naming a denied column is an access-denied error, not 'column not found'."""
     visible = {c.lower() for v in views for c in v.access.visible_columns}
     aliases = {a.alias.lower() for a in stmt.find_all(exp.Alias)}
@@ -319,27 +342,32 @@ def check_hidden_columns(
                 if name in hidden and name not in visible:
                     raise AccessDenied(
                         f"access denied: user {user} may not read column {hidden[name]} of "
-                        f"table {v.access.table.full_name}", cmd="select",
+                        f"table {v.access.table.full_name}",
+                        cmd="select",
                         tables=(v.access.table.full_name,),
-                        policies=v.access.hidden_by.get(name) or v.access.grant_ids)
+                        policies=v.access.hidden_by.get(name) or v.access.grant_ids,
+                    )
     for col in stmt.find_all(exp.Column):
         if isinstance(col.this, exp.Star):
             continue
         name = col.name.lower()
         qualifier = col.table.lower() if col.table else ""
-        candidates = [by_alias[qualifier]] if qualifier in by_alias else (
-            views if not qualifier else [])
+        candidates = (
+            [by_alias[qualifier]] if qualifier in by_alias else (views if not qualifier else [])
+        )
         if not candidates and qualifier:
             # `t.col.field`: the qualifier may be a column of an unaliased source
             name = qualifier
             candidates = views
         for v in candidates:
             hidden = {h.lower(): h for h in v.access.hidden_columns}
-            if name in hidden and (qualifier in by_alias or (
-                    name not in visible and name not in aliases)):
+            if name in hidden and (
+                qualifier in by_alias or (name not in visible and name not in aliases)
+            ):
                 raise AccessDenied(
                     f"access denied: user {user} may not read column {hidden[name]} of table "
                     f"{v.access.table.full_name}",
-                    cmd="select", tables=(v.access.table.full_name,),
+                    cmd="select",
+                    tables=(v.access.table.full_name,),
                     policies=v.access.hidden_by.get(name) or v.access.grant_ids,
                 )

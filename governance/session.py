@@ -68,8 +68,14 @@ class _PolicyState:
 class Lakegate:
     """One governed lakehouse: Spark, the catalog, the policies in force, the audit log."""
 
-    def __init__(self, config: Config, spark: SparkSession | None = None, *,
-                 spark_log: Path | None = None, error_log: Path | None = None) -> None:
+    def __init__(
+        self,
+        config: Config,
+        spark: SparkSession | None = None,
+        *,
+        spark_log: Path | None = None,
+        error_log: Path | None = None,
+    ) -> None:
         """`spark_log`: send the embedded JVM's console output there (the CLI does);
         `error_log`: the server-side log of full Spark error texts (`lakegate.errors`)."""
         self.config = config
@@ -79,8 +85,9 @@ class Lakegate:
         self._spark_checked = False  # a handed-in SparkSession is checked on first use
         self._spark_log = spark_log
         self.catalog = Catalog(open_store(config.catalog), config.warehouse)
-        self.audit = AuditLog(config.audit, max_bytes=config.audit_max_bytes,
-                              backup_count=config.audit_backup_count)
+        self.audit = AuditLog(
+            config.audit, max_bytes=config.audit_max_bytes, backup_count=config.audit_backup_count
+        )
         self._reload_lock = threading.Lock()
         self._last_check = 0.0
         self._seen: tuple[tuple, float] | None = None  # a changed stamp and when first seen
@@ -93,12 +100,20 @@ class Lakegate:
         self._register_audit_table()
 
     @classmethod
-    def open(cls, config: str | Path | Config | None = None, *,
-             spark: SparkSession | None = None, spark_log: Path | None = None,
-             error_log: Path | None = None) -> Lakegate:
+    def open(
+        cls,
+        config: str | Path | Config | None = None,
+        *,
+        spark: SparkSession | None = None,
+        spark_log: Path | None = None,
+        error_log: Path | None = None,
+    ) -> Lakegate:
         if config is None:
-            cfg = Config.load("lakegate.yaml") if Path("lakegate.yaml").is_file() \
+            cfg = (
+                Config.load("lakegate.yaml")
+                if Path("lakegate.yaml").is_file()
                 else Config.default()
+            )
         elif isinstance(config, Config):
             cfg = config
         else:
@@ -112,8 +127,9 @@ class Lakegate:
         if self._spark is None:
             from governance.spark import build_spark
 
-            self._spark = build_spark(self.config.spark_master, self.config.spark_conf,
-                                      log=self._spark_log)
+            self._spark = build_spark(
+                self.config.spark_master, self.config.spark_conf, log=self._spark_log
+            )
         elif not self._spark_checked:  # checked once: six py4j calls per access otherwise
             from governance.spark import check_spark
 
@@ -154,14 +170,17 @@ class Lakegate:
                     enforcer = PolicyEnforcer(ps)
                 except Exception as e:  # fail closed: whatever broke, the last good set stays
                     kept = self._policy.version if self._policy else None
-                    ERROR_LOG.warning("policy reload rejected, %s stays in force: %s",
-                                      kept or "nothing", e)
-                    self._audit_reload(False, str(e).splitlines()[0] if str(e) else repr(e),
-                                       None, kept)
+                    ERROR_LOG.warning(
+                        "policy reload rejected, %s stays in force: %s", kept or "nothing", e
+                    )
+                    self._audit_reload(
+                        False, str(e).splitlines()[0] if str(e) else repr(e), None, kept
+                    )
                     if initial or self._policy is None:
                         raise
-                    self._policy = _PolicyState(self._policy.enforcer, self._policy.sql, stamp,
-                                                self._policy.version)
+                    self._policy = _PolicyState(
+                        self._policy.enforcer, self._policy.sql, stamp, self._policy.version
+                    )
                     return False
                 if self._policy_stamp() == stamp:
                     self._policy = _PolicyState(enforcer, PolicySql(enforcer), stamp, version)
@@ -170,18 +189,31 @@ class Lakegate:
                     return True
                 time.sleep(0.05)
             if self._policy is None:
-                raise LakegateError(f"policy directory {self.config.policies} keeps changing; "
-                                    "no consistent snapshot to load")
+                raise LakegateError(
+                    f"policy directory {self.config.policies} keeps changing; "
+                    "no consistent snapshot to load"
+                )
             return False
 
-    def _audit_reload(self, ok: bool, reason: str | None, content_hash: str | None,
-                      version: str | None) -> None:
+    def _audit_reload(
+        self, ok: bool, reason: str | None, content_hash: str | None, version: str | None
+    ) -> None:
         try:
-            self.audit.write([AuditEvent(
-                allowed=ok, user="lakegate", cmd="policyReload", proto="cli",
-                succeeded=ok, reason=reason, stmt_hash=content_hash,
-                src=str(self.config.policies), policy_version=version,
-            )])
+            self.audit.write(
+                [
+                    AuditEvent(
+                        allowed=ok,
+                        user="lakegate",
+                        cmd="policyReload",
+                        proto="cli",
+                        succeeded=ok,
+                        reason=reason,
+                        stmt_hash=content_hash,
+                        src=str(self.config.policies),
+                        policy_version=version,
+                    )
+                ]
+            )
         except AuditWriteError as e:
             raise AuditUnavailable(f"audit log unavailable: {e}") from None
 
@@ -234,49 +266,86 @@ class Lakegate:
         try:
             self.catalog.create_catalog(c, if_not_exists=True)
             self.catalog.create_schema(c, s, if_not_exists=True)
-            info = read_delta_table(self.spark, c, s, t, str(Path(path).resolve()),
-                                    domain=self.enforcer.policy_set.domain_of_schema(c, s))
+            info = read_delta_table(
+                self.spark,
+                c,
+                s,
+                t,
+                str(Path(path).resolve()),
+                domain=self.enforcer.policy_set.domain_of_schema(c, s),
+            )
             stored = self.catalog.register_table(info, replace=replace)
         except Exception as e:
             reason = str(e).splitlines()[0] if str(e) else type(e).__name__
-            self._audit_admin(admin, "registerTable", name.lower(), False, reason,
-                              phase="outcome")
+            self._audit_admin(admin, "registerTable", name.lower(), False, reason, phase="outcome")
             raise
         self._audit_admin(admin, "registerTable", name.lower(), True, None, phase="outcome")
         return stored
 
-    def _audit_admin(self, user: str, cmd: str, src: str, ok: bool, reason: str | None, *,
-                     phase: str | None = None) -> None:
+    def _audit_admin(
+        self,
+        user: str,
+        cmd: str,
+        src: str,
+        ok: bool,
+        reason: str | None,
+        *,
+        phase: str | None = None,
+    ) -> None:
         """Catalog administration outside governed SQL is on record too (proto=cli): an
         intent before it runs (nothing runs without it) and the outcome after."""
         try:
-            self.audit.write([AuditEvent(allowed=True, user=user, cmd=cmd, src=src,
-                                         proto="cli", succeeded=ok, reason=reason,
-                                         policy_version=self.policy_version, phase=phase)])
+            self.audit.write(
+                [
+                    AuditEvent(
+                        allowed=True,
+                        user=user,
+                        cmd=cmd,
+                        src=src,
+                        proto="cli",
+                        succeeded=ok,
+                        reason=reason,
+                        policy_version=self.policy_version,
+                        phase=phase,
+                    )
+                ]
+            )
         except AuditWriteError as e:
             if phase == "outcome":
                 ERROR_LOG.error("%s %s ran but its outcome is not on record: %s", cmd, src, e)
                 raise AuditUnavailable(
                     f"audit log unavailable: {cmd} {src} ran, its intent is on record but its "
-                    "outcome could not be written") from None
+                    "outcome could not be written"
+                ) from None
             raise AuditUnavailable(f"audit log unavailable: {e}") from None
 
     def _register_audit_table(self) -> None:
         from audit.spark_table import AUDIT_SCHEMA
 
-        columns = tuple(ColumnInfo(f.name, f.dataType.simpleString(), True, i,
-                                   type_json=json.dumps(f.jsonValue()))
-                        for i, f in enumerate(AUDIT_SCHEMA.fields))
+        columns = tuple(
+            ColumnInfo(
+                f.name, f.dataType.simpleString(), True, i, type_json=json.dumps(f.jsonValue())
+            )
+            for i, f in enumerate(AUDIT_SCHEMA.fields)
+        )
         current = self.catalog.table(*AUDIT_TABLE.split("."))
         location = str(self.config.audit.resolve())
         if current is not None and current.location == location and current.columns == columns:
             return
         self.catalog.create_catalog("system", if_not_exists=True)
         self.catalog.create_schema("system", "access", if_not_exists=True)
-        self.catalog.register_table(TableInfo(
-            "system", "access", "audit", location, columns,
-            comment="The Lakegate audit log (read-only)",
-            properties={"lakegate.kind": "audit"}), replace=True)
+        self.catalog.register_table(
+            TableInfo(
+                "system",
+                "access",
+                "audit",
+                location,
+                columns,
+                comment="The Lakegate audit log (read-only)",
+                properties={"lakegate.kind": "audit"},
+            ),
+            replace=True,
+        )
 
     def analyze_view(self, sql: str, fresh: bool = False) -> Any:
         """Spark's analyzed plan of a governed view's body, for the plan verifier; cached by
@@ -310,9 +379,17 @@ class Lakegate:
 class GovernedSession:
     """One user's governed access. Not thread-safe (it holds a current namespace)."""
 
-    def __init__(self, lg: Lakegate, user: str, *, auth: str = "SIMPLE",
-                 via: str | None = None, ip: str = "127.0.0.1", proto: str = "spark",
-                 caller_context: str | None = None) -> None:
+    def __init__(
+        self,
+        lg: Lakegate,
+        user: str,
+        *,
+        auth: str = "SIMPLE",
+        via: str | None = None,
+        ip: str = "127.0.0.1",
+        proto: str = "spark",
+        caller_context: str | None = None,
+    ) -> None:
         try:
             self.user = canonical_user(user)
         except InvalidName as e:
@@ -350,8 +427,11 @@ class GovernedSession:
         assert state is not None
         self._policy_version = state.version  # one state: what decides is what is recorded
         return Planner(
-            catalog=self.lg.catalog, enforcer=state.enforcer, policy_sql=state.sql,
-            user=self.user, namespace=self.namespace,
+            catalog=self.lg.catalog,
+            enforcer=state.enforcer,
+            policy_sql=state.sql,
+            user=self.user,
+            namespace=self.namespace,
             derived={AUDIT_TABLE: self.lg.audit_view},
         )
 
@@ -362,8 +442,11 @@ class GovernedSession:
         self._phase = None
         self.last_planned = None
         self._policy_version = self.lg.policy_version
-        raw = statement if isinstance(statement, bytes) \
+        raw = (
+            statement
+            if isinstance(statement, bytes)
             else str(statement).encode("utf-8", "surrogatepass")
+        )
         stmt_hash = statement_hash(raw.decode("utf-8", "replace"))
         planned: Planned | None = None
         planner: Planner | None = None
@@ -403,28 +486,44 @@ class GovernedSession:
 
     def _execute(self, planned: Planned) -> DataFrame:
         lg = self.lg
-        return run_planned(planned, lg.spark, lg.catalog, verify=lg.config.verify_plans,
-                           analyze=lg.analyze_view, refresh_derived=lg.refresh_audit_view)
+        return run_planned(
+            planned,
+            lg.spark,
+            lg.catalog,
+            verify=lg.config.verify_plans,
+            analyze=lg.analyze_view,
+            refresh_derived=lg.refresh_audit_view,
+        )
 
-    def _spark_error(self, e: Exception, planned: Planned | None,
-                     query_id: str) -> str | AccessDenied:
+    def _spark_error(
+        self, e: Exception, planned: Planned | None, query_id: str
+    ) -> str | AccessDenied:
         """Spark's error as the caller may see it (see `governance.execute.spark_error`)."""
         return spark_error(e, planned, query_id, self.user)
 
     # audit ------------------------------------------------------------------------------
 
     def _event(self, **kw: Any) -> AuditEvent:
-        return AuditEvent(user=self.user, auth=self.auth, via=self.via, ip=self.ip,
-                          proto=self.proto, caller_context=self.caller_context,
-                          policy_version=self._policy_version, phase=self._phase, **kw)
+        return AuditEvent(
+            user=self.user,
+            auth=self.auth,
+            via=self.via,
+            ip=self.ip,
+            proto=self.proto,
+            caller_context=self.caller_context,
+            policy_version=self._policy_version,
+            phase=self._phase,
+            **kw,
+        )
 
     def _write(self, events: list[AuditEvent]) -> None:
         try:
             self.lg.audit.write(events)
         except AuditWriteError as e:
             if self._phase == "outcome":  # the effect may have happened: say so
-                ERROR_LOG.error("query %s ran but its outcome is not on record: %s",
-                                self.last_query_id, e)
+                ERROR_LOG.error(
+                    "query %s ran but its outcome is not on record: %s", self.last_query_id, e
+                )
                 raise AuditUnavailable(
                     f"audit log unavailable: the statement ran and its intent is on record "
                     f"(query {self.last_query_id}), but its outcome could not be written"
@@ -435,18 +534,27 @@ class GovernedSession:
         """Audit before effect: the intent is flushed before anything runs; when it cannot
         be written nothing runs. Every later record of the statement is its outcome."""
         self._phase = "intent"
-        self._write([self._event(allowed=True, succeeded=False, query_id=qid, stmt_hash=sh,
-                                 **line) for line in planned.audit_lines()])
+        self._write(
+            [
+                self._event(allowed=True, succeeded=False, query_id=qid, stmt_hash=sh, **line)
+                for line in planned.audit_lines()
+            ]
+        )
         self._phase = "outcome"
 
     def _audit_ok(self, planned: Planned, qid: str, sh: str, started: float) -> None:
         ms = int((time.perf_counter() - started) * 1000)
-        events = [self._event(allowed=True, succeeded=True, query_id=qid, stmt_hash=sh,
-                              duration_ms=ms, **line) for line in planned.audit_lines()]
+        events = [
+            self._event(
+                allowed=True, succeeded=True, query_id=qid, stmt_hash=sh, duration_ms=ms, **line
+            )
+            for line in planned.audit_lines()
+        ]
         self._write(events)
 
-    def _audit_denied(self, e: AccessDenied, qid: str, sh: str, started: float,
-                      planner: Planner | None) -> None:
+    def _audit_denied(
+        self, e: AccessDenied, qid: str, sh: str, started: float, planner: Planner | None
+    ) -> None:
         ms = int((time.perf_counter() - started) * 1000)
         cmd = e.cmd if e.cmd in ("refused", "parseError") or planner is None else planner.cmd
         tables = e.tables or (None,)
@@ -454,38 +562,72 @@ class GovernedSession:
         for t in tables:
             policies = e.policies or (planner.decided.get(t, ()) if planner and t else ())
             filters = e.row_filters or (planner.filters.get(t, ()) if planner and t else ())
-            events.append(self._event(
-                allowed=False, succeeded=False, cmd=cmd, src=t, query_id=qid, stmt_hash=sh,
-                reason=str(e), duration_ms=ms, policies=policies, row_filters=filters))
+            events.append(
+                self._event(
+                    allowed=False,
+                    succeeded=False,
+                    cmd=cmd,
+                    src=t,
+                    query_id=qid,
+                    stmt_hash=sh,
+                    reason=str(e),
+                    duration_ms=ms,
+                    policies=policies,
+                    row_filters=filters,
+                )
+            )
         self._write(events)
 
-    def _audit_failed(self, reason: str, qid: str, sh: str, started: float,
-                      planned: Planned | None, planner: Planner | None) -> None:
+    def _audit_failed(
+        self,
+        reason: str,
+        qid: str,
+        sh: str,
+        started: float,
+        planned: Planned | None,
+        planner: Planner | None,
+    ) -> None:
         ms = int((time.perf_counter() - started) * 1000)
         if planned is not None:
             lines = planned.audit_lines()
         else:
             lines = [{"cmd": planner.cmd if planner else "refused", "src": None}]
-        self._write([self._event(allowed=planned is not None, succeeded=False, query_id=qid,
-                                 stmt_hash=sh, reason=reason, duration_ms=ms, **line)
-                     for line in lines])
+        self._write(
+            [
+                self._event(
+                    allowed=planned is not None,
+                    succeeded=False,
+                    query_id=qid,
+                    stmt_hash=sh,
+                    reason=reason,
+                    duration_ms=ms,
+                    **line,
+                )
+                for line in lines
+            ]
+        )
 
 
 def _git(policies: Path, *args: str) -> bytes:
     """Run git in the policy directory; one clear line when it fails (fail closed)."""
     try:
-        done = subprocess.run(["git", "-C", str(policies), *args], capture_output=True,
-                              check=True, timeout=30)
+        done = subprocess.run(
+            ["git", "-C", str(policies), *args], capture_output=True, check=True, timeout=30
+        )
     except (OSError, subprocess.SubprocessError) as e:
-        raise LakegateError(f"policies_ref: git {args[0]} failed in {policies}: "
-                            f"{type(e).__name__}") from None
+        raise LakegateError(
+            f"policies_ref: git {args[0]} failed in {policies}: {type(e).__name__}"
+        ) from None
     return done.stdout
 
 
 def _git_commit(policies: Path, ref: str) -> str:
     """The commit `ref` names now (`--end-of-options`: a ref is never taken as an option)."""
-    return _git(policies, "rev-parse", "--verify", "--end-of-options",
-                f"{ref}^{{commit}}").decode().strip()
+    return (
+        _git(policies, "rev-parse", "--verify", "--end-of-options", f"{ref}^{{commit}}")
+        .decode()
+        .strip()
+    )
 
 
 def _git_policy_set(policies: Path, commit: str) -> PolicySet:

@@ -52,10 +52,13 @@ def cached_delta_jars() -> list[str] | None:
 
     v = version("delta-spark")
     jars = Path.home() / ".ivy2" / "jars"
-    names = [f"io.delta_delta-spark_2.12-{v}.jar", f"io.delta_delta-storage-{v}.jar",
-             "org.antlr_antlr4-runtime-4.9.3.jar",
-             "org.apache.spark_spark-connect_2.12-3.5.7.jar",
-             "org.spark-project.spark_unused-1.0.0.jar"]
+    names = [
+        f"io.delta_delta-spark_2.12-{v}.jar",
+        f"io.delta_delta-storage-{v}.jar",
+        "org.antlr_antlr4-runtime-4.9.3.jar",
+        "org.apache.spark_spark-connect_2.12-3.5.7.jar",
+        "org.spark-project.spark_unused-1.0.0.jar",
+    ]
     paths = [jars / n for n in names]
     return [str(p) for p in paths] if all(p.is_file() for p in paths) else None
 
@@ -85,8 +88,13 @@ def _jvm_output_to(log: Path | None) -> Iterator[None]:
             os.close(f)
 
 
-def build_spark(master: str = "local[*]", conf: dict[str, str] | None = None,
-                app_name: str = "lakegate", *, log: Path | None = None) -> SparkSession:
+def build_spark(
+    master: str = "local[*]",
+    conf: dict[str, str] | None = None,
+    app_name: str = "lakegate",
+    *,
+    log: Path | None = None,
+) -> SparkSession:
     """`log`: where the JVM's own console output goes (None: this process's console)."""
     from delta import configure_spark_with_delta_pip
 
@@ -104,7 +112,8 @@ def build_spark(master: str = "local[*]", conf: dict[str, str] | None = None,
             spark = builder.config("spark.jars", ",".join(jars)).getOrCreate()
         else:
             spark = configure_spark_with_delta_pip(
-                builder, extra_packages=[CONNECT_PACKAGE]).getOrCreate()
+                builder, extra_packages=[CONNECT_PACKAGE]
+            ).getOrCreate()
         spark.sparkContext.setLogLevel("ERROR")
     return spark
 
@@ -116,5 +125,7 @@ def check_spark(spark: SparkSession) -> None:
         if key in ("spark.sql.ansi.enabled", "spark.sql.legacy.timeParserPolicy"):
             spark.conf.set(key, value)
         elif actual is None or value not in actual:
-            raise RuntimeError(f"SparkSession lacks {key}={value}; build it with "
-                               "governance.spark.build_spark or set it yourself")
+            raise RuntimeError(
+                f"SparkSession lacks {key}={value}; build it with "
+                "governance.spark.build_spark or set it yourself"
+            )

@@ -33,8 +33,16 @@ from governance.planning.expected import Expected
 
 # Leaves that read no stored data. ResolvedIdentifier only names a table to create;
 # CTERelationRef points at a CTE whose definition is a child of WithCTE, and so is walked.
-_HARMLESS_LEAVES = frozenset({"OneRowRelation", "LocalRelation", "Range", "EmptyRelation",
-                              "ResolvedIdentifier", "CTERelationRef"})
+_HARMLESS_LEAVES = frozenset(
+    {
+        "OneRowRelation",
+        "LocalRelation",
+        "Range",
+        "EmptyRelation",
+        "ResolvedIdentifier",
+        "CTERelationRef",
+    }
+)
 # Plans hanging off fields rather than children: (field, is a write target).
 _PLAN_FIELDS: dict[str, tuple[tuple[str, bool], ...]] = {
     "UpdateCommand": (("target", True),),
@@ -56,7 +64,8 @@ Analyze = Callable[[str, bool], Any]
 MAX_NODES = 100_000
 _FIELD_SPEC = ";".join(
     f"{kind}:" + ",".join(f"{name}:{int(target)}" for name, target in fields)
-    for kind, fields in _PLAN_FIELDS.items())
+    for kind, fields in _PLAN_FIELDS.items()
+)
 _UNESCAPE = re.compile(r"\\([\\tnrs])")
 _ESCAPES = {"\\": "\\", "t": "\t", "n": "\n", "r": "\r", "s": "\x1f"}
 
@@ -93,7 +102,8 @@ def _walker(jvm: Any, gateway: Any) -> Any:
                 source = (Path(__file__).with_name("PlanWalker.java")).read_text()
                 compiler = jvm.org.codehaus.janino.SimpleCompiler()
                 compiler.setParentClassLoader(
-                    jvm.java.lang.Thread.currentThread().getContextClassLoader())
+                    jvm.java.lang.Thread.currentThread().getContextClassLoader()
+                )
                 compiler.cook(source)
                 cls = compiler.getClassLoader().loadClass("PlanWalker")
                 ctor = cls.getDeclaredConstructor(gateway.new_array(jvm.java.lang.Class, 0))
@@ -117,10 +127,17 @@ def describe_plan(plan: Any) -> tuple[list[_Node], Any]:
     nodes = []
     for line in text.splitlines():
         nid, parent, kind, target, leaf, paths, columns = line.split("\t")
-        nodes.append(_Node(
-            int(nid), int(parent), kind, target == "1", leaf == "1",
-            [normalise_location(_unescape(p)) for p in paths.split("\x1f")] if paths else [],
-            tuple(_unescape(c).lower() for c in columns.split("\x1f")) if columns else ()))
+        nodes.append(
+            _Node(
+                int(nid),
+                int(parent),
+                kind,
+                target == "1",
+                leaf == "1",
+                [normalise_location(_unescape(p)) for p in paths.split("\x1f")] if paths else [],
+                tuple(_unescape(c).lower() for c in columns.split("\x1f")) if columns else (),
+            )
+        )
     return nodes, out
 
 
@@ -136,8 +153,10 @@ def verify_plan(plan: Any, expected: Expected, analyze: Analyze) -> None:
         if not node.leaf or node.kind in _HARMLESS_LEAVES or fields:
             continue
         if node.kind not in ("LogicalRelation", "DataSourceV2Relation"):
-            raise Refused(f"plan verification: a {node.kind} leaf reads data the rewriter "
-                          "did not build; statement refused")
+            raise Refused(
+                f"plan verification: a {node.kind} leaf reads data the rewriter "
+                "did not build; statement refused"
+            )
         paths = node.paths
         if not paths:
             raise Refused("plan verification: a relation with no known location")
@@ -145,18 +164,23 @@ def verify_plan(plan: Any, expected: Expected, analyze: Analyze) -> None:
             if len(paths) == 1 and targets.get(paths[0], 0) > 0:
                 targets[paths[0]] -= 1
                 continue
-            raise Refused("plan verification: a write goes to a location the rewriter did "
-                          "not choose; statement refused")
+            raise Refused(
+                "plan verification: a write goes to a location the rewriter did "
+                "not choose; statement refused"
+            )
         ancestors = _ancestors(nodes, node)
         if len(paths) == 1 and paths[0] in pending:
             root = _view_root(ancestors)
-            if root is not None and _match_view(handles[1 + root.id], root.columns, paths[0],
-                                                pending, built, analyze):
+            if root is not None and _match_view(
+                handles[1 + root.id], root.columns, paths[0], pending, built, analyze
+            ):
                 continue
         elif _derived_ok(paths, ancestors, derived):
             continue
-        raise Refused("plan verification: a table location is read outside its governed "
-                      "view; statement refused")
+        raise Refused(
+            "plan verification: a table location is read outside its governed "
+            "view; statement refused"
+        )
 
 
 def _ancestors(nodes: list[_Node], node: _Node, depth: int = 16) -> list[_Node]:
@@ -178,9 +202,14 @@ def _view_root(ancestors: list[_Node]) -> _Node | None:
     return None
 
 
-def _match_view(root: Any, columns: tuple[str, ...], loc: str,
-                pending: dict[str, list[tuple[str, tuple[str, ...]]]],
-                built: dict[str, list[Any]], analyze: Analyze) -> bool:
+def _match_view(
+    root: Any,
+    columns: tuple[str, ...],
+    loc: str,
+    pending: dict[str, list[tuple[str, tuple[str, ...]]]],
+    built: dict[str, list[Any]],
+    analyze: Analyze,
+) -> bool:
     """Match against cached analyses first; a miss is re-checked against fresh ones (the
     table may have changed since the cache entry) before it counts."""
     for fresh in (False, True):
@@ -194,8 +223,9 @@ def _match_view(root: Any, columns: tuple[str, ...], loc: str,
     return False
 
 
-def _derived_ok(paths: list[str], ancestors: list[_Node],
-                derived: dict[str, list[tuple[str, ...]]]) -> bool:
+def _derived_ok(
+    paths: list[str], ancestors: list[_Node], derived: dict[str, list[tuple[str, ...]]]
+) -> bool:
     """Files all inside one derived table's directory, under its governed projection."""
     for directory, shapes in derived.items():
         if not all(p.startswith(directory + "/") for p in paths):

@@ -33,8 +33,10 @@ def _pg_ctl() -> Path | None:
     import glob
     import shutil
 
-    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"),
-                   key=lambda p: int(Path(p).parts[-3]) if Path(p).parts[-3].isdigit() else 0)
+    found = sorted(
+        glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"),
+        key=lambda p: int(Path(p).parts[-3]) if Path(p).parts[-3].isdigit() else 0,
+    )
     if found:
         return Path(found[-1])
     which = shutil.which("pg_ctl")
@@ -66,17 +68,45 @@ def postgres_server() -> Iterator[str]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    subprocess.run([*run_as, str(pg_ctl.with_name("initdb")), "-D", str(data), "-U", "lakegate",
-                    "--auth=trust", "-E", "UTF8", "--no-sync"],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [
+            *run_as,
+            str(pg_ctl.with_name("initdb")),
+            "-D",
+            str(data),
+            "-U",
+            "lakegate",
+            "--auth=trust",
+            "-E",
+            "UTF8",
+            "--no-sync",
+        ],
+        check=True,
+        capture_output=True,
+    )
     opts = f"-p {port} -k {sock} -c listen_addresses=127.0.0.1 -c fsync=off"
-    subprocess.run([*run_as, str(pg_ctl), "-D", str(data), "-o", opts, "-l",
-                    str(root / "server.log"), "-w", "start"], check=True, capture_output=True)
+    subprocess.run(
+        [
+            *run_as,
+            str(pg_ctl),
+            "-D",
+            str(data),
+            "-o",
+            opts,
+            "-l",
+            str(root / "server.log"),
+            "-w",
+            "start",
+        ],
+        check=True,
+        capture_output=True,
+    )
     try:
         yield f"postgresql://lakegate@127.0.0.1:{port}"
     finally:
-        subprocess.run([*run_as, str(pg_ctl), "-D", str(data), "-m", "fast", "-w", "stop"],
-                       capture_output=True)
+        subprocess.run(
+            [*run_as, str(pg_ctl), "-D", str(data), "-m", "fast", "-w", "stop"], capture_output=True
+        )
         shutil.rmtree(root, ignore_errors=True)
 
 

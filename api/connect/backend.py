@@ -68,7 +68,8 @@ def _compile(spark: SparkSession) -> Any:
     except Exception:
         raise BackendUnavailable(
             "the Spark Connect server classes are not on the driver's class path; start "
-            "Spark through governance.spark.build_spark (it adds spark-connect)") from None
+            "Spark through governance.spark.build_spark (it adds spark-connect)"
+        ) from None
     compiler = jvm.org.codehaus.janino.SimpleCompiler()
     compiler.setParentClassLoader(loader)
     compiler.cook(Path(__file__).with_name("ConnectBackend.java").read_text())

@@ -36,7 +36,7 @@ from governance.verify import Expected, verify_plan
 
 if TYPE_CHECKING:
     from api.connect.backend import Backend
-    from governance.plan import Planned
+    from governance.planning.planned import Planned
     from governance.session import GovernedSession
 
 Relation = relations_pb2.Relation
@@ -44,14 +44,46 @@ Expression = expressions_pb2.Expression
 MAX_DEPTH = 256
 
 #: Relation types whose every field is walked (inputs governed, expressions checked).
-RELATIONS = frozenset({
-    "project", "filter", "join", "set_op", "sort", "limit", "offset", "tail", "aggregate",
-    "local_relation", "sample", "deduplicate", "range", "subquery_alias", "repartition",
-    "repartition_by_expression", "to_df", "with_columns_renamed", "show_string",
-    "html_string", "drop", "with_columns", "unpivot", "to_schema", "fill_na", "drop_na",
-    "replace", "summary", "describe", "crosstab", "cov", "corr", "approx_quantile",
-    "freq_items", "sample_by", "collect_metrics",
-})
+RELATIONS = frozenset(
+    {
+        "project",
+        "filter",
+        "join",
+        "set_op",
+        "sort",
+        "limit",
+        "offset",
+        "tail",
+        "aggregate",
+        "local_relation",
+        "sample",
+        "deduplicate",
+        "range",
+        "subquery_alias",
+        "repartition",
+        "repartition_by_expression",
+        "to_df",
+        "with_columns_renamed",
+        "show_string",
+        "html_string",
+        "drop",
+        "with_columns",
+        "unpivot",
+        "to_schema",
+        "fill_na",
+        "drop_na",
+        "replace",
+        "summary",
+        "describe",
+        "crosstab",
+        "cov",
+        "corr",
+        "approx_quantile",
+        "freq_items",
+        "sample_by",
+        "collect_metrics",
+    }
+)
 #: Refused relation types with the reason the caller reads.
 REFUSED_RELATIONS = {
     "map_partitions": "Python UDFs (mapInPandas/mapInArrow) are refused",
@@ -60,8 +92,8 @@ REFUSED_RELATIONS = {
     "apply_in_pandas_with_state": "Python UDFs (applyInPandasWithState) are refused",
     "common_inline_user_defined_table_function": "user-defined table functions are refused",
     "catalog": "catalog calls (spark.catalog.*) are refused: they expose tables and "
-               "locations the policies hide; use spark.sql('SHOW TABLES') or "
-               "spark.sql('DESCRIBE t')",
+    "locations the policies hide; use spark.sql('SHOW TABLES') or "
+    "spark.sql('DESCRIBE t')",
     "cached_local_relation": "server-side cached relations are refused",
     "cached_remote_relation": "server-side cached DataFrames are refused",
     "with_watermark": "streaming is refused",
@@ -70,11 +102,23 @@ REFUSED_RELATIONS = {
     "extension": "relation extensions are refused",
 }
 #: Expression types walked field by field; anything else is refused.
-EXPRESSIONS = frozenset({
-    "unresolved_attribute", "unresolved_function", "call_function", "unresolved_star",
-    "alias", "cast", "unresolved_regex", "sort_order", "lambda_function", "window",
-    "unresolved_extract_value", "update_fields", "unresolved_named_lambda_variable",
-})
+EXPRESSIONS = frozenset(
+    {
+        "unresolved_attribute",
+        "unresolved_function",
+        "call_function",
+        "unresolved_star",
+        "alias",
+        "cast",
+        "unresolved_regex",
+        "sort_order",
+        "lambda_function",
+        "window",
+        "unresolved_extract_value",
+        "update_fields",
+        "unresolved_named_lambda_variable",
+    }
+)
 #: Nodes an expression string may not contain: they read tables or are statements.
 _READS = (exp.Query, exp.Table, exp.Subquery, exp.Command, exp.DDL, exp.DML, exp.Lateral)
 
@@ -109,8 +153,10 @@ class PlanGovernor:
         elif kind in REFUSED_RELATIONS:
             raise Refused(f"{REFUSED_RELATIONS[kind]} through the Lakegate gateway")
         else:
-            raise Refused(f"Spark Connect relation type {kind or 'unset'} is not governed by "
-                          "Lakegate; refused")
+            raise Refused(
+                f"Spark Connect relation type {kind or 'unset'} is not governed by "
+                "Lakegate; refused"
+            )
 
     def _sql(self, rel: Relation) -> None:
         q = rel.sql
@@ -118,8 +164,9 @@ class PlanGovernor:
             raise Refused("SQL parameters are not governed; inline the values")
         tree = parse_statement(q.query)
         if not isinstance(tree, exp.Query | exp.Values):
-            raise Refused("only queries can be DataFrames; statements run once, through "
-                          "spark.sql(...)")
+            raise Refused(
+                "only queries can be DataFrames; statements run once, through spark.sql(...)"
+            )
         planned = self._plan(self.session.sql, q.query)
         rel.sql.query = planned
 
@@ -128,11 +175,15 @@ class PlanGovernor:
         if r.is_streaming:
             raise Refused("streaming reads are refused through the Lakegate gateway")
         if r.WhichOneof("read_type") != "named_table":
-            raise Refused("path reads (spark.read.load/parquet/json/csv/format) are refused; "
-                          "read governed tables with spark.table(...) or spark.sql(...)")
+            raise Refused(
+                "path reads (spark.read.load/parquet/json/csv/format) are refused; "
+                "read governed tables with spark.table(...) or spark.sql(...)"
+            )
         if r.named_table.options:
-            raise Refused("read options are not governed; for time travel use "
-                          "spark.sql('SELECT ... FROM t VERSION AS OF n')")
+            raise Refused(
+                "read options are not governed; for time travel use "
+                "spark.sql('SELECT ... FROM t VERSION AS OF n')"
+            )
         governed = self._plan(self.session.table, r.named_table.unparsed_identifier)
         common = Relation()
         common.common.CopyFrom(rel.common)
@@ -147,8 +198,10 @@ class PlanGovernor:
         if planned is None or not planned.is_query or planned.sql is None:
             raise Refused("only queries can be DataFrames; refused")
         if planned.derived:
-            raise Refused("system.access.audit is not readable through Spark Connect; use "
-                          "`lakegate audit query` or spark.sql through the REST API")
+            raise Refused(
+                "system.access.audit is not readable through Spark Connect; use "
+                "`lakegate audit query` or spark.sql through the REST API"
+            )
         for loc, views in planned.expected.views.items():
             self.expected.views.setdefault(loc, []).extend(views)
         return planned.sql
@@ -164,8 +217,7 @@ class PlanGovernor:
         if kind == "common_inline_user_defined_function":
             raise Refused("Python and Scala UDFs are refused through the Lakegate gateway")
         if kind == "expression_string":
-            e.expression_string.expression = self._expression_text(
-                e.expression_string.expression)
+            e.expression_string.expression = self._expression_text(e.expression_string.expression)
             return
         if kind in ("unresolved_function", "call_function"):
             f = getattr(e, kind)
@@ -174,8 +226,10 @@ class PlanGovernor:
             if self._function(e, f.function_name.lower(), list(f.arguments)):
                 return
         elif kind not in EXPRESSIONS:
-            raise Refused(f"Spark Connect expression type {kind or 'unset'} is not governed "
-                          "by Lakegate; refused")
+            raise Refused(
+                f"Spark Connect expression type {kind or 'unset'} is not governed "
+                "by Lakegate; refused"
+            )
         self._walk(getattr(e, kind), depth + 1)
 
     def _function(self, e: Expression, name: str, args: list[Expression]) -> bool:
@@ -207,10 +261,13 @@ class PlanGovernor:
         except sqlglot.errors.ParseError:
             raise Refused("cannot parse expression string; refused") from None
         if any(isinstance(node, _READS) for node in tree.walk()):
-            raise Refused("expression strings may not read tables or run statements; use "
-                          "spark.sql(...) or spark.table(...)")
-        tree = govern_expression(tree, self.session.user, self._is_member,
-                                 where="expression string")
+            raise Refused(
+                "expression strings may not read tables or run statements; use "
+                "spark.sql(...) or spark.table(...)"
+            )
+        tree = govern_expression(
+            tree, self.session.user, self._is_member, where="expression string"
+        )
         return tree.sql("spark")
 
     # the generic walk -------------------------------------------------------------------
@@ -219,7 +276,7 @@ class PlanGovernor:
         """Every set field: relations and expressions governed, names checked."""
         for field, value in msg.ListFields():
             if field.type == FieldDescriptor.TYPE_STRING:
-                for s in (value if _repeated(field) else [value]):
+                for s in value if _repeated(field) else [value]:
                     _check_name(s)
                 continue
             if field.type != FieldDescriptor.TYPE_MESSAGE:
@@ -234,7 +291,7 @@ class PlanGovernor:
                     elif not isinstance(v, str | int | float | bool | bytes):
                         self._walk(v, depth + 1)
                 continue
-            for v in (value if _repeated(field) else [value]):
+            for v in value if _repeated(field) else [value]:
                 if isinstance(v, Relation):
                     self._relation(v, depth + 1)
                 elif isinstance(v, Expression):

@@ -24,8 +24,14 @@ if TYPE_CHECKING:
 class Gateway:
     """The TLS gRPC server, its servicer and the in-JVM backend; `stop()` ends all three."""
 
-    def __init__(self, lg: Lakegate, *, host: str | None = None, port: int | None = None,
-                 max_workers: int = 16) -> None:
+    def __init__(
+        self,
+        lg: Lakegate,
+        *,
+        host: str | None = None,
+        port: int | None = None,
+        max_workers: int = 16,
+    ) -> None:
         import grpc
         from pyspark.sql.connect.proto import base_pb2_grpc
 
@@ -34,24 +40,31 @@ class Gateway:
 
         cfg = lg.config.connect
         if cfg.tls_cert is None or cfg.tls_key is None:
-            raise ConfigError("connect.tls_cert and connect.tls_key are required: PySpark "
-                              "sends a token only over TLS")
+            raise ConfigError(
+                "connect.tls_cert and connect.tls_key are required: PySpark "
+                "sends a token only over TLS"
+            )
         try:
             creds = grpc.ssl_server_credentials(
-                [(cfg.tls_key.read_bytes(), cfg.tls_cert.read_bytes())])
+                [(cfg.tls_key.read_bytes(), cfg.tls_cert.read_bytes())]
+            )
         except OSError as e:
             raise ConfigError(f"connect TLS files: {e.strerror}: {e.filename}") from None
         self.backend = Backend(lg.spark)
         self.service = ConnectService(lg, self.backend)
         self.server = grpc.server(
             ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="lakegate-connect"),
-            options=[("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-                     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES)])
+            options=[
+                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+            ],
+        )
         base_pb2_grpc.add_SparkConnectServiceServicer_to_server(self.service, self.server)
         self.host = host or cfg.host
         try:
             self.port = self.server.add_secure_port(
-                f"{self.host}:{cfg.port if port is None else port}", creds)
+                f"{self.host}:{cfg.port if port is None else port}", creds
+            )
         except RuntimeError:
             self.port = 0
         if not self.port:
@@ -70,8 +83,9 @@ class Gateway:
 @click.command("connect")
 @config_option
 @click.option("--host", help="address to bind (default: connect.host, else 127.0.0.1)")
-@click.option("--port", type=click.IntRange(0, 65535),
-              help="port (default: connect.port, else 15002)")
+@click.option(
+    "--port", type=click.IntRange(0, 65535), help="port (default: connect.port, else 15002)"
+)
 def connect(host: str | None, port: int | None) -> int:
     """Serve governed Spark Connect (gRPC over TLS) for stock PySpark.
 
@@ -80,13 +94,13 @@ def connect(host: str | None, port: int | None) -> int:
 
     config = config_path()
     here = config.resolve().parent
-    lg = Lakegate.open(config, spark_log=here / "lakegate-spark.log",
-                       error_log=here / "lakegate-server.log")
+    lg = Lakegate.open(
+        config, spark_log=here / "lakegate-spark.log", error_log=here / "lakegate-server.log"
+    )
     try:
         gateway = Gateway(lg, host=host, port=port)
         gateway.start()
-        click.echo(f"lakegate: Spark Connect on {gateway.host}:{gateway.port} (TLS)",
-                   err=True)
+        click.echo(f"lakegate: Spark Connect on {gateway.host}:{gateway.port} (TLS)", err=True)
         done = threading.Event()
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: done.set())

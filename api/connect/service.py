@@ -46,32 +46,42 @@ from governance.session import GovernedSession, Lakegate
 
 #: Settings a client may change in its session; everything else is refused (governance
 #: relies on the rest, e.g. ANSI mode, and the time zone moves row-filter boundaries).
-SETTABLE_CONF = frozenset({
-    "spark.sql.repl.eagerEval.enabled", "spark.sql.repl.eagerEval.maxNumRows",
-    "spark.sql.repl.eagerEval.truncate", "spark.sql.execution.pandas.convertToArrowArraySafely",
-    "spark.sql.execution.arrow.maxRecordsPerBatch",
-    "spark.remote",  # PySpark's builder sets it on every new session; Spark ignores it
-})
+SETTABLE_CONF = frozenset(
+    {
+        "spark.sql.repl.eagerEval.enabled",
+        "spark.sql.repl.eagerEval.maxNumRows",
+        "spark.sql.repl.eagerEval.truncate",
+        "spark.sql.execution.pandas.convertToArrowArraySafely",
+        "spark.sql.execution.arrow.maxRecordsPerBatch",
+        "spark.remote",  # PySpark's builder sets it on every new session; Spark ignores it
+    }
+)
 #: Settings a client may read: the settable ones, those PySpark's client reads itself, and
 #: the client-side families below (never storage, catalog or credential settings).
-READABLE_PREFIXES = ("spark.sql.execution.arrow.", "spark.sql.execution.pandas.",
-                     "spark.sql.repl.", "spark.sql.pyspark.")
+READABLE_PREFIXES = (
+    "spark.sql.execution.arrow.",
+    "spark.sql.execution.pandas.",
+    "spark.sql.repl.",
+    "spark.sql.pyspark.",
+)
 READABLE_CONF = SETTABLE_CONF | {
-    "spark.sql.session.timeZone", "spark.sql.session.localRelationCacheThreshold",
+    "spark.sql.session.timeZone",
+    "spark.sql.session.localRelationCacheThreshold",
     "spark.sql.pyspark.inferNestedDictAsStruct.enabled",
     "spark.sql.pyspark.legacy.inferArrayTypeFromFirstElement.enabled",
-    "spark.sql.timestampType", "spark.sql.execution.pythonUDF.arrow.enabled",
+    "spark.sql.timestampType",
+    "spark.sql.execution.pythonUDF.arrow.enabled",
     "spark.sql.execution.pythonUDTF.arrow.enabled",
 }
 REFUSED_COMMANDS = {
     "register_function": "Python and Scala UDFs are refused",
     "register_table_function": "user-defined table functions are refused",
     "create_dataframe_view": "temporary views are refused (a later spark.table of the name "
-                             "would resolve outside the catalog); keep the DataFrame",
+    "would resolve outside the catalog); keep the DataFrame",
     "write_operation": "DataFrame writes (df.write) are refused; write with "
-                       "spark.sql('INSERT INTO ...'), which follows the governed write rules",
+    "spark.sql('INSERT INTO ...'), which follows the governed write rules",
     "write_operation_v2": "DataFrame writes (df.writeTo) are refused; write with "
-                          "spark.sql('INSERT INTO ...')",
+    "spark.sql('INSERT INTO ...')",
     "write_stream_operation_start": "streaming is refused",
     "streaming_query_command": "streaming is refused",
     "streaming_query_manager_command": "streaming is refused",
@@ -110,12 +120,17 @@ class ConnectService(base_pb2_grpc.SparkConnectServiceServicer):
         self.lg = lg
         self.backend = backend
         self.auth = TokenAuth(lg.config.api)
-        self._channel = grpc.insecure_channel(backend.target, options=[
-            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES)])
+        self._channel = grpc.insecure_channel(
+            backend.target,
+            options=[
+                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+            ],
+        )
         self.stub = base_pb2_grpc.SparkConnectServiceStub(self._channel)
-        self._sessions: OrderedDict[tuple[str, str], tuple[GovernedSession, threading.RLock]] = \
+        self._sessions: OrderedDict[tuple[str, str], tuple[GovernedSession, threading.RLock]] = (
             OrderedDict()
+        )
         self._local_ops: set[tuple[str, str, str]] = set()
         self._lock = threading.Lock()
 
@@ -133,8 +148,11 @@ class ConnectService(base_pb2_grpc.SparkConnectServiceServicer):
                 answers = self._sql_command(call, request)
             elif op == "command":
                 kind = plan.command.WhichOneof("command_type")
-                raise AccessDenied(REFUSED_COMMANDS.get(
-                    kind, f"Spark Connect command {kind} is not governed by Lakegate; refused"))
+                raise AccessDenied(
+                    REFUSED_COMMANDS.get(
+                        kind, f"Spark Connect command {kind} is not governed by Lakegate; refused"
+                    )
+                )
             elif op == "root":
                 answers = None
                 request.plan.root.CopyFrom(self._govern(call, plan.root))
@@ -162,8 +180,10 @@ class ConnectService(base_pb2_grpc.SparkConnectServiceServicer):
             if kind is None:
                 raise AccessDenied("an empty analyze request is refused")
             if kind == "explain":
-                raise AccessDenied("explain is refused through the gateway: it shows the "
-                                   "governed views' storage locations and policy expressions")
+                raise AccessDenied(
+                    "explain is refused through the gateway: it shows the "
+                    "governed views' storage locations and policy expressions"
+                )
             if kind == "input_files":
                 raise AccessDenied("input_files is refused: it shows storage locations")
             if kind not in ("spark_version", "ddl_parse"):
@@ -191,13 +211,20 @@ class ConnectService(base_pb2_grpc.SparkConnectServiceServicer):
             elif kind in ("get", "get_option", "is_modifiable"):
                 keys, allowed = list(sub.keys), READABLE_CONF
             else:
-                raise AccessDenied(f"configuration operation {kind or 'unset'} is refused; "
-                                   "settings are read and set by name")
-            bad = [k for k in keys if k not in allowed and not (
-                allowed is READABLE_CONF and k.startswith(READABLE_PREFIXES))]
+                raise AccessDenied(
+                    f"configuration operation {kind or 'unset'} is refused; "
+                    "settings are read and set by name"
+                )
+            bad = [
+                k
+                for k in keys
+                if k not in allowed
+                and not (allowed is READABLE_CONF and k.startswith(READABLE_PREFIXES))
+            ]
             if bad:
-                raise AccessDenied(f"configuration {bad[0]} is not on the gateway's allow-list "
-                                   f"for {kind}; refused")
+                raise AccessDenied(
+                    f"configuration {bad[0]} is not on the gateway's allow-list for {kind}; refused"
+                )
         except Exception as e:
             self._fail(call, context, e)
         self._allow(call, context)
@@ -209,14 +236,20 @@ class ConnectService(base_pb2_grpc.SparkConnectServiceServicer):
     def AddArtifacts(self, request_iterator: Any, context: grpc.ServicerContext) -> Any:
         first = next(iter(request_iterator), None)
         call = self._begin("addArtifacts", first or base_pb2.AddArtifactsRequest(), context)
-        self._fail(call, context, AccessDenied(
-            "artifacts (jars, Python files, archives, files) are refused through the Lakegate "
-            "gateway"))
+        self._fail(
+            call,
+            context,
+            AccessDenied(
+                "artifacts (jars, Python files, archives, files) are refused through the Lakegate "
+                "gateway"
+            ),
+        )
 
     def ArtifactStatus(self, request: Any, context: grpc.ServicerContext) -> Any:
         call = self._begin("artifactStatus", request, context)
-        self._fail(call, context, AccessDenied(
-            "artifacts are refused through the Lakegate gateway"))
+        self._fail(
+            call, context, AccessDenied("artifacts are refused through the Lakegate gateway")
+        )
 
     def Interrupt(self, request: Any, context: grpc.ServicerContext) -> Any:
         return self._forward("interrupt", self.stub.Interrupt, request, context)
@@ -239,8 +272,9 @@ class ConnectService(base_pb2_grpc.SparkConnectServiceServicer):
             self._local_ops.discard(key)
         if local:  # answered here (a SQL command): nothing to release in the backend
             self._allow(call, context)
-            return base_pb2.ReleaseExecuteResponse(session_id=call.session_id,
-                                                   operation_id=request.operation_id)
+            return base_pb2.ReleaseExecuteResponse(
+                session_id=call.session_id, operation_id=request.operation_id
+            )
         return self._forward_call(call, self.stub.ReleaseExecute, request, context)
 
     # governing --------------------------------------------------------------------------
@@ -256,8 +290,13 @@ class ConnectService(base_pb2_grpc.SparkConnectServiceServicer):
         with self._lock:
             found = self._sessions.get(key)
             if found is None:
-                s = self.lg.session(call.user, auth="TOKEN", proto="connect", ip=call.ip,
-                                    caller_context=f"connect:{call.session_id}")
+                s = self.lg.session(
+                    call.user,
+                    auth="TOKEN",
+                    proto="connect",
+                    ip=call.ip,
+                    caller_context=f"connect:{call.session_id}",
+                )
                 found = self._sessions[key] = (s, threading.RLock())
                 while len(self._sessions) > MAX_SESSIONS:
                     self._sessions.popitem(last=False)
@@ -283,7 +322,9 @@ class ConnectService(base_pb2_grpc.SparkConnectServiceServicer):
             elif isinstance(value, relations_pb2.Relation):
                 value.CopyFrom(self._govern(call, value))
             elif fd.message_type is not None and fd.message_type.name not in (
-                    "DataType", "StorageLevel"):
+                "DataType",
+                "StorageLevel",
+            ):
                 raise AccessDenied(f"analyze field {fd.name} is not governed; refused")
 
     def _sql_command(self, call: _Call, request: Any) -> list[Any]:
@@ -314,11 +355,16 @@ class ConnectService(base_pb2_grpc.SparkConnectServiceServicer):
         with self._lock:
             self._local_ops.add((call.user, call.session_id, op_id))
         head = dict(session_id=call.session_id, operation_id=op_id)
-        return [base_pb2.ExecutePlanResponse(**head, response_id=str(uuid.uuid4()),
-                                             sql_command_result=result),
-                base_pb2.ExecutePlanResponse(
-                    **head, response_id=str(uuid.uuid4()),
-                    result_complete=base_pb2.ExecutePlanResponse.ResultComplete())]
+        return [
+            base_pb2.ExecutePlanResponse(
+                **head, response_id=str(uuid.uuid4()), sql_command_result=result
+            ),
+            base_pb2.ExecutePlanResponse(
+                **head,
+                response_id=str(uuid.uuid4()),
+                result_complete=base_pb2.ExecutePlanResponse.ResultComplete(),
+            ),
+        ]
 
     # calls, audit, errors ---------------------------------------------------------------
 
@@ -335,24 +381,40 @@ class ConnectService(base_pb2_grpc.SparkConnectServiceServicer):
             self._fail(call, context, _Refusal(grpc.StatusCode.UNAUTHENTICATED, str(e)))
         call.user = principal.user
         if not call.session_id:
-            self._fail(call, context, _Refusal(grpc.StatusCode.INVALID_ARGUMENT,
-                                               "session_id must be a UUID"))
+            self._fail(
+                call,
+                context,
+                _Refusal(grpc.StatusCode.INVALID_ARGUMENT, "session_id must be a UUID"),
+            )
         if request.HasField("user_context"):
             request.user_context.Clear()
         request.user_context.user_id = principal.user
         request.user_context.user_name = principal.user
         return call
 
-    def _audit(self, call: _Call, *, allowed: bool, succeeded: bool,
-               reason: str | None = None) -> None:
+    def _audit(
+        self, call: _Call, *, allowed: bool, succeeded: bool, reason: str | None = None
+    ) -> None:
         try:
-            self.lg.audit.write([AuditEvent(
-                allowed=allowed, user=call.user, auth="TOKEN", ip=call.ip, cmd=call.cmd,
-                proto="connect",
-                caller_context=f"connect:{call.session_id}" if call.session_id else None,
-                succeeded=succeeded, query_id=call.query_id, stmt_hash=call.stmt_hash,
-                reason=reason, duration_ms=int((time.perf_counter() - call.started) * 1000),
-                policy_version=self.lg.policy_version)])
+            self.lg.audit.write(
+                [
+                    AuditEvent(
+                        allowed=allowed,
+                        user=call.user,
+                        auth="TOKEN",
+                        ip=call.ip,
+                        cmd=call.cmd,
+                        proto="connect",
+                        caller_context=f"connect:{call.session_id}" if call.session_id else None,
+                        succeeded=succeeded,
+                        query_id=call.query_id,
+                        stmt_hash=call.stmt_hash,
+                        reason=reason,
+                        duration_ms=int((time.perf_counter() - call.started) * 1000),
+                        policy_version=self.lg.policy_version,
+                    )
+                ]
+            )
         except AuditWriteError as e:
             ERROR_LOG.error("connect call %s not on record: %s", call.query_id, e)
             raise AuditUnavailable(f"audit log unavailable, access refused: {e}") from None
@@ -381,12 +443,14 @@ class ConnectService(base_pb2_grpc.SparkConnectServiceServicer):
             self._audit(call, allowed=allowed, succeeded=False, reason=message)
         except AuditUnavailable as ae:
             code, message = grpc.StatusCode.UNAVAILABLE, str(ae)
-        context.abort_with_status(rpc_status.to_status(
-            status_pb2.Status(code=code.value[0], message=message)))
+        context.abort_with_status(
+            rpc_status.to_status(status_pb2.Status(code=code.value[0], message=message))
+        )
         raise AssertionError("unreachable")  # abort_with_status raises
 
-    def _backend_error(self, call: _Call, context: grpc.ServicerContext,
-                       e: grpc.RpcError) -> NoReturn:
+    def _backend_error(
+        self, call: _Call, context: grpc.ServicerContext, e: grpc.RpcError
+    ) -> NoReturn:
         """A backend failure as error class + query id; its exception type kept (class names
         only) so the client raises the same kind of error."""
         status = rpc_status.from_call(e)  # type: ignore[arg-type]
@@ -394,8 +458,13 @@ class ConnectService(base_pb2_grpc.SparkConnectServiceServicer):
         for d in status.details if status else ():
             if d.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
                 d.Unpack(info)
-        ERROR_LOG.error("connect query %s (user %s) failed in the backend: %s %s",
-                        call.query_id, call.user, e.code(), e.details())
+        ERROR_LOG.error(
+            "connect query %s (user %s) failed in the backend: %s %s",
+            call.query_id,
+            call.user,
+            e.code(),
+            e.details(),
+        )
         cls = info.metadata.get("errorClass") or info.reason.rsplit(".", 1)[-1] or "ERROR"
         message = f"statement failed: [{cls}] (query {call.query_id})"
         try:
@@ -411,17 +480,23 @@ class ConnectService(base_pb2_grpc.SparkConnectServiceServicer):
             packed.Pack(safe)
             details.append(packed)
         code = e.code() if e.code() is not None else grpc.StatusCode.INTERNAL
-        context.abort_with_status(rpc_status.to_status(status_pb2.Status(
-            code=code.value[0] if code != grpc.StatusCode.UNKNOWN else code_pb2.INTERNAL,
-            message=message, details=details)))
+        context.abort_with_status(
+            rpc_status.to_status(
+                status_pb2.Status(
+                    code=code.value[0] if code != grpc.StatusCode.UNKNOWN else code_pb2.INTERNAL,
+                    message=message,
+                    details=details,
+                )
+            )
+        )
         raise AssertionError("unreachable")
 
-    def _forward(self, cmd: str, method: Any, request: Any,
-                 context: grpc.ServicerContext) -> Any:
+    def _forward(self, cmd: str, method: Any, request: Any, context: grpc.ServicerContext) -> Any:
         return self._forward_call(self._begin(cmd, request, context), method, request, context)
 
-    def _forward_call(self, call: _Call, method: Any, request: Any,
-                      context: grpc.ServicerContext) -> Any:
+    def _forward_call(
+        self, call: _Call, method: Any, request: Any, context: grpc.ServicerContext
+    ) -> Any:
         self._allow(call, context)
         try:
             return method(request, metadata=self._meta())
@@ -454,8 +529,9 @@ def _arrow_bytes(df: Any, session: GovernedSession) -> bytes | None:
     try:
         rows = df.collect()
     except Exception as e:
-        raise StatementFailed(failure_message(e, session.last_query_id or "", session.user)) \
-            from None
+        raise StatementFailed(
+            failure_message(e, session.last_query_id or "", session.user)
+        ) from None
     if not rows:
         return None
     schema = to_arrow_schema(df.schema)

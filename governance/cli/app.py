@@ -37,8 +37,7 @@ CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 
 @click.group(context_settings=CONTEXT, epilog=EXIT_CODES_HELP)
-@click.version_option(package_name="lakegate", prog_name="lakegate",
-                      message="%(prog)s %(version)s")
+@click.version_option(package_name="lakegate", prog_name="lakegate", message="%(prog)s %(version)s")
 @config_option
 def cli() -> None:
     """Lakegate: governed SQL on Delta Lake tables, and the tools to run it."""
@@ -72,13 +71,15 @@ def _open() -> Any:
             try:
                 spark = super().spark
             except Exception as e:
-                raise Unavailable(f"Spark could not start ({type(e).__name__}); see {log}") \
-                    from None
+                raise Unavailable(
+                    f"Spark could not start ({type(e).__name__}); see {log}"
+                ) from None
             self._started = True
             return spark
 
-    return Announcing.open(path, spark_log=log,
-                           error_log=path.resolve().parent / "lakegate-server.log")
+    return Announcing.open(
+        path, spark_log=log, error_log=path.resolve().parent / "lakegate-server.log"
+    )
 
 
 def _config() -> Any:
@@ -89,10 +90,18 @@ def _config() -> Any:
 
 @cli.command("demo")
 @config_option
-@click.option("--dir", "directory", default="demo-lakehouse", show_default=True,
-              help="where to build it: a new or empty folder, or a previous demo")
-@click.option("--force", is_flag=True,
-              help="build in a non-empty folder (never replacing what the demo did not make)")
+@click.option(
+    "--dir",
+    "directory",
+    default="demo-lakehouse",
+    show_default=True,
+    help="where to build it: a new or empty folder, or a previous demo",
+)
+@click.option(
+    "--force",
+    is_flag=True,
+    help="build in a non-empty folder (never replacing what the demo did not make)",
+)
 def cmd_demo(directory: str, force: bool) -> int:
     """Build a demo lakehouse and query it as four personas."""
     from governance.demo import DemoRefused, run_demo
@@ -167,8 +176,7 @@ def cmd_catalog_register(name: str, path: str, replace: bool) -> int:
             fail(f"table {'.'.join(parts)} already exists (--replace replaces it)")
             return EXIT_USAGE
         info = lg.register_table(name, str(location), replace=replace)
-        click.echo(f"registered {info.full_name} -> {info.location} "
-                   f"({len(info.columns)} columns)")
+        click.echo(f"registered {info.full_name} -> {info.location} ({len(info.columns)} columns)")
     finally:
         lg.close()
     return EXIT_OK
@@ -184,8 +192,11 @@ def cmd_catalog_list(output: str) -> int:
 
     cfg = _config()
     cat = Catalog(open_store(cfg.catalog), cfg.warehouse)
-    print_rows(["table", "domain", "location"],
-               [(t.full_name, t.domain, t.location) for t in cat.tables()], output)
+    print_rows(
+        ["table", "domain", "location"],
+        [(t.full_name, t.domain, t.location) for t in cat.tables()],
+        output,
+    )
     return EXIT_OK
 
 
@@ -208,15 +219,28 @@ def cmd_whoami(user: str, output: str) -> int:
     enforcer = _policies()
     ident = enforcer.identity(user)
     owned = sorted(
-        d.name for d in enforcer.policy_set.domains.values()
-        if any(p.kind == "any" or (p.kind == "user" and p.name == ident.user)
-               or (p.kind == "group" and p.name in ident.groups) for p in d.owners))
+        d.name
+        for d in enforcer.policy_set.domains.values()
+        if any(
+            p.kind == "any"
+            or (p.kind == "user" and p.name == ident.user)
+            or (p.kind == "group" and p.name in ident.groups)
+            for p in d.owners
+        )
+    )
     if output == "json":
-        click.echo(json.dumps({"user": ident.user, "groups": sorted(ident.groups),
-                               "domains_owned": owned}, indent=1))
+        click.echo(
+            json.dumps(
+                {"user": ident.user, "groups": sorted(ident.groups), "domains_owned": owned},
+                indent=1,
+            )
+        )
     else:
-        print_rows(["user", "groups", "domains_owned"],
-                   [(ident.user, " ".join(sorted(ident.groups)), " ".join(owned))], output)
+        print_rows(
+            ["user", "groups", "domains_owned"],
+            [(ident.user, " ".join(sorted(ident.groups)), " ".join(owned))],
+            output,
+        )
     return EXIT_OK
 
 
@@ -239,8 +263,15 @@ def cmd_tables(user: str, output: str) -> int:
     for t in Catalog(open_store(cfg.catalog), cfg.warehouse).tables():
         acc = effective_access(enforcer, user, t)
         if acc.can_select:
-            rows.append((t.full_name, " ".join(acc.privileges), len(acc.columns),
-                         " ".join(m[0] for m in acc.masks), bool(acc.row_filters)))
+            rows.append(
+                (
+                    t.full_name,
+                    " ".join(acc.privileges),
+                    len(acc.columns),
+                    " ".join(m[0] for m in acc.masks),
+                    bool(acc.row_filters),
+                )
+            )
     print_rows(["table", "privileges", "columns", "masked", "row_filter"], rows, output)
     return EXIT_OK
 
@@ -267,8 +298,11 @@ def _ttl(_ctx: click.Context, _param: click.Parameter, value: str | None) -> int
 @token.command("create")
 @config_option
 @user_option
-@click.option("--ttl", callback=_ttl,
-              help="signed token valid this long (e.g. 3600, 12h, 7d); needs api.secret")
+@click.option(
+    "--ttl",
+    callback=_ttl,
+    help="signed token valid this long (e.g. 3600, 12h, 7d); needs api.secret",
+)
 @output_option("text", "json", default="text")
 def cmd_token_create(user: str, ttl: int | None, output: str) -> int:
     """Print a new token for a user.
@@ -291,8 +325,9 @@ def cmd_token_create(user: str, ttl: int | None, output: str) -> int:
             click.echo(json.dumps({"user": user, "token": signed, "expires": expires}))
         else:
             click.echo(signed)
-            click.echo(f"# signed with api.secret; expires in {ttl} s; nothing to add to "
-                       "lakegate.yaml")
+            click.echo(
+                f"# signed with api.secret; expires in {ttl} s; nothing to add to lakegate.yaml"
+            )
         return EXIT_OK
     new = secrets.token_urlsafe(32)
     line = f"- {{user: {user}, sha256: {token_hash(new)}}}"
@@ -300,8 +335,10 @@ def cmd_token_create(user: str, ttl: int | None, output: str) -> int:
         click.echo(json.dumps({"user": user, "token": new, "config_line": line}))
     else:
         click.echo(new)
-        click.echo("# add under api: tokens: in lakegate.yaml (the token itself is not "
-                   "stored; keep it secret):")
+        click.echo(
+            "# add under api: tokens: in lakegate.yaml (the token itself is not "
+            "stored; keep it secret):"
+        )
         click.echo(f"    {line}")
     return EXIT_OK
 
@@ -316,11 +353,13 @@ def cmd_doctor(output: str) -> int:
     from governance.cli.doctor import run_checks
 
     checks = run_checks(config_path())
-    print_rows(["check", "status", "detail"],
-               [(c.name, c.status, c.detail) for c in checks], output)
+    print_rows(
+        ["check", "status", "detail"], [(c.name, c.status, c.detail) for c in checks], output
+    )
     failed = [c.name for c in checks if c.status == "FAIL"]
-    verdict = (f"{len(failed)} check(s) failed: {', '.join(failed)}" if failed
-               else "all checks passed")
+    verdict = (
+        f"{len(failed)} check(s) failed: {', '.join(failed)}" if failed else "all checks passed"
+    )
     click.echo(f"lakegate doctor: {verdict}", err=output != "table")
     return EXIT_FAILED if failed else EXIT_OK
 

@@ -29,9 +29,13 @@ def _remember_dir(ctx: click.Context, _param: click.Parameter, value: str | None
 
 @click.group("audit")
 @config_option
-@click.option("--audit-dir", expose_value=False, callback=_remember_dir,
-              type=click.Path(file_okay=False),
-              help="audit directory (default: the configured audit directory)")
+@click.option(
+    "--audit-dir",
+    expose_value=False,
+    callback=_remember_dir,
+    type=click.Path(file_okay=False),
+    help="audit directory (default: the configured audit directory)",
+)
 def audit() -> None:
     """Verify and query the audit log."""
 
@@ -48,8 +52,10 @@ def _directory(explicit: str | None, command: str) -> Path | None:
 
         cfg = config_path()
         if not cfg.is_file():
-            fail(f"audit {command}: no configuration ({cfg.resolve()} not found): give the "
-                 "audit directory or --config")
+            fail(
+                f"audit {command}: no configuration ({cfg.resolve()} not found): give the "
+                "audit directory or --config"
+            )
             return None
         directory = Config.load(cfg).audit
     if not directory.is_dir():
@@ -93,15 +99,23 @@ def _positive(_ctx: click.Context, _param: click.Parameter, value: int | None) -
 @click.option("--table", help="table read or written (src or dst)")
 @click.option("--cmd", help="command, e.g. select, refused, policyReload")
 @click.option("--denied", is_flag=True, help="only denied/refused accesses")
-@click.option("--pending", is_flag=True,
-              help="only intents of effects with no outcome on record")
+@click.option("--pending", is_flag=True, help="only intents of effects with no outcome on record")
 @click.option("--since", help="ISO-8601 time (inclusive, UTC unless zoned)")
 @click.option("--until", help="ISO-8601 time (exclusive)")
 @click.option("--limit", type=int, callback=_positive, help="keep only the newest N matches")
 @output_option("table", "json", default="table")
-def cmd_query(query_dir: str | None, user: str | None, table: str | None, cmd: str | None,
-              denied: bool, pending: bool, since: str | None, until: str | None, limit: int | None,
-              output: str) -> int:
+def cmd_query(
+    query_dir: str | None,
+    user: str | None,
+    table: str | None,
+    cmd: str | None,
+    denied: bool,
+    pending: bool,
+    since: str | None,
+    until: str | None,
+    limit: int | None,
+    output: str,
+) -> int:
     """Search audit records (rotated files too)."""
     directory = _directory(query_dir, "query")
     if directory is None:
@@ -112,12 +126,21 @@ def cmd_query(query_dir: str | None, user: str | None, table: str | None, cmd: s
     except ValueError as exc:
         fail(f"audit query: {exc}")
         return EXIT_USAGE
-    result = query(directory, user=user, table=table, cmd=cmd, denied=denied, since=start,
-                   until=end, limit=limit, pending=pending)
-    click.echo(format_json(result.records) if output == "json"
-               else format_table(result.records))
+    result = query(
+        directory,
+        user=user,
+        table=table,
+        cmd=cmd,
+        denied=denied,
+        since=start,
+        until=end,
+        limit=limit,
+        pending=pending,
+    )
+    click.echo(format_json(result.records) if output == "json" else format_table(result.records))
     if result.skipped:
-        fail(f"audit query: skipped {result.skipped} line(s) that are not complete audit "
-             "records (run 'audit verify')")
+        fail(
+            f"audit query: skipped {result.skipped} line(s) that are not complete audit "
+            "records (run 'audit verify')"
+        )
     return EXIT_OK
-

@@ -27,19 +27,31 @@ def run_checks(config: Path) -> list[Check]:
         cfg = Config.load(config)
     except Exception as e:
         first = str(e).splitlines()[0] if str(e) else type(e).__name__
-        return [Check("config", "FAIL", first), _java(), _delta_jars(),
-                *(Check(n, "skip", "needs the config") for n in ("catalog", "policies",
-                                                                 "audit"))]
-    return [Check("config", "ok", str(cfg.path)), _java(), _delta_jars(), _catalog(cfg),
-            _policies(cfg), _audit(cfg.audit)]
+        return [
+            Check("config", "FAIL", first),
+            _java(),
+            _delta_jars(),
+            *(Check(n, "skip", "needs the config") for n in ("catalog", "policies", "audit")),
+        ]
+    return [
+        Check("config", "ok", str(cfg.path)),
+        _java(),
+        _delta_jars(),
+        _catalog(cfg),
+        _policies(cfg),
+        _audit(cfg.audit),
+    ]
 
 
 def _java() -> Check:
     home = os.environ.get("JAVA_HOME")
     java = str(Path(home) / "bin" / "java") if home else shutil.which("java")
     if not java or not Path(java).is_file():
-        return Check("java", "FAIL", "no java (set JAVA_HOME or put java on PATH; Spark 3.5 "
-                                     "runs on Java 8, 11 or 17)")
+        return Check(
+            "java",
+            "FAIL",
+            "no java (set JAVA_HOME or put java on PATH; Spark 3.5 runs on Java 8, 11 or 17)",
+        )
     try:
         done = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired) as e:
@@ -57,11 +69,17 @@ def _delta_jars() -> Check:
 
     jars = cached_delta_jars()
     if jars is None:
-        return Check("delta jars", "warn",
-                     f"delta-spark {version('delta-spark')} jars not in ~/.ivy2/jars: the "
-                     "first Spark start downloads them (needs network)")
-    return Check("delta jars", "ok", f"delta-spark {version('delta-spark')}, "
-                                     f"pyspark {version('pyspark')}, cached")
+        return Check(
+            "delta jars",
+            "warn",
+            f"delta-spark {version('delta-spark')} jars not in ~/.ivy2/jars: the "
+            "first Spark start downloads them (needs network)",
+        )
+    return Check(
+        "delta jars",
+        "ok",
+        f"delta-spark {version('delta-spark')}, pyspark {version('pyspark')}, cached",
+    )
 
 
 def _catalog(cfg: Config) -> Check:
@@ -76,11 +94,15 @@ def _catalog(cfg: Config) -> Check:
             store.close()
     except Exception as e:
         return Check("catalog", "FAIL", f"{cfg.catalog}: {type(e).__name__}")
-    missing = [t.full_name for t in tables
-               if "://" not in t.location and not Path(t.location).exists()]
+    missing = [
+        t.full_name for t in tables if "://" not in t.location and not Path(t.location).exists()
+    ]
     if missing:
-        return Check("catalog", "warn", f"{len(tables)} table(s); location missing for "
-                                        f"{', '.join(missing[:5])}")
+        return Check(
+            "catalog",
+            "warn",
+            f"{len(tables)} table(s); location missing for {', '.join(missing[:5])}",
+        )
     return Check("catalog", "ok", f"{len(tables)} table(s) in {cfg.catalog}")
 
 

@@ -45,6 +45,7 @@ class Unavailable(LakegateError):
     """Something the command needs could not start (Spark, Java): exit 5, not a failure of
     the statement."""
 
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -60,8 +61,12 @@ def _remember_config(ctx: click.Context, param: click.Parameter, value: str | No
 def config_option(f: F) -> F:
     """`--config PATH` (env LAKEGATE_CONFIG), accepted before or after any sub-command."""
     return click.option(
-        "--config", type=click.Path(dir_okay=False), envvar="LAKEGATE_CONFIG",
-        expose_value=False, callback=_remember_config, is_eager=True,
+        "--config",
+        type=click.Path(dir_okay=False),
+        envvar="LAKEGATE_CONFIG",
+        expose_value=False,
+        callback=_remember_config,
+        is_eager=True,
         help="path of lakegate.yaml (env LAKEGATE_CONFIG; default ./lakegate.yaml)",
     )(f)
 
@@ -74,8 +79,14 @@ def config_path() -> Path:
 def output_option(*choices: str, default: str) -> Callable[[F], F]:
     """`-o/--output` on every command that prints data; `--format` is the old spelling."""
     return click.option(
-        "-o", "--output", "--format", "output", type=click.Choice(choices), default=default,
-        show_default=True, help="output format",
+        "-o",
+        "--output",
+        "--format",
+        "output",
+        type=click.Choice(choices),
+        default=default,
+        show_default=True,
+        help="output format",
     )
 
 
@@ -88,8 +99,14 @@ def user_name(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
 
 
 def user_option(f: F) -> F:
-    return click.option("--user", "-u", required=True, envvar="LAKEGATE_USER",
-                        callback=user_name, help="the user to act as (env LAKEGATE_USER)")(f)
+    return click.option(
+        "--user",
+        "-u",
+        required=True,
+        envvar="LAKEGATE_USER",
+        callback=user_name,
+        help="the user to act as (env LAKEGATE_USER)",
+    )(f)
 
 
 def status(message: str) -> None:
@@ -106,8 +123,9 @@ def fail(message: str) -> None:
 def print_rows(columns: Sequence[str], rows: Sequence[Sequence[Any]], fmt: str) -> None:
     """Rows as a headed table, a JSON array of objects or CSV with a header line."""
     if fmt == "json":
-        click.echo(json.dumps([dict(zip(columns, r, strict=True)) for r in rows], default=str,
-                              indent=1))
+        click.echo(
+            json.dumps([dict(zip(columns, r, strict=True)) for r in rows], default=str, indent=1)
+        )
     elif fmt == "csv":
         w = csv.writer(sys.stdout)
         w.writerow(columns)
@@ -116,8 +134,7 @@ def print_rows(columns: Sequence[str], rows: Sequence[Sequence[Any]], fmt: str) 
         cells = [[("NULL" if v is None else str(v)) for v in r] for r in rows]
         widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
         for line in [columns, *cells]:
-            click.echo(" | ".join(v.ljust(w) for v, w in zip(line, widths, strict=True))
-                       .rstrip())
+            click.echo(" | ".join(v.ljust(w) for v, w in zip(line, widths, strict=True)).rstrip())
             if line is columns:
                 click.echo("-+-".join("-" * w for w in widths))
         click.echo(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
@@ -130,8 +147,9 @@ def run(command: click.Command, argv: Sequence[str] | None, prog: str) -> int:
     from governance.errors import AccessDenied, ConfigError, SqlParseError
 
     try:
-        rv = command.main(args=None if argv is None else list(argv), prog_name=prog,
-                          standalone_mode=False)
+        rv = command.main(
+            args=None if argv is None else list(argv), prog_name=prog, standalone_mode=False
+        )
     except click.exceptions.Exit as e:
         return e.exit_code
     except click.UsageError as e:  # one line, like every other mistake

@@ -66,8 +66,11 @@ def cmd_validate(directory: str, output: str, strict: bool) -> int:
 @click.argument("directory", default="policies", metavar="DIR")
 @click.option("--tests", "tests_dir", help="directory of test files (default DIR/tests)")
 @click.option("--spark", is_flag=True, help="also check rows on real Delta tables")
-@click.option("--require-spark", is_flag=True,
-              help="check rows on real Delta tables and fail if any case is skipped")
+@click.option(
+    "--require-spark",
+    is_flag=True,
+    help="check rows on real Delta tables and fail if any case is skipped",
+)
 def cmd_test(directory: str, tests_dir: str | None, spark: bool, require_spark: bool) -> int:
     """Run policy test cases (YAML). Without --spark, cases with row expectations are
     skipped and the summary says how many."""
@@ -81,17 +84,23 @@ def cmd_test(directory: str, tests_dir: str | None, spark: bool, require_spark: 
         return EXIT_USAGE
     if spark or require_spark:
         status("starting Spark to check rows on Delta tables (5-15 s)")
-    results = run_tests(policy_dir, files, spark=spark or require_spark,
-                        spark_log=config_path().resolve().parent / "lakegate-spark.log")
+    results = run_tests(
+        policy_dir,
+        files,
+        spark=spark or require_spark,
+        spark_log=config_path().resolve().parent / "lakegate-spark.log",
+    )
     for r in results:
         line = f"{r.status.upper():7} {r.case.file} :: {r.case.name}"
         click.echo(line + (f"\n        {r.message}" if r.message else ""))
     counts = {s: sum(r.status == s for r in results) for s in ("passed", "failed", "skipped")}
-    click.echo(f"{counts['passed']} passed, {counts['failed']} failed, "
-               f"{counts['skipped']} skipped")
+    click.echo(f"{counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped")
     if counts["skipped"]:
-        click.echo(f"WARNING: {counts['skipped']} of {len(results)} case(s) were NOT checked "
-                   "(row expectations need --spark; --require-spark fails on skips)", err=True)
+        click.echo(
+            f"WARNING: {counts['skipped']} of {len(results)} case(s) were NOT checked "
+            "(row expectations need --spark; --require-spark fails on skips)",
+            err=True,
+        )
     if counts["failed"] or (require_spark and counts["skipped"]):
         return EXIT_FAILED
     return EXIT_OK
@@ -114,10 +123,10 @@ def _tables(enforcer: PolicyEnforcer) -> dict[str, Any]:
 
 @policy.command("explain")
 @config_option
-@click.option("--user", "-u", required=True, callback=user_name,
-              help="the user whose rights to show")
-@click.option("--dir", "directory", default="policies",
-              help="policy directory or git revision")
+@click.option(
+    "--user", "-u", required=True, callback=user_name, help="the user whose rights to show"
+)
+@click.option("--dir", "directory", default="policies", help="policy directory or git revision")
 @output_option("text", "json", default="text")
 @click.argument("table")
 def cmd_explain(user: str, directory: str, output: str, table: str) -> int:
@@ -130,11 +139,19 @@ def cmd_explain(user: str, directory: str, output: str, table: str) -> int:
     acc = effective_access(enforcer, user, info)
     ident = enforcer.identity(user)
     if output == "json":
-        click.echo(json.dumps({"user": user, "groups": sorted(ident.groups),
-                               "table": info.full_name, **acc.to_dict()}, indent=1))
+        click.echo(
+            json.dumps(
+                {
+                    "user": user,
+                    "groups": sorted(ident.groups),
+                    "table": info.full_name,
+                    **acc.to_dict(),
+                },
+                indent=1,
+            )
+        )
         return EXIT_OK
-    click.echo(f"{user} (groups: {', '.join(sorted(ident.groups)) or 'none'}) on "
-               f"{info.full_name}")
+    click.echo(f"{user} (groups: {', '.join(sorted(ident.groups)) or 'none'}) on {info.full_name}")
     none = "none (the table does not exist for this user)"
     click.echo(f"  privileges : {', '.join(acc.privileges) or none}")
     if acc.can_select:
@@ -151,8 +168,7 @@ def cmd_explain(user: str, directory: str, output: str, table: str) -> int:
 
 @policy.command("who-can-see")
 @config_option
-@click.option("--dir", "directory", default="policies",
-              help="policy directory or git revision")
+@click.option("--dir", "directory", default="policies", help="policy directory or git revision")
 @output_option("text", "json", default="text")
 @click.argument("target", metavar="CATALOG.SCHEMA.TABLE[.COLUMN]")
 def cmd_who_can_see(directory: str, output: str, target: str) -> int:
@@ -177,8 +193,11 @@ def cmd_who_can_see(directory: str, output: str, target: str) -> int:
         masks = {c.lower(): m for c, m, _ in acc.masks}
         how = f"masked ({masks[column]})" if column and column in masks else "clear"
         detail = how if column else f"{len(acc.columns)} columns, {len(acc.masks)} masked"
-        filters = f", rows filtered by {', '.join(f[0] for f in acc.row_filters)}" \
-            if acc.row_filters else ""
+        filters = (
+            f", rows filtered by {', '.join(f[0] for f in acc.row_filters)}"
+            if acc.row_filters
+            else ""
+        )
         click.echo(f"  {u:20} {detail}{filters}")
     if not rows:
         click.echo("  nobody")
@@ -189,11 +208,13 @@ def cmd_who_can_see(directory: str, output: str, target: str) -> int:
 @config_option
 @click.argument("old")
 @click.argument("new")
-@click.option("--dir", "directory", default="policies",
-              help="policy directory inside the repo")
+@click.option("--dir", "directory", default="policies", help="policy directory inside the repo")
 @output_option("markdown", "json", default="markdown")
-@click.option("--fail-on", type=click.Choice(["widen", "any"]),
-              help="exit 1 when access widens (widen) or changes at all (any): for CI")
+@click.option(
+    "--fail-on",
+    type=click.Choice(["widen", "any"]),
+    help="exit 1 when access widens (widen) or changes at all (any): for CI",
+)
 def cmd_diff(old: str, new: str, directory: str, output: str, fail_on: str | None) -> int:
     """Change in effective access between two policy sets (directories or git revisions,
     e.g. main, HEAD~1)."""
@@ -201,8 +222,10 @@ def cmd_diff(old: str, new: str, directory: str, output: str, fail_on: str | Non
     after = load_policies(new, policy_dir=directory)
     tables = list(_tables(PolicyEnforcer(after)).values()) if config_path().is_file() else None
     d = diff_policies(before, after, tables)
-    click.echo(json.dumps(d.to_json(), indent=1) if output == "json" else d.to_markdown(),
-               nl=output == "json")
+    click.echo(
+        json.dumps(d.to_json(), indent=1) if output == "json" else d.to_markdown(),
+        nl=output == "json",
+    )
     widened = [c for c in d.changes if c.widens]
     if fail_on == "widen" and widened:
         fail(f"policy diff: access widens in {len(widened)} change(s) (--fail-on widen)")

@@ -35,9 +35,16 @@ class PlanningContext:
     """What a statement is planned against, and what planning learnt on the way (the audit
     cmd, the deciding policies and row filters per table) for the session's audit lines."""
 
-    def __init__(self, *, catalog: Catalog, enforcer: PolicyEnforcer, policy_sql: PolicySql,
-                 user: str, namespace: Namespace, derived: dict[str, str] | None = None,
-                 ) -> None:
+    def __init__(
+        self,
+        *,
+        catalog: Catalog,
+        enforcer: PolicyEnforcer,
+        policy_sql: PolicySql,
+        user: str,
+        namespace: Namespace,
+        derived: dict[str, str] | None = None,
+    ) -> None:
         """`derived`: full table name -> the SQL relation it is read from (layer-owned temp
         views, e.g. the audit log), instead of its Delta location."""
         self.derived = derived or {}
@@ -53,8 +60,9 @@ class PlanningContext:
 
     def govern(self, tree: exp.Expression) -> exp.Expression:
         """The user's expression with identity functions resolved and unsafe constructs refused."""
-        return govern_expression(tree, self.user, self.ident.is_member,
-                                 namespace=(self.ns.catalog, self.ns.schema))
+        return govern_expression(
+            tree, self.user, self.ident.is_member, namespace=(self.ns.catalog, self.ns.schema)
+        )
 
     def note(self, access: TableAccess, extra: tuple[str, ...] = ()) -> None:
         """Remember the deciding policies and row filters of a table, for the audit lines."""
@@ -70,16 +78,24 @@ class PlanningContext:
             raise denied_or_missing(self.user, privilege, ref.info.full_name)
         return access
 
-    def reads(self, stmt: exp.Expression, targets: set[int] | None = None,
-              ) -> tuple[list[TableRef], list[tuple[TableRef, TableAccess]]]:
+    def reads(
+        self,
+        stmt: exp.Expression,
+        targets: set[int] | None = None,
+    ) -> tuple[list[TableRef], list[tuple[TableRef, TableAccess]]]:
         """Resolve the statement's tables (`targets`: node ids written, not read) and decide
         every read."""
         resolved = resolve_tables(stmt, self.catalog, self.ns, self.user, targets)
         reads = [(r, self.access(r)) for r in resolved.reads]
         return resolved.targets, reads
 
-    def views_sql(self, stmt: exp.Expression, reads: list[tuple[TableRef, TableAccess]],
-                  planned: Planned, scan: exp.Expression | None = None) -> exp.Expression:
+    def views_sql(
+        self,
+        stmt: exp.Expression,
+        reads: list[tuple[TableRef, TableAccess]],
+        planned: Planned,
+        scan: exp.Expression | None = None,
+    ) -> exp.Expression:
         """Replace reads by views; `scan` is the user's part when `stmt` wraps it."""
         stmt, views = replace_reads(stmt, reads)
         check_hidden_columns(stmt, views, self.user)
@@ -93,8 +109,11 @@ class PlanningContext:
                     raise AccessDenied(
                         f"access denied: column mask {leak[0]} on "
                         f"{v.access.table.full_name}.{c} reads column {leak[1]}, which is "
-                        f"hidden from user {self.user}", cmd=self.cmd,
-                        tables=(v.access.table.full_name,), policies=(leak[0],))
+                        f"hidden from user {self.user}",
+                        cmd=self.cmd,
+                        tables=(v.access.table.full_name,),
+                        policies=(leak[0],),
+                    )
         return stmt
 
     def generate(self, stmt: exp.Expression, planned: Planned) -> str:
@@ -103,8 +122,9 @@ class PlanningContext:
         bodies = []
         for v in planned.views:
             table = v.access.table
-            body = view_sql(self.ps, self.ident, v.access, v.ref.node,
-                            self.derived.get(table.full_name))
+            body = view_sql(
+                self.ps, self.ident, v.access, v.ref.node, self.derived.get(table.full_name)
+            )
             if table.full_name in self.derived:
                 planned.expected.add_derived(table.location, v.access.visible_columns)
                 planned.derived.add(table.full_name)
@@ -127,8 +147,11 @@ class PlanningContext:
             target = planned.target_name or ""
             raise AccessDenied(
                 f"access denied: a write may not read masked column(s) {', '.join(masked)} "
-                f"(user {self.user})", cmd=planned.cmd, tables=(target,),
-                policies=tuple(dict.fromkeys([*ids, *self.decided.get(target, ())])))
+                f"(user {self.user})",
+                cmd=planned.cmd,
+                tables=(target,),
+                policies=tuple(dict.fromkeys([*ids, *self.decided.get(target, ())])),
+            )
 
     def target(self, node: exp.Table, privilege: str, cmd: str) -> tuple[TableRef, TableAccess]:
         """The write target and the user's access to it; refused unless `privilege` holds."""
@@ -140,8 +163,9 @@ class PlanningContext:
             raise denied_or_missing(self.user, privilege, f"{c}.{s}.{t}".lower())
         ref = targets[0]
         access = self.enforcer.table_access(self.ident, ref.info)
-        ok, ids = self.enforcer.has_privilege(self.ident, privilege, ref.info.catalog,
-                                              ref.info.schema, ref.info.name)
+        ok, ids = self.enforcer.has_privilege(
+            self.ident, privilege, ref.info.catalog, ref.info.schema, ref.info.name
+        )
         self.note(access, ids)
         if not ok:
             raise denied_or_missing(self.user, privilege, ref.info.full_name)

@@ -23,9 +23,13 @@ from governance.rewrite import quote_path
 
 #: CREATE CATALOG, which sqlglot does not parse; matched on the statement's text.
 CREATE_CATALOG = re.compile(
-    r"^\s*CREATE\s+CATALOG\s+(IF\s+NOT\s+EXISTS\s+)?`?(\w+)`?\s*;?\s*$", re.IGNORECASE)
-_ALLOWED_TABLE_PROPS = (exp.FileFormatProperty, exp.PartitionedByProperty,
-                        exp.SchemaCommentProperty)
+    r"^\s*CREATE\s+CATALOG\s+(IF\s+NOT\s+EXISTS\s+)?`?(\w+)`?\s*;?\s*$", re.IGNORECASE
+)
+_ALLOWED_TABLE_PROPS = (
+    exp.FileFormatProperty,
+    exp.PartitionedByProperty,
+    exp.SchemaCommentProperty,
+)
 
 
 def plan_create_catalog(ctx: PlanningContext, m: re.Match[str]) -> Planned:
@@ -35,12 +39,20 @@ def plan_create_catalog(ctx: PlanningContext, m: re.Match[str]) -> Planned:
     ok, ids = ctx.enforcer.has_privilege(ctx.ident, "manage", name, "*", "*")
     ctx.decided[f"{name.lower()}.*.*"] = ids
     if not ok:
-        raise AccessDenied(f"access denied: user {ctx.user} may not create catalog "
-                           f"{name.lower()} (needs MANAGE on {name.lower()}.*.*)",
-                           cmd="create", tables=(f"{name.lower()}.*.*",))
-    return Planned(cmd="create", before=(CreateCatalog(name, if_not_exists),),
-                   local_rows=[], local_schema="result string", target_name=None,
-                   decided_by=ids)
+        raise AccessDenied(
+            f"access denied: user {ctx.user} may not create catalog "
+            f"{name.lower()} (needs MANAGE on {name.lower()}.*.*)",
+            cmd="create",
+            tables=(f"{name.lower()}.*.*",),
+        )
+    return Planned(
+        cmd="create",
+        before=(CreateCatalog(name, if_not_exists),),
+        local_rows=[],
+        local_schema="result string",
+        target_name=None,
+        decided_by=ids,
+    )
 
 
 def plan_create(ctx: PlanningContext, stmt: exp.Create) -> Planned:
@@ -50,8 +62,10 @@ def plan_create(ctx: PlanningContext, stmt: exp.Create) -> Planned:
     if kind in ("SCHEMA", "DATABASE"):
         return _create_schema(ctx, stmt)
     if kind != "TABLE":
-        raise Refused(f"CREATE {kind or '?'} is not governed by Lakegate "
-                      "(views, functions and temporary objects are shared across users)")
+        raise Refused(
+            f"CREATE {kind or '?'} is not governed by Lakegate "
+            "(views, functions and temporary objects are shared across users)"
+        )
     for key in ("clone", "replace", "unique", "indexes", "begin", "end", "shallow"):
         value = stmt.args.get(key)
         if value:
@@ -68,14 +82,16 @@ def plan_create(ctx: PlanningContext, stmt: exp.Create) -> Planned:
     name = f"{c}.{s}.{t}".lower()
     if not ctx.catalog.has_schema(c, s):
         raise LakegateError(f"schema {c}.{s} does not exist")
-    decisions = [ctx.enforcer.has_privilege(ctx.ident, p, c, s, t)
-                 for p in ("create", "manage")]
+    decisions = [ctx.enforcer.has_privilege(ctx.ident, p, c, s, t) for p in ("create", "manage")]
     ok = any(d[0] for d in decisions)
     ids = tuple(dict.fromkeys(i for d in decisions for i in d[1]))
     ctx.decided[name] = ids
     if not ok:
-        raise AccessDenied(f"access denied: user {ctx.user} has no CREATE privilege on "
-                           f"schema {c}.{s}", cmd="create", tables=(name,))
+        raise AccessDenied(
+            f"access denied: user {ctx.user} has no CREATE privilege on schema {c}.{s}",
+            cmd="create",
+            tables=(name,),
+        )
     exists = ctx.catalog.table(c, s, t) is not None
     if_not_exists = bool(stmt.args.get("exists"))
     if exists and not if_not_exists:
@@ -89,11 +105,23 @@ def plan_create(ctx: PlanningContext, stmt: exp.Create) -> Planned:
         planned.local_rows, planned.local_schema = [], "result string"
         return planned
     query = stmt.expression
-    partition = next((p for p in (props.expressions if props else [])
-                      if isinstance(p, exp.PartitionedByProperty)), None)
+    partition = next(
+        (
+            p
+            for p in (props.expressions if props else [])
+            if isinstance(p, exp.PartitionedByProperty)
+        ),
+        None,
+    )
     part_sql = f" PARTITIONED BY {partition.this.sql('spark')}" if partition else ""
-    comment = next((p for p in (props.expressions if props else [])
-                    if isinstance(p, exp.SchemaCommentProperty)), None)
+    comment = next(
+        (
+            p
+            for p in (props.expressions if props else [])
+            if isinstance(p, exp.SchemaCommentProperty)
+        ),
+        None,
+    )
     if query is not None:
         if isinstance(schema, exp.Schema):
             raise Refused("CREATE TABLE AS SELECT with a column list is not governed")
@@ -101,11 +129,11 @@ def plan_create(ctx: PlanningContext, stmt: exp.Create) -> Planned:
         _, reads = ctx.reads(query)
         planned.dst = name
         wrapper = exp.Select(expressions=[exp.Star()]).from_(
-            exp.Subquery(this=query, alias=exp.TableAlias(this=exp.to_identifier("__lg_q"))))
+            exp.Subquery(this=query, alias=exp.TableAlias(this=exp.to_identifier("__lg_q")))
+        )
         wrapper = ctx.views_sql(wrapper, reads, planned, scan=query)
         body = ctx.generate(wrapper, planned)
-        planned.sql = (f"CREATE TABLE {quote_path(location)} USING delta{part_sql} "
-                       f"AS {body}")
+        planned.sql = f"CREATE TABLE {quote_path(location)} USING delta{part_sql} AS {body}"
     else:
         if not isinstance(schema, exp.Schema) or not schema.expressions:
             raise Refused("CREATE TABLE needs a column list or AS SELECT")
@@ -118,8 +146,9 @@ def plan_create(ctx: PlanningContext, stmt: exp.Create) -> Planned:
                 if not isinstance(con.kind, allowed):
                     raise Refused(f"column constraint {con.sql('spark')!r} is not governed")
             cols.append(cd.sql("spark"))
-        planned.sql = (f"CREATE TABLE {quote_path(location)} ({', '.join(cols)}) "
-                       f"USING delta{part_sql}")
+        planned.sql = (
+            f"CREATE TABLE {quote_path(location)} ({', '.join(cols)}) USING delta{part_sql}"
+        )
     comment_text = comment.this.name if comment is not None else None
     domain = ctx.enforcer.policy_set.domain_of_schema(c, s)
     planned.after = (RegisterTable(c, s, t, location, domain, comment_text),)
@@ -139,19 +168,26 @@ def _create_schema(ctx: PlanningContext, stmt: exp.Create) -> Planned:
     c, s = c.lower(), s.lower()
     if stmt.args.get("properties"):
         raise Refused("CREATE SCHEMA with properties or LOCATION is not governed")
-    decisions = [ctx.enforcer.has_privilege(ctx.ident, p, c, s, "*")
-                 for p in ("create", "manage")]
+    decisions = [ctx.enforcer.has_privilege(ctx.ident, p, c, s, "*") for p in ("create", "manage")]
     ok = any(d[0] for d in decisions)
     ids = tuple(dict.fromkeys(i for d in decisions for i in d[1]))
     ctx.decided[f"{c}.{s}"] = ids
     if not ok:
-        raise AccessDenied(f"access denied: user {ctx.user} may not create schema {c}.{s} "
-                           f"(needs CREATE or MANAGE on {c}.{s}.*)", cmd="create",
-                           tables=(f"{c}.{s}",))
+        raise AccessDenied(
+            f"access denied: user {ctx.user} may not create schema {c}.{s} "
+            f"(needs CREATE or MANAGE on {c}.{s}.*)",
+            cmd="create",
+            tables=(f"{c}.{s}",),
+        )
     if_not_exists = bool(stmt.args.get("exists"))
-    return Planned(cmd="create", before=(CreateSchema(c, s, if_not_exists),),
-                   local_rows=[], local_schema="result string", target_name=f"{c}.{s}",
-                   decided_by=ids)
+    return Planned(
+        cmd="create",
+        before=(CreateSchema(c, s, if_not_exists),),
+        local_rows=[],
+        local_schema="result string",
+        target_name=f"{c}.{s}",
+        decided_by=ids,
+    )
 
 
 def plan_drop(ctx: PlanningContext, stmt: exp.Drop) -> Planned:
@@ -170,10 +206,21 @@ def plan_drop(ctx: PlanningContext, stmt: exp.Drop) -> Planned:
     ctx.decided[name] = ids
     if info is None:
         if stmt.args.get("exists") and ok:
-            return Planned(cmd="drop", local_rows=[], local_schema="result string",
-                           target_name=name, decided_by=ids)
+            return Planned(
+                cmd="drop",
+                local_rows=[],
+                local_schema="result string",
+                target_name=name,
+                decided_by=ids,
+            )
         raise denied_or_missing(ctx.user, "manage", name)
     if not ok:
         raise denied_or_missing(ctx.user, "manage", name)
-    return Planned(cmd="drop", before=(DropTable(c, s, t, info.location),), local_rows=[],
-                   local_schema="result string", target_name=name, decided_by=ids)
+    return Planned(
+        cmd="drop",
+        before=(DropTable(c, s, t, info.location),),
+        local_rows=[],
+        local_schema="result string",
+        target_name=name,
+        decided_by=ids,
+    )

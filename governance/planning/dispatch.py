@@ -51,21 +51,42 @@ TEXT_PLANNERS: tuple[tuple[re.Pattern[str], Kind], ...] = (
     (ddl.CREATE_CATALOG, Kind("create", ddl.plan_create_catalog)),
 )
 # Statement classes named in a refusal by their type; anything else by its first word.
-_NAMED_KINDS = (exp.DDL, exp.DML, exp.Command, exp.Set, exp.Cache, exp.Uncache, exp.Refresh,
-                exp.Analyze)
+_NAMED_KINDS = (
+    exp.DDL,
+    exp.DML,
+    exp.Command,
+    exp.Set,
+    exp.Cache,
+    exp.Uncache,
+    exp.Refresh,
+    exp.Analyze,
+)
 
 
 class Planner:
     """Plans one statement for one user; `cmd`, `decided` and `filters` (what planning
     learnt, also when it refused) feed the session's audit lines."""
 
-    def __init__(self, *, catalog: Catalog, enforcer: PolicyEnforcer, policy_sql: PolicySql,
-                 user: str, namespace: Namespace, derived: dict[str, str] | None = None,
-                 ) -> None:
+    def __init__(
+        self,
+        *,
+        catalog: Catalog,
+        enforcer: PolicyEnforcer,
+        policy_sql: PolicySql,
+        user: str,
+        namespace: Namespace,
+        derived: dict[str, str] | None = None,
+    ) -> None:
         """`derived`: full table name -> the SQL relation it is read from (layer-owned temp
         views, e.g. the audit log), instead of its Delta location."""
-        self.ctx = PlanningContext(catalog=catalog, enforcer=enforcer, policy_sql=policy_sql,
-                                   user=user, namespace=namespace, derived=derived)
+        self.ctx = PlanningContext(
+            catalog=catalog,
+            enforcer=enforcer,
+            policy_sql=policy_sql,
+            user=user,
+            namespace=namespace,
+            derived=derived,
+        )
 
     @property
     def cmd(self) -> str:
@@ -98,8 +119,9 @@ class Planner:
         kind = PLANNERS.get(type(stmt))
         if kind is None:
             ctx.cmd = "refused"
-            raise Refused(f"statement kind {_kind_name(stmt, statement)} is not governed by "
-                          "Lakegate")
+            raise Refused(
+                f"statement kind {_kind_name(stmt, statement)} is not governed by Lakegate"
+            )
         ctx.cmd = kind.cmd
         try:
             return kind.plan(ctx, stmt)

@@ -24,12 +24,13 @@ class Expected:
 
     def add_view(self, location: str, body: str, columns: tuple[str, ...]) -> None:
         self.views.setdefault(normalise_location(location), []).append(
-            (body, tuple(c.lower() for c in columns)))
+            (body, tuple(c.lower() for c in columns))
+        )
 
     def add_derived(self, directory: str, columns: tuple[str, ...]) -> None:
         self.derived.setdefault(normalise_location(directory), []).append(
-            tuple(c.lower() for c in columns))
+            tuple(c.lower() for c in columns)
+        )
 
     def add_target(self, location: str) -> None:
         self.targets[normalise_location(location)] += 1
-

@@ -22,7 +22,7 @@ SHOW = re.compile(
 
 def plan_use(ctx: PlanningContext, stmt: exp.Use) -> Planned:
     """USE [CATALOG]: the session's namespace changes once the statement is on record."""
-    kind = (stmt.args.get("kind").name.upper() if stmt.args.get("kind") else "")
+    kind = stmt.args.get("kind").name.upper() if stmt.args.get("kind") else ""
     parts = [p.lower() for p in table_parts(stmt.this)]
     if kind == "CATALOG":
         if len(parts) != 1 or not ctx.catalog.has_catalog(parts[0]):
@@ -62,9 +62,13 @@ def plan_describe(ctx: PlanningContext, stmt: exp.Describe) -> Planned:
         if applied is None:
             rows.append((col.name, col.type_text, col.comment))
             continue
-        rows.append((col.name, masked_type(applied.mask.mask, col.type_text),
-                     f"masked ({applied.mask.mask})"
-                     + (f"; {col.comment}" if col.comment else "")))
+        rows.append(
+            (
+                col.name,
+                masked_type(applied.mask.mask, col.type_text),
+                f"masked ({applied.mask.mask})" + (f"; {col.comment}" if col.comment else ""),
+            )
+        )
     planned.local_rows = rows
     planned.local_schema = "col_name string, data_type string, comment string"
     return planned
@@ -73,15 +77,18 @@ def plan_describe(ctx: PlanningContext, stmt: exp.Describe) -> Planned:
 def plan_show(ctx: PlanningContext, m: re.Match[str]) -> Planned:
     """SHOW TABLES/SCHEMAS/CATALOGS (matched on text): only what holds a visible table."""
     what, where = m.group(1).upper(), m.group(2)
-    visible = [t for t in ctx.catalog.tables()
-               if ctx.enforcer.table_access(ctx.ident, t).can_select]
+    visible = [
+        t for t in ctx.catalog.tables() if ctx.enforcer.table_access(ctx.ident, t).can_select
+    ]
     planned = Planned(cmd="show")
     if what == "TABLES":
         parts = checked_parts((where or "").replace("`", "").split(".")) if where else []
-        c, s = (parts if len(parts) == 2 else [ctx.ns.catalog, parts[0] if parts
-                                               else ctx.ns.schema])
-        rows = [(t.catalog, t.schema, t.name) for t in visible
-                if t.catalog == c.lower() and t.schema == s.lower()]
+        c, s = parts if len(parts) == 2 else [ctx.ns.catalog, parts[0] if parts else ctx.ns.schema]
+        rows = [
+            (t.catalog, t.schema, t.name)
+            for t in visible
+            if t.catalog == c.lower() and t.schema == s.lower()
+        ]
         planned.local_rows = rows
         planned.local_schema = "catalog string, namespace string, tableName string"
     elif what in ("SCHEMAS", "DATABASES"):
@@ -100,8 +107,9 @@ def masked_type(mask: str, type_text: str) -> str:
     if mask in ("hash", "last4", "first4", "email_domain"):
         return "string"
     if mask == "redact":
-        return "string" if type_text.lower().startswith(("string", "varchar", "char")) \
-            else type_text
+        return (
+            "string" if type_text.lower().startswith(("string", "varchar", "char")) else type_text
+        )
     if mask == "year" and not type_text.lower().startswith(("date", "timestamp")):
         return "date"
     if mask == "custom":

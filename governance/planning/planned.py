@@ -20,6 +20,7 @@ from governance.rewrite import ReadView
 # AccessDenied. Users cannot call raise_error or assert_true themselves.
 ROW_FILTER_VIOLATION = "LAKEGATE_ROW_FILTER_VIOLATION: a written row is outside the row filter"
 
+
 @dataclass(frozen=True)
 class CreateCatalog:
     """Add a catalog to the Lakegate catalog."""
@@ -105,8 +106,15 @@ class Planned:
             cols = self.columns.get(i, [])
             line = merged.get(name)
             if line is None:
-                line = {"cmd": self.cmd, "src": name, "dst": self.dst, "columns": [],
-                        "masked": [], "row_filters": [], "policies": []}
+                line = {
+                    "cmd": self.cmd,
+                    "src": name,
+                    "dst": self.dst,
+                    "columns": [],
+                    "masked": [],
+                    "row_filters": [],
+                    "policies": [],
+                }
                 merged[name] = line
                 lines.append(line)
             for c in cols:
@@ -123,9 +131,15 @@ class Planned:
                     line["policies"].append(p)
         if self.target_name is not None and self.target_name not in merged:
             t = self.target
-            lines.append({"cmd": self.cmd, "src": self.target_name, "dst": self.dst,
-                          "row_filters": [f.id for f in t.row_filters] if t else [],
-                          "policies": list(t.policy_ids) if t else list(self.decided_by)})
+            lines.append(
+                {
+                    "cmd": self.cmd,
+                    "src": self.target_name,
+                    "dst": self.dst,
+                    "row_filters": [f.id for f in t.row_filters] if t else [],
+                    "policies": list(t.policy_ids) if t else list(self.decided_by),
+                }
+            )
         if not lines:
             lines.append({"cmd": self.cmd, "src": None, "dst": self.dst})
         return lines

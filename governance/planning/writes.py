@@ -39,21 +39,28 @@ def plan_insert(ctx: PlanningContext, stmt: exp.Insert) -> Planned:
             raise AccessDenied(
                 f"access denied: INSERT into {info.full_name} without a column list would "
                 f"write columns hidden from user {ctx.user}; name the columns",
-                cmd="insert", tables=(info.full_name,))
+                cmd="insert",
+                tables=(info.full_name,),
+            )
         column_list = [c.name for c in info.columns]
     for c in column_list:
         if info.column(c) is None:
             raise LakegateError(f"column {c} does not exist in {info.full_name}")
         if c.lower() in hidden:
-            raise AccessDenied(f"access denied: user {ctx.user} may not write column {c} "
-                               f"of table {info.full_name}", cmd="insert",
-                               tables=(info.full_name,))
+            raise AccessDenied(
+                f"access denied: user {ctx.user} may not write column {c} "
+                f"of table {info.full_name}",
+                cmd="insert",
+                tables=(info.full_name,),
+            )
     overwrite = bool(stmt.args.get("overwrite"))
     if overwrite and (access.row_filters or hidden):
         raise AccessDenied(
             f"access denied: INSERT OVERWRITE would replace rows or columns of "
-            f"{info.full_name} hidden from user {ctx.user}", cmd="insert",
-            tables=(info.full_name,))
+            f"{info.full_name} hidden from user {ctx.user}",
+            cmd="insert",
+            tables=(info.full_name,),
+        )
     source = stmt.expression
     if source is None:
         raise Refused("INSERT without a query or VALUES is not governed")
@@ -62,9 +69,13 @@ def plan_insert(ctx: PlanningContext, stmt: exp.Insert) -> Planned:
         planned.dst = info.full_name
     # the source's columns are renamed to the target's on the tree (a TableAlias with
     # columns), so nothing in the source's text can change the wrapper
-    src = exp.Subquery(this=source, alias=exp.TableAlias(
-        this=exp.to_identifier("__lg_src"),
-        columns=[exp.to_identifier(c, quoted=True) for c in column_list]))
+    src = exp.Subquery(
+        this=source,
+        alias=exp.TableAlias(
+            this=exp.to_identifier("__lg_src"),
+            columns=[exp.to_identifier(c, quoted=True) for c in column_list],
+        ),
+    )
     query = exp.Select(expressions=[exp.column(c, quoted=True) for c in column_list])
     check = ctx.ps.filter_check(ctx.ident, access)
     if check is None:
@@ -73,20 +84,35 @@ def plan_insert(ctx: PlanningContext, stmt: exp.Insert) -> Planned:
         # Check what is stored: cast each value to its column's type as Spark's store
         # assignment would, check the filter on the cast row, insert those same values.
         present = {c.lower() for c in column_list}
-        row = [exp.alias_(exp.cast(exp.column(c, quoted=True), sql_type(
-            info.column(c).type_text)), c, quoted=True) for c in column_list]  # type: ignore[union-attr]
-        row += [exp.alias_(exp.cast(exp.null(), sql_type(c.type_text)), c.name, quoted=True)
-                for c in info.columns if c.name.lower() not in present]
+        row = [
+            exp.alias_(
+                exp.cast(exp.column(c, quoted=True), sql_type(info.column(c).type_text)),
+                c,
+                quoted=True,
+            )
+            for c in column_list
+        ]  # type: ignore[union-attr]
+        row += [
+            exp.alias_(exp.cast(exp.null(), sql_type(c.type_text)), c.name, quoted=True)
+            for c in info.columns
+            if c.name.lower() not in present
+        ]
         cast = exp.Select(expressions=row).from_(src, copy=False)
-        assert_row = exp.Anonymous(this="assert_true", expressions=[
-            check, exp.Literal.string(ROW_FILTER_VIOLATION)])
-        query = query.from_(exp.Subquery(this=cast, alias=exp.TableAlias(
-            this=exp.to_identifier("__lg_chk"))), copy=False).where(
-            exp.Is(this=assert_row, expression=exp.null()), copy=False)
+        assert_row = exp.Anonymous(
+            this="assert_true", expressions=[check, exp.Literal.string(ROW_FILTER_VIOLATION)]
+        )
+        query = query.from_(
+            exp.Subquery(this=cast, alias=exp.TableAlias(this=exp.to_identifier("__lg_chk"))),
+            copy=False,
+        ).where(exp.Is(this=assert_row, expression=exp.null()), copy=False)
     insert = exp.Insert(
-        this=exp.Schema(this=_delta_table(info.location),
-                        expressions=[exp.to_identifier(c, quoted=True) for c in column_list]),
-        expression=query, overwrite=overwrite)
+        this=exp.Schema(
+            this=_delta_table(info.location),
+            expressions=[exp.to_identifier(c, quoted=True) for c in column_list],
+        ),
+        expression=query,
+        overwrite=overwrite,
+    )
     insert = ctx.views_sql(insert, reads, planned, scan=source)
     ctx.refuse_masked_reads(planned)
     planned.sql = ctx.generate(insert, planned)
@@ -133,7 +159,10 @@ def _row_scoped(ctx: PlanningContext, cmd: str, stmt: exp.Update | exp.Delete) -
         raise AccessDenied(
             f"access denied: {cmd.upper()} may not read masked column(s) "
             f"{', '.join(masked)} of {info.full_name} (user {ctx.user})",
-            cmd=cmd, tables=(info.full_name,), policies=(*ids, *access.grant_ids))
+            cmd=cmd,
+            tables=(info.full_name,),
+            policies=(*ids, *access.grant_ids),
+        )
     for eq in stmt.expressions:
         if not isinstance(eq, exp.EQ) or not isinstance(eq.this, exp.Column):
             raise Refused(f"{cmd.upper()} SET must assign plain columns")
@@ -146,8 +175,7 @@ def _row_scoped(ctx: PlanningContext, cmd: str, stmt: exp.Update | exp.Delete) -
     if check is not None:
         fence = _Fence(check, access, alias or info.name, aliased=alias is not None)
         cond = stmt.args.get("where")
-        stmt.set("where", exp.Where(
-            this=_guarded(check, fence(cond.this) if cond else None)))
+        stmt.set("where", exp.Where(this=_guarded(check, fence(cond.this) if cond else None)))
         for eq in stmt.expressions:
             eq.set("expression", fence(eq.expression))
         _with_check(ctx, stmt.expressions, check, access, alias)
@@ -183,7 +211,10 @@ def plan_merge(ctx: PlanningContext, stmt: exp.Merge) -> Planned:
     if masked:
         raise AccessDenied(
             f"access denied: MERGE may not read masked column(s) {', '.join(masked)} of "
-            f"{info.full_name} (user {ctx.user})", cmd="merge", tables=(info.full_name,))
+            f"{info.full_name} (user {ctx.user})",
+            cmd="merge",
+            tables=(info.full_name,),
+        )
     _, reads = ctx.reads(stmt, {id(node)})
     planned.dst = info.full_name
     stmt = ctx.views_sql(stmt, reads, planned)
@@ -217,8 +248,9 @@ def plan_merge(ctx: PlanningContext, stmt: exp.Merge) -> Planned:
     return planned
 
 
-def _check_target_columns(ctx: PlanningContext, expr: exp.Expression, access: TableAccess,
-                          cmd: str, alias: str | None) -> list[str]:
+def _check_target_columns(
+    ctx: PlanningContext, expr: exp.Expression, access: TableAccess, cmd: str, alias: str | None
+) -> list[str]:
     """Columns of the target a write's own expressions read; hidden ones are denied."""
     by_low = {c.name.lower(): c.name for c in access.table.columns}
     hidden = {h.lower() for h in access.hidden_columns}
@@ -232,52 +264,65 @@ def _check_target_columns(ctx: PlanningContext, expr: exp.Expression, access: Ta
         if low in hidden:
             raise AccessDenied(
                 f"access denied: user {ctx.user} may not use column {by_low[low]} of "
-                f"table {access.table.full_name}", cmd=cmd, tables=(access.table.full_name,))
+                f"table {access.table.full_name}",
+                cmd=cmd,
+                tables=(access.table.full_name,),
+            )
         if low in by_low and by_low[low] not in read:
             read.append(by_low[low])
     return read
 
 
-def _with_check(ctx: PlanningContext, assignments: list[exp.Expression],
-                check: exp.Expression, access: TableAccess, alias: str | None) -> None:
+def _with_check(
+    ctx: PlanningContext,
+    assignments: list[exp.Expression],
+    check: exp.Expression,
+    access: TableAccess,
+    alias: str | None,
+) -> None:
     """PostgreSQL's WITH CHECK for UPDATE: the new row must pass the writer's filters.
 
     Each value is cast to its column's type (what is stored) and becomes
     CASE WHEN <filter over the new row> THEN <value> ELSE raise_error(marker) END, so one
     failing row fails the whole job and nothing is written."""
-    if not assignments or not (ctx.ps.filter_columns(access) & {
-            eq.this.name.lower() for eq in assignments}):
+    if not assignments or not (
+        ctx.ps.filter_columns(access) & {eq.this.name.lower() for eq in assignments}
+    ):
         return  # the filter reads no assigned column: the new row passes as the old did
     new: dict[str, exp.Expression] = {}
     for eq in assignments:
         col = access.table.column(eq.this.name)
         if col is None:
-            raise LakegateError(f"column {eq.this.name} does not exist in "
-                                f"{access.table.full_name}")
+            raise LakegateError(f"column {eq.this.name} does not exist in {access.table.full_name}")
         new[col.name.lower()] = exp.cast(exp.paren(eq.expression), sql_type(col.type_text))
     passes = _substituted(check, new, alias)
     for eq in assignments:
         eq.set("expression", _checked(passes, new[eq.this.name.lower()]))
 
 
-def _merge_insert_check(then: exp.Insert, check: exp.Expression,
-                        access: TableAccess, alias: str) -> None:
+def _merge_insert_check(
+    then: exp.Insert, check: exp.Expression, access: TableAccess, alias: str
+) -> None:
     """MERGE's INSERT follows INSERT's rule: cast to the column types, check, store."""
     cols, values = then.this, then.expression
-    if not isinstance(cols, exp.Tuple) or not isinstance(values, exp.Tuple) or \
-            len(cols.expressions) != len(values.expressions):
+    if (
+        not isinstance(cols, exp.Tuple)
+        or not isinstance(values, exp.Tuple)
+        or len(cols.expressions) != len(values.expressions)
+    ):
         raise Refused("MERGE ... INSERT must name its columns and give one value each")
     table = access.table
-    row = {c.name.lower(): exp.cast(exp.null(), sql_type(c.type_text))
-           for c in table.columns}
+    row = {c.name.lower(): exp.cast(exp.null(), sql_type(c.type_text)) for c in table.columns}
     for c, v in zip(cols.expressions, values.expressions, strict=True):
         col = table.column(c.name)
         if col is None:
             raise LakegateError(f"column {c.name} does not exist in {table.full_name}")
         row[col.name.lower()] = exp.cast(exp.paren(v.copy()), sql_type(col.type_text))
     passes = _substituted(check, row, alias)
-    values.set("expressions", [_checked(passes, row[table.column(c.name).name.lower()])
-                               for c in cols.expressions])  # type: ignore[union-attr]
+    values.set(
+        "expressions",
+        [_checked(passes, row[table.column(c.name).name.lower()]) for c in cols.expressions],
+    )  # type: ignore[union-attr]
 
 
 def _delta_table(location: str) -> exp.Table:
@@ -309,8 +354,9 @@ class _Fence:
     qualified by the target's alias are the target's, and only when `check` is qualified by
     it too (`aliased`); an unqualified check there would read the subquery's columns."""
 
-    def __init__(self, check: exp.Expression, access: TableAccess, alias: str,
-                 aliased: bool = True) -> None:
+    def __init__(
+        self, check: exp.Expression, access: TableAccess, alias: str, aliased: bool = True
+    ) -> None:
         self.check = check
         self.alias = alias.lower()
         self.columns = {c.name.lower() for c in access.table.columns}
@@ -340,8 +386,9 @@ class _Fence:
         return not in_subquery
 
 
-def _substituted(check: exp.Expression, row: dict[str, exp.Expression],
-                 alias: str | None) -> exp.Expression:
+def _substituted(
+    check: exp.Expression, row: dict[str, exp.Expression], alias: str | None
+) -> exp.Expression:
     """The filter check over a new row: each target column replaced by its new value."""
     out = check.copy()
     for col in list(out.find_all(exp.Column)):
@@ -351,14 +398,15 @@ def _substituted(check: exp.Expression, row: dict[str, exp.Expression],
         if value is None:
             continue
         if any(isinstance(n, exp.Subquery | exp.Select) for n in value.walk()):
-            raise Refused("a value computed by a subquery may not be written to a column the "
-                          "writer's row filter reads")
+            raise Refused(
+                "a value computed by a subquery may not be written to a column the "
+                "writer's row filter reads"
+            )
         col.replace(exp.paren(value.copy()))
     return out
 
 
 def _checked(passes: exp.Expression, value: exp.Expression) -> exp.Expression:
     """CASE WHEN <new row passes> THEN value ELSE raise_error(marker) END."""
-    fail = exp.Anonymous(this="raise_error",
-                         expressions=[exp.Literal.string(ROW_FILTER_VIOLATION)])
+    fail = exp.Anonymous(this="raise_error", expressions=[exp.Literal.string(ROW_FILTER_VIOLATION)])
     return exp.Case(ifs=[exp.If(this=passes.copy(), true=value)], default=fail)

@@ -97,8 +97,13 @@ def tables_from_policies(ps: PolicySet) -> list[TableInfo]:
     for t in ps.tags:
         add(t.on.table_key, [t.on.column] if t.on.column else [])
     return [
-        TableInfo(c, s, t, "", tuple(ColumnInfo(n, "string", position=i)
-                                     for i, n in enumerate([*names, ALL_COLUMNS])))
+        TableInfo(
+            c,
+            s,
+            t,
+            "",
+            tuple(ColumnInfo(n, "string", position=i) for i, n in enumerate([*names, ALL_COLUMNS])),
+        )
         for (c, s, t), names in sorted(cols.items())
     ]
 
@@ -108,17 +113,25 @@ def load_policies(ref: str, *, policy_dir: str = "policies") -> PolicySet:
     path = Path(ref)
     if path.is_dir():
         return load_policy_dir(path)
-    top = subprocess.run(["git", "rev-parse", "--show-toplevel"], capture_output=True,
-                         text=True, check=False)
+    top = subprocess.run(
+        ["git", "rev-parse", "--show-toplevel"], capture_output=True, text=True, check=False
+    )
     if top.returncode != 0:
         raise ValueError(f"{ref} is neither a directory nor a git revision (not in git)")
     root = Path(top.stdout.strip())
     rel = Path(policy_dir).resolve().relative_to(root).as_posix()
-    listing = subprocess.run(["git", "ls-tree", "-r", "--name-only", ref, "--", rel],
-                             capture_output=True, text=True, cwd=root, check=False)
+    listing = subprocess.run(
+        ["git", "ls-tree", "-r", "--name-only", ref, "--", rel],
+        capture_output=True,
+        text=True,
+        cwd=root,
+        check=False,
+    )
     if listing.returncode != 0:
-        raise ValueError(f"{ref} is neither a directory nor a git revision: "
-                         f"{listing.stderr.strip().splitlines()[0] if listing.stderr else ''}")
+        raise ValueError(
+            f"{ref} is neither a directory nor a git revision: "
+            f"{listing.stderr.strip().splitlines()[0] if listing.stderr else ''}"
+        )
     files: dict[str, str] = {}
     for name in listing.stdout.splitlines():
         if not name.endswith((".yaml", ".yml")):
@@ -126,8 +139,9 @@ def load_policies(ref: str, *, policy_dir: str = "policies") -> PolicySet:
         relative = Path(name).relative_to(rel).as_posix()
         if relative.startswith("tests/"):
             continue
-        blob = subprocess.run(["git", "show", f"{ref}:{name}"], capture_output=True,
-                              text=True, cwd=root, check=True)
+        blob = subprocess.run(
+            ["git", "show", f"{ref}:{name}"], capture_output=True, text=True, cwd=root, check=True
+        )
         files[f"{Path(rel).name}/{relative}"] = blob.stdout
     return load_policy_text(files)
 
@@ -158,8 +172,11 @@ class Diff:
             return "### Effective access: no change\n"
         lines = ["### Effective access changes", ""]
         if self.flagged:
-            lines += [f"> :warning: **{len(self.flagged)} change(s) widen access to tagged "
-                      "columns** (marked :warning: below)", ""]
+            lines += [
+                f"> :warning: **{len(self.flagged)} change(s) widen access to tagged "
+                "columns** (marked :warning: below)",
+                "",
+            ]
         lines += ["| user | table | change | |", "|---|---|---|---|"]
         for c in self.changes:
             mark = ":warning:" if c.flagged else ("wider" if c.widens else "narrower")
@@ -169,8 +186,7 @@ class Diff:
         return "\n".join(lines) + "\n"
 
 
-def diff_policies(old: PolicySet, new: PolicySet,
-                  tables: list[TableInfo] | None = None) -> Diff:
+def diff_policies(old: PolicySet, new: PolicySet, tables: list[TableInfo] | None = None) -> Diff:
     old_e, new_e = PolicyEnforcer(old), PolicyEnforcer(new)
     if tables is None:
         merged: dict[str, TableInfo] = {}
@@ -182,9 +198,15 @@ def diff_policies(old: PolicySet, new: PolicySet,
                 names = [c.name for c in have.columns]
                 extra = [c for c in t.columns if c.name not in names]
                 merged[t.full_name] = TableInfo(
-                    t.catalog, t.schema, t.name, "",
-                    tuple(ColumnInfo(c.name, c.type_text, position=i)
-                          for i, c in enumerate([*have.columns, *extra])))
+                    t.catalog,
+                    t.schema,
+                    t.name,
+                    "",
+                    tuple(
+                        ColumnInfo(c.name, c.type_text, position=i)
+                        for i, c in enumerate([*have.columns, *extra])
+                    ),
+                )
         tables = list(merged.values())
     users = [*sorted(named_users(old) | named_users(new)), OTHER_USER]
     out = Diff()
@@ -203,16 +225,27 @@ def _changes(user: str, t: TableInfo, a: Access, b: Access, ps: PolicySet) -> li
     for p in PRIVILEGES:
         if (p in a.privileges) != (p in b.privileges):
             gained = p in b.privileges
-            out.append(Change(user, name, "privilege",
-                              f"{'gains' if gained else 'loses'} {p.upper()}", gained))
+            out.append(
+                Change(
+                    user, name, "privilege", f"{'gains' if gained else 'loses'} {p.upper()}", gained
+                )
+            )
 
     def tagged(col: str) -> bool:
         return bool(ps.column_tags(t.catalog, t.schema, t.name, col.lower()))
 
     for col in sorted(set(b.columns) - set(a.columns)):
         clear = col not in {m[0] for m in b.masks}
-        out.append(Change(user, name, "columns", f"column {col} newly visible"
-                          + ("" if clear else " (masked)"), True, clear and tagged(col)))
+        out.append(
+            Change(
+                user,
+                name,
+                "columns",
+                f"column {col} newly visible" + ("" if clear else " (masked)"),
+                True,
+                clear and tagged(col),
+            )
+        )
     for col in sorted(set(a.columns) - set(b.columns)):
         out.append(Change(user, name, "columns", f"column {col} hidden", False))
     old_m = {c: (m, p) for c, m, p in a.masks}
@@ -224,14 +257,24 @@ def _changes(user: str, t: TableInfo, a: Access, b: Access, ps: PolicySet) -> li
         if before == after:
             continue
         if after is None:
-            out.append(Change(user, name, "mask", f"mask {before[0]} removed from {col}",
-                              True, tagged(col)))
+            out.append(
+                Change(
+                    user, name, "mask", f"mask {before[0]} removed from {col}", True, tagged(col)
+                )
+            )
         elif before is None:
             out.append(Change(user, name, "mask", f"mask {after[0]} added on {col}", False))
         else:
-            out.append(Change(user, name, "mask",
-                              f"mask on {col} changed {before[0]} -> {after[0]}", True,
-                              tagged(col)))
+            out.append(
+                Change(
+                    user,
+                    name,
+                    "mask",
+                    f"mask on {col} changed {before[0]} -> {after[0]}",
+                    True,
+                    tagged(col),
+                )
+            )
     old_f = {i: (k, w) for i, k, w in a.row_filters}
     new_f = {i: (k, w) for i, k, w in b.row_filters}
     if b.can_select:
@@ -242,18 +285,27 @@ def _changes(user: str, t: TableInfo, a: Access, b: Access, ps: PolicySet) -> li
             if after is None:
                 out.append(Change(user, name, "row_filter", f"row filter {fid} removed", True))
             elif before is None:
-                out.append(Change(user, name, "row_filter",
-                                  f"row filter {fid} added: {after[1]}", False))
+                out.append(
+                    Change(user, name, "row_filter", f"row filter {fid} added: {after[1]}", False)
+                )
             else:
-                out.append(Change(user, name, "row_filter",
-                                  f"row filter {fid} changed: {before[1]} -> {after[1]}", True))
+                out.append(
+                    Change(
+                        user,
+                        name,
+                        "row_filter",
+                        f"row filter {fid} changed: {before[1]} -> {after[1]}",
+                        True,
+                    )
+                )
     if a.error != b.error:
         out.append(Change(user, name, "error", b.error or f"resolved: {a.error}", False))
     return out
 
 
-def who_can_see(enforcer: PolicyEnforcer, table: TableInfo,
-                column: str | None = None) -> list[tuple[str, Access]]:
+def who_can_see(
+    enforcer: PolicyEnforcer, table: TableInfo, column: str | None = None
+) -> list[tuple[str, Access]]:
     users = [*sorted(named_users(enforcer.policy_set)), OTHER_USER]
     out = []
     for u in users:

@@ -315,4 +315,3 @@ class _FileParser(RuleReader):
             assignment = TagAssignment(pattern, tags, self.src(key))
             self.acc.tags.append(assignment)
             self.meta.tags.append(assignment)
-

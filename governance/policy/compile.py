@@ -108,8 +108,9 @@ def policy_lines(ps: PolicySet) -> Iterator[tuple[str, Line | tuple[str, str]]]:
         for m in members:
             yield "g", (m.key, f"group:{group}")
     for g in ps.grants:
-        objs = [object_name(g.on)] if g.columns is None else [
-            object_name(g.on, c) for c in g.columns]
+        objs = (
+            [object_name(g.on)] if g.columns is None else [object_name(g.on, c) for c in g.columns]
+        )
         for sub in g.principals:
             for obj in objs:
                 for priv in g.privileges:

@@ -102,8 +102,11 @@ def mask_columns(mask: ColumnMask) -> frozenset[str]:
     hit = _MASK_COLUMNS.get(key)
     if hit is None:
         tree, _ = parse_expression(mask.expression, "mask")
-        hit = frozenset() if tree is None else frozenset(
-            c.name.lower() for c in tree.find_all(exp.Column))
+        hit = (
+            frozenset()
+            if tree is None
+            else frozenset(c.name.lower() for c in tree.find_all(exp.Column))
+        )
         _MASK_COLUMNS[key] = hit
     return hit
 
@@ -293,7 +296,9 @@ class PolicyEnforcer:
         )
 
     def _lookup(
-        self, index: dict[str, dict[tuple[str, str, str], list[str]]], ident: Identity,
+        self,
+        index: dict[str, dict[tuple[str, str, str], list[str]]],
+        ident: Identity,
         key: tuple[str, str, str],
     ) -> list[str]:
         variants = list(product(*[(p, "*") for p in key]))

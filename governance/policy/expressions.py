@@ -68,8 +68,10 @@ def checked_expression(
         if kind == "filter" and not issues:
             issues = _not_boolean(tree, text)
     if tree is None or issues:
-        raise Refused(f"policy {key} cannot be applied: it breaks rule {issues[0][0]} "
-                      "(run lakegate policy validate)")
+        raise Refused(
+            f"policy {key} cannot be applied: it breaks rule {issues[0][0]} "
+            "(run lakegate policy validate)"
+        )
     return tree
 
 
@@ -111,8 +113,20 @@ def check_mask_expression(expression: str, groups: Iterable[str] = ()) -> list[I
 # --------------------------------------------------------------------------- expressions
 
 _BOOLEAN_OK = {"BOOLEAN", "UNKNOWN", "NULL"}
-_ARITHMETIC = (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.IntDiv, exp.Mod, exp.Neg, exp.DPipe,
-               exp.BitwiseAnd, exp.BitwiseOr, exp.BitwiseXor, exp.BitwiseNot)
+_ARITHMETIC = (
+    exp.Add,
+    exp.Sub,
+    exp.Mul,
+    exp.Div,
+    exp.IntDiv,
+    exp.Mod,
+    exp.Neg,
+    exp.DPipe,
+    exp.BitwiseAnd,
+    exp.BitwiseOr,
+    exp.BitwiseXor,
+    exp.BitwiseNot,
+)
 
 
 def _not_boolean(tree: exp.Expression, where: str) -> list[Issue]:
@@ -183,9 +197,7 @@ def parse_expression(text: str, kind: str) -> tuple[exp.Expression | None, list[
     return tree, []
 
 
-def _walk(
-    tree: exp.Expression, kind: str, groups: set[str], rules: ExpressionRules
-) -> list[Issue]:
+def _walk(tree: exp.Expression, kind: str, groups: set[str], rules: ExpressionRules) -> list[Issue]:
     """Constructs that have no place in a per-row policy expression, and identity misuse."""
     issues: list[Issue] = []
     what = _what(kind)
@@ -304,4 +316,3 @@ def _result_type(tree: exp.Expression) -> str | None:
         return None
     dtype = typed.type
     return None if dtype is None else dtype.this.name
-

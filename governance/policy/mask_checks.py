@@ -156,6 +156,7 @@ class CheckContext:
 
     # ---- groups and principals
 
+
 class MaskChecks(CheckContext):
     """The mask checks of the validator."""
 
@@ -238,8 +239,11 @@ class MaskChecks(CheckContext):
         """A warning where some user gets both a column deny and a custom mask reading that
         column: such a mask would show the denied values, so at run time every statement by
         that user reading the masked column is refused (only explicit denies are known here)."""
-        denies = [g for g in self.ps.grants
-                  if g.effect == "deny" and "select" in g.privileges and g.columns]
+        denies = [
+            g
+            for g in self.ps.grants
+            if g.effect == "deny" and "select" in g.privileges and g.columns
+        ]
         for m in self.ps.column_masks:
             read = mask_columns(m)
             if not read:

@@ -138,4 +138,3 @@ def group_hint(group: str, groups: Iterable[str]) -> str:
     if hint.startswith("did you mean"):
         return f"{hint} Otherwise define it under groups:"
     return f"define '{group}' under groups: (no group is named like it)"
-

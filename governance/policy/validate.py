@@ -113,7 +113,6 @@ class _Validator(MaskChecks):
         self.check_tags_known()
         return self.problems
 
-
     # ---- groups and principals
 
     def check_groups(self) -> None:
@@ -381,5 +380,3 @@ def _domain_hint(name: str, domains: Mapping[str, object]) -> str:
 def _outside_hint(schemas: Sequence[str]) -> str:
     owned = ", ".join(schemas) or "(none)"
     return f"this domain owns {owned}; move the rule to a central file or the owning domain"
-
-

@@ -21,7 +21,6 @@ products:
 """
 
 
-
 def token_of(user: str) -> str:
     return f"tok-{user}-{hashlib.sha256(user.encode()).hexdigest()[:12]}"
 
@@ -53,8 +52,9 @@ def uc_tables(client: httpx.Client, catalog: str, schema: str) -> dict[str, list
         r.raise_for_status()
         body = r.json()
         for t in body["tables"]:
-            out[f"{t['catalog_name']}.{t['schema_name']}.{t['name']}"] = \
-                [c["name"] for c in t["columns"]]
+            out[f"{t['catalog_name']}.{t['schema_name']}.{t['name']}"] = [
+                c["name"] for c in t["columns"]
+            ]
         token = body.get("next_page_token")
         if not token:
             return out
@@ -64,9 +64,6 @@ def all_visible(client: httpx.Client) -> dict[str, list[str]]:
     """Everything a caller can discover by walking catalogs -> schemas -> tables."""
     out: dict[str, list[str]] = {}
     for c in client.get(f"{UC}/catalogs").json()["catalogs"]:
-        for s in client.get(f"{UC}/schemas", params={"catalog_name": c["name"]}
-                            ).json()["schemas"]:
+        for s in client.get(f"{UC}/schemas", params={"catalog_name": c["name"]}).json()["schemas"]:
             out.update(uc_tables(client, c["name"], s["name"]))
     return out
-
-

@@ -36,11 +36,15 @@ def api_lakegate(lakehouse, spark, tmp_path_factory: pytest.TempPathFactory):
     (root / "products").mkdir()
     (root / "products" / "hr.yaml").write_text(PRODUCTS_YAML)
     api = ApiConfig(
-        tokens=tuple(ApiToken(u, hashlib.sha256(token_of(u).encode()).hexdigest())
-                     for u in PERSONAS),
-        secret=SECRET, row_limit=5, timeout=300.0, products=root / "products")
-    cfg = replace(lakehouse.config, catalog=str(root / "catalog.db"), audit=root / "audit",
-                  api=api)
+        tokens=tuple(
+            ApiToken(u, hashlib.sha256(token_of(u).encode()).hexdigest()) for u in PERSONAS
+        ),
+        secret=SECRET,
+        row_limit=5,
+        timeout=300.0,
+        products=root / "products",
+    )
+    cfg = replace(lakehouse.config, catalog=str(root / "catalog.db"), audit=root / "audit", api=api)
     lg = Lakegate(cfg, spark=spark)
     yield lg
     lg.close()
@@ -85,8 +89,8 @@ def as_user(server: str) -> Iterator[Callable[[str], httpx.Client]]:
     def make(user: str) -> httpx.Client:
         if user not in clients:
             clients[user] = httpx.Client(
-                base_url=server, timeout=60,
-                headers={"Authorization": f"Bearer {token_of(user)}"})
+                base_url=server, timeout=60, headers={"Authorization": f"Bearer {token_of(user)}"}
+            )
         return clients[user]
 
     yield make

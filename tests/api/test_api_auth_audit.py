@@ -25,8 +25,16 @@ def _ctx() -> dict[str, str]:
     return {"X-Lakegate-Caller-Context": f"test-{uuid.uuid4().hex}"}
 
 
-@pytest.mark.parametrize("header", [None, "Bearer", "Bearer wrong-token", "Basic abc",
-                                    f"Bearer {sign_token('wrong-secret-0123456789', 'root')}"])
+@pytest.mark.parametrize(
+    "header",
+    [
+        None,
+        "Bearer",
+        "Bearer wrong-token",
+        "Basic abc",
+        f"Bearer {sign_token('wrong-secret-0123456789', 'root')}",
+    ],
+)
 def test_no_or_invalid_token_is_401_and_audited(anonymous, api_lakegate, header) -> None:
     h = _ctx()
     if header:
@@ -36,8 +44,12 @@ def test_no_or_invalid_token_is_401_and_audited(anonymous, api_lakegate, header)
     assert r.headers["www-authenticate"] == "Bearer"
     assert r.json()["error_code"] == "UNAUTHENTICATED"
     line = _line(api_lakegate, h["X-Lakegate-Caller-Context"])
-    assert (line["allowed"], line["succeeded"], line["cmd"], line["proto"]) == \
-        ("false", "false", "listCatalogs", "rest")
+    assert (line["allowed"], line["succeeded"], line["cmd"], line["proto"]) == (
+        "false",
+        "false",
+        "listCatalogs",
+        "rest",
+    )
     assert line["ugi"].startswith("anonymous ")
     assert "wrong-token" not in line["reason"]
 
@@ -49,17 +61,22 @@ def test_signed_tokens(anonymous) -> None:
     assert r.json()["user"] == "carol" and r.json()["auth"] == "signed"
     assert "emea-analysts" in r.json()["groups"] and r.json()["token_expires"]
     expired = sign_token(SECRET, "carol", -5)
-    assert anonymous.get(f"{LG}/whoami", headers={"Authorization": f"Bearer {expired}"}
-                         ).json()["message"] == "token expired"
+    assert (
+        anonymous.get(f"{LG}/whoami", headers={"Authorization": f"Bearer {expired}"}).json()[
+            "message"
+        ]
+        == "token expired"
+    )
     _, expiry, sig = good.rsplit(".", 2)
     forged = f"root.{expiry}.{sig}"
-    assert anonymous.get(f"{LG}/whoami", headers={"Authorization": f"Bearer {forged}"}
-                         ).status_code == 401
+    assert (
+        anonymous.get(f"{LG}/whoami", headers={"Authorization": f"Bearer {forged}"}).status_code
+        == 401
+    )
 
 
 def test_token_auth_unit() -> None:
-    auth = TokenAuth(ApiConfig(tokens=(ApiToken("dana", token_hash("s3cret")),),
-                               secret="k" * 16))
+    auth = TokenAuth(ApiConfig(tokens=(ApiToken("dana", token_hash("s3cret")),), secret="k" * 16))
     assert auth.authenticate("Bearer s3cret").user == "dana"
     assert auth.authenticate("bearer s3cret").method == "token"
     assert auth.authenticate(f"Bearer {sign_token('k' * 16, 'a.b@x')}").user == "a.b@x"
@@ -73,11 +90,21 @@ def test_every_request_is_audited_with_operation_and_table(as_user, api_lakegate
     bob = as_user("bob")
     cases = [
         (f"{UC}/tables/main.sales.orders", 200, "getTable", "main.sales.orders", "true"),
-        (f"{UC}/tables/main.marketing.campaigns", 404, "getTable",
-         "main.marketing.campaigns", "false"),
+        (
+            f"{UC}/tables/main.marketing.campaigns",
+            404,
+            "getTable",
+            "main.marketing.campaigns",
+            "false",
+        ),
         (f"{UC}/tables/main.sales.none", 404, "getTable", "main.sales.none", "true"),
-        (f"{LG}/tables/main.sales.customers", 200, "getTableDetail", "main.sales.customers",
-         "true"),
+        (
+            f"{LG}/tables/main.sales.customers",
+            200,
+            "getTableDetail",
+            "main.sales.customers",
+            "true",
+        ),
         (f"{UC}/schemas?catalog_name=main", 200, "listSchemas", "null", "true"),
     ]
     for path, status, cmd, src, allowed in cases:
@@ -85,8 +112,13 @@ def test_every_request_is_audited_with_operation_and_table(as_user, api_lakegate
         assert bob.get(path, headers=h).status_code == status
         line = _line(api_lakegate, h["X-Lakegate-Caller-Context"])
         assert line["ugi"] == "bob (auth:TOKEN)"
-        assert (line["cmd"], line["src"], line["allowed"], line["proto"], line["ip"]) == \
-            (cmd, src, allowed, "rest", "/127.0.0.1")
+        assert (line["cmd"], line["src"], line["allowed"], line["proto"], line["ip"]) == (
+            cmd,
+            src,
+            allowed,
+            "rest",
+            "/127.0.0.1",
+        )
         assert line["succeeded"] == ("true" if status == 200 else "false")
 
 
@@ -104,15 +136,19 @@ def test_audit_failure_refuses_the_request(api_lakegate, tmp_path: Path) -> None
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://t") as c:
             h = {"Authorization": f"Bearer {token_of('root')}"}
-            return [await c.get(f"{UC}/tables/main.hr.employees", headers=h),
-                    await c.get(f"{UC}/catalogs", headers=h),
-                    await c.get(f"{UC}/catalogs")]
+            return [
+                await c.get(f"{UC}/tables/main.hr.employees", headers=h),
+                await c.get(f"{UC}/catalogs", headers=h),
+                await c.get(f"{UC}/catalogs"),
+            ]
 
     try:
         for r in asyncio.run(run()):
             assert r.status_code == 503
-            assert r.json() == {"error_code": "TEMPORARILY_UNAVAILABLE",
-                                "message": "audit log unavailable: request refused"}
+            assert r.json() == {
+                "error_code": "TEMPORARILY_UNAVAILABLE",
+                "message": "audit log unavailable: request refused",
+            }
             assert "salary" not in r.text and "main" not in r.text
     finally:
         lg.catalog.store.close()

@@ -14,8 +14,13 @@ import pytest
 from api_testkit import LG
 
 ORDERS = "main.sales.orders"
-WITHHELD = {"version": None, "last_commit": None, "row_count": None,
-            "history_complete": False, "withheld": True}
+WITHHELD = {
+    "version": None,
+    "last_commit": None,
+    "row_count": None,
+    "history_complete": False,
+    "withheld": True,
+}
 
 
 @pytest.mark.parametrize("user", ["carol", "alice"])
@@ -37,22 +42,35 @@ def test_table_detail_keeps_counts_without_a_row_filter(as_user) -> None:
 def test_table_history_is_withheld_under_a_row_filter(as_user, user) -> None:
     r = as_user(user).get(f"{LG}/tables/{ORDERS}/history")
     assert r.status_code == 200, r.text
-    assert r.json() == {"full_name": ORDERS, "version": None, "complete": False,
-                        "withheld": True, "commits": []}
+    assert r.json() == {
+        "full_name": ORDERS,
+        "version": None,
+        "complete": False,
+        "withheld": True,
+        "commits": [],
+    }
     erin = as_user("erin").get(f"{LG}/tables/{ORDERS}/history").json()
     assert erin["commits"] and erin["withheld"] is False
 
 
 def test_product_freshness_is_unknown_to_a_caller_under_a_row_filter(as_user) -> None:
     name = f"filtered-fresh-{uuid.uuid4().hex[:8]}"
-    made = as_user("erin").post(f"{LG}/products", json={
-        "name": name, "domain": "sales", "output_tables": [ORDERS], "freshness": "3650d",
-        "stage": "active"})
+    made = as_user("erin").post(
+        f"{LG}/products",
+        json={
+            "name": name,
+            "domain": "sales",
+            "output_tables": [ORDERS],
+            "freshness": "3650d",
+            "stage": "active",
+        },
+    )
     assert made.status_code == 201, made.text
     assert made.json()["freshness_status"]["status"] == "fresh"  # the owner sees it all
     seen = as_user("carol").get(f"{LG}/products/{name}").json()
     assert seen["output_tables"] == [ORDERS]
     status = seen["freshness_status"]
     assert status["status"] == "unknown"
-    assert status["tables"] == [{"table": ORDERS, "last_commit": None, "age_seconds": None,
-                                 "fresh": None}]
+    assert status["tables"] == [
+        {"table": ORDERS, "last_commit": None, "age_seconds": None, "fresh": None}
+    ]

@@ -13,8 +13,10 @@ from governance.session import route_error_log
 def test_rest_collect_error_is_class_and_query_id_only(as_user, api_lakegate, tmp_path):
     log = tmp_path / "lakegate-server.log"
     route_error_log(log)
-    r = as_user("alice").post(f"{LG}/statements", json={
-        "statement": "SELECT to_number(name, '9') AS n FROM main.sales.customers"})
+    r = as_user("alice").post(
+        f"{LG}/statements",
+        json={"statement": "SELECT to_number(name, '9') AS n FROM main.sales.customers"},
+    )
     assert r.status_code == 400, r.text
     m = re.search(r"statement failed: \[[A-Z][A-Z_.]*\] \(query ([0-9a-f]{32})\)", r.text)
     names = ("Anna", "Ben", "Chen", "Dominique", "Eve", "Farah")  # the demo's customers

@@ -26,8 +26,11 @@ def test_carol_sees_her_masks_and_that_a_filter_applies_but_not_its_text(as_user
     assert cols["email"]["tags"] == ["pii"] and cols["email"]["mask"]["kind"] == "hash"
     assert cols["country"]["mask"] is None
     assert d["tags"] == ["customer-data"]
-    assert d["domain"] == {"name": "sales", "description": "Orders, customers and payments",
-                           "owners": ["group:sales-owners"]}
+    assert d["domain"] == {
+        "name": "sales",
+        "description": "Orders, customers and payments",
+        "owners": ["group:sales-owners"],
+    }
     assert "NOT is_test" not in str(d) and "country IN" not in str(d)
 
 
@@ -46,8 +49,9 @@ def test_dana_reads_pii_in_clear_and_birth_year_only(as_user) -> None:
     dana = _detail(as_user("dana"), "main.sales.customers")
     assert dana["access"]["masked_columns"] == []
     emp = _detail(as_user("dana"), "main.hr.employees")
-    assert [(m["column"], m["kind"]) for m in emp["access"]["masked_columns"]] == \
-        [("birth_date", "year")]
+    assert [(m["column"], m["kind"]) for m in emp["access"]["masked_columns"]] == [
+        ("birth_date", "year")
+    ]
     assert "salary" not in [c["name"] for c in emp["columns"]]
 
 
@@ -78,18 +82,21 @@ def test_extension_routes_hide_invisible_tables(as_user) -> None:
         assert r.status_code == 404 and r.json()["error_code"] == "NOT_FOUND"
 
 
-@pytest.mark.parametrize(("user", "query", "expected"), [
-    ("alice", "customers", ["main.sales.customers"]),
-    ("alice", "pii", ["main.hr.employees", "main.sales.customers"]),
-    ("alice", "ssn", []),  # the column is hidden from analysts: it must not match
-    ("erin", "ssn", ["main.sales.customers"]),
-    ("bob", "phone", []),
-    ("alice", "phone", ["main.sales.customers"]),
-    ("bob", "campaigns", []),
-    ("mallory", "budget", ["main.marketing.campaigns"]),
-    ("alice", "region amount", ["main.sales.orders"]),
-    ("alice", "salary", []),
-])
+@pytest.mark.parametrize(
+    ("user", "query", "expected"),
+    [
+        ("alice", "customers", ["main.sales.customers"]),
+        ("alice", "pii", ["main.hr.employees", "main.sales.customers"]),
+        ("alice", "ssn", []),  # the column is hidden from analysts: it must not match
+        ("erin", "ssn", ["main.sales.customers"]),
+        ("bob", "phone", []),
+        ("alice", "phone", ["main.sales.customers"]),
+        ("bob", "campaigns", []),
+        ("mallory", "budget", ["main.marketing.campaigns"]),
+        ("alice", "region amount", ["main.sales.orders"]),
+        ("alice", "salary", []),
+    ],
+)
 def test_search_respects_column_visibility(as_user, user: str, query: str, expected) -> None:
     r = as_user(user).get(f"{LG}/search", params={"q": query})
     assert r.status_code == 200
@@ -103,5 +110,10 @@ def test_search_ranks_name_matches_first(as_user) -> None:
 
 def test_whoami(as_user) -> None:
     me = as_user("erin").get(f"{LG}/whoami").json()
-    assert me == {"user": "erin", "groups": ["sales-owners"], "auth": "token",
-                  "token_expires": None, "domains_owned": ["sales"]}
+    assert me == {
+        "user": "erin",
+        "groups": ["sales-owners"],
+        "auth": "token",
+        "token_expires": None,
+        "domains_owned": ["sales"],
+    }

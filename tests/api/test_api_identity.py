@@ -28,12 +28,14 @@ def _header(user: str) -> dict[str, bytes]:
     return {"Authorization": f"Bearer {_signed(wire)}".encode("latin-1")}
 
 
-@pytest.mark.parametrize("user", ["c\u00aarol", "\u212aarol", "\uff43arol", "car\u200dol",
-                                  "\u202ecarol"],
-                         ids=["ordinal_indicator_a", "kelvin_sign", "fullwidth",
-                              "zero_width_joiner", "rtl_override"])
-def test_rest_signed_token_for_a_lookalike_is_401_not_the_ascii_user(server: str,
-                                                                     user: str) -> None:
+@pytest.mark.parametrize(
+    "user",
+    ["c\u00aarol", "\u212aarol", "\uff43arol", "car\u200dol", "\u202ecarol"],
+    ids=["ordinal_indicator_a", "kelvin_sign", "fullwidth", "zero_width_joiner", "rtl_override"],
+)
+def test_rest_signed_token_for_a_lookalike_is_401_not_the_ascii_user(
+    server: str, user: str
+) -> None:
     with httpx.Client(base_url=server, timeout=60, headers=_header(user)) as c:
         who = c.get(f"{LG}/whoami")
         run = c.post(f"{LG}/statements", json={"statement": "SELECT 1"})

@@ -15,11 +15,15 @@ BAD = {
 
 
 @pytest.mark.parametrize("bad", BAD.values(), ids=BAD.keys())
-@pytest.mark.parametrize("path", ["/catalogs/{n}", "/schemas/main.{n}",
-                                  "/tables/main.sales.{n}"],
-                         ids=["getCatalog", "getSchema", "getTable"])
+@pytest.mark.parametrize(
+    "path",
+    ["/catalogs/{n}", "/schemas/main.{n}", "/tables/main.sales.{n}"],
+    ids=["getCatalog", "getSchema", "getTable"],
+)
 def test_rest_path_name_outside_allowed_set_is_invalid_argument(
-    as_user, path: str, bad: str,
+    as_user,
+    path: str,
+    bad: str,
 ) -> None:
     r = as_user("root").get(UC + path.format(n=bad))
     assert r.status_code == 400

@@ -15,8 +15,12 @@ from hypothesis import HealthCheck, given, settings
 from schemathesis import GenerationMode, checks
 from schemathesis.specs.openapi import checks as openapi_checks
 
-CHECKS = [checks.not_a_server_error, openapi_checks.status_code_conformance,
-          openapi_checks.content_type_conformance, openapi_checks.response_schema_conformance]
+CHECKS = [
+    checks.not_a_server_error,
+    openapi_checks.status_code_conformance,
+    openapi_checks.content_type_conformance,
+    openapi_checks.response_schema_conformance,
+]
 
 
 @pytest.fixture(scope="session")
@@ -27,14 +31,33 @@ def operations(app) -> dict:
 
 def test_schema_covers_every_route(operations) -> None:
     ids = {op.definition.raw.get("operationId") for op in operations.values()}
-    assert {"listCatalogs", "getCatalog", "listSchemas", "getSchema", "listTables", "getTable",
-            "getTableExists", "generateTemporaryTableCredentials",
-            "generateTemporaryPathCredentials", "generateTemporaryVolumeCredentials",
-            "generateTemporaryModelVersionCredentials", "getTableDetail", "getTableHistory",
-            "search", "whoami", "listDomains",
-            "getDomain", "listDomainTables", "listDomainProducts", "listProducts",
-            "getProduct", "createProduct", "updateProduct", "retireProduct",
-            "executeStatement"} <= ids
+    assert {
+        "listCatalogs",
+        "getCatalog",
+        "listSchemas",
+        "getSchema",
+        "listTables",
+        "getTable",
+        "getTableExists",
+        "generateTemporaryTableCredentials",
+        "generateTemporaryPathCredentials",
+        "generateTemporaryVolumeCredentials",
+        "generateTemporaryModelVersionCredentials",
+        "getTableDetail",
+        "getTableHistory",
+        "search",
+        "whoami",
+        "listDomains",
+        "getDomain",
+        "listDomainTables",
+        "listDomainProducts",
+        "listProducts",
+        "getProduct",
+        "createProduct",
+        "updateProduct",
+        "retireProduct",
+        "executeStatement",
+    } <= ids
 
 
 def _checks(op) -> list:
@@ -53,8 +76,13 @@ def test_no_input_makes_the_server_fail(operations, mode: GenerationMode, user: 
         examples = 6 if "statements" in label else 15
 
         @given(case=op.as_strategy(generation_mode=mode))
-        @settings(max_examples=examples, deadline=None, derandomize=True, database=None,
-                  suppress_health_check=list(HealthCheck))
+        @settings(
+            max_examples=examples,
+            deadline=None,
+            derandomize=True,
+            database=None,
+            suppress_health_check=list(HealthCheck),
+        )
         def run(case) -> None:
             case.call_and_validate(headers=headers, checks=_checks(case.operation))
 
@@ -80,11 +108,17 @@ def test_schema_valid_requests_are_accepted(operations) -> None:
             continue
 
         @given(case=op.as_strategy(generation_mode=GenerationMode.POSITIVE))
-        @settings(max_examples=25, deadline=None, derandomize=True, database=None,
-                  suppress_health_check=list(HealthCheck))
+        @settings(
+            max_examples=25,
+            deadline=None,
+            derandomize=True,
+            database=None,
+            suppress_health_check=list(HealthCheck),
+        )
         def run(case) -> None:
-            case.call_and_validate(headers=headers,
-                                   checks=[openapi_checks.positive_data_acceptance])
+            case.call_and_validate(
+                headers=headers, checks=[openapi_checks.positive_data_acceptance]
+            )
 
         try:
             run()

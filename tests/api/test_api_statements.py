@@ -11,14 +11,18 @@ from governance.errors import AccessDenied
 
 
 def _sql(client, statement: str, **kw) -> tuple[int, dict]:
-    r = client.post(f"{LG}/statements", json={"statement": statement, **kw},
-                    headers={"X-Lakegate-Caller-Context": f"sql-{uuid.uuid4().hex}"})
+    r = client.post(
+        f"{LG}/statements",
+        json={"statement": statement, **kw},
+        headers={"X-Lakegate-Caller-Context": f"sql-{uuid.uuid4().hex}"},
+    )
     return r.status_code, r.json()
 
 
 def test_rows_come_back_filtered_and_masked(as_user) -> None:
-    status, body = _sql(as_user("carol"), "SELECT id, region, amount, order_date "
-                        "FROM main.sales.orders ORDER BY id")
+    status, body = _sql(
+        as_user("carol"), "SELECT id, region, amount, order_date FROM main.sales.orders ORDER BY id"
+    )
     assert status == 200, body
     assert [c["name"] for c in body["columns"]] == ["id", "region", "amount", "order_date"]
     assert body["columns"][2]["type_text"] == "decimal(10,2)"
@@ -34,21 +38,26 @@ def test_row_limit_truncates(as_user) -> None:
     status, body = _sql(as_user("root"), "SELECT id FROM main.sales.orders ORDER BY id")
     assert status == 200
     assert (body["row_count"], body["truncated"]) == (5, True)  # server row_limit is 5
-    status, body = _sql(as_user("root"), "SELECT id FROM main.sales.orders ORDER BY id",
-                        row_limit=2)
+    status, body = _sql(
+        as_user("root"), "SELECT id FROM main.sales.orders ORDER BY id", row_limit=2
+    )
     assert [r[0] for r in body["rows"]] == [1, 2] and body["truncated"] is True
     status, body = _sql(as_user("root"), "SELECT 1 AS one", row_limit=50)
     assert (body["rows"], body["truncated"]) == ([[1]], False)
 
 
-@pytest.mark.parametrize(("user", "statement"), [
-    ("alice", "SELECT salary FROM main.hr.employees"),
-    ("bob", "SELECT phone FROM main.sales.customers"),
-    ("alice", "SELECT * FROM main.marketing.campaigns"),
-    ("alice", "DROP TABLE main.sales.orders"),
-])
-def test_denied_is_403_with_the_python_api_message(as_user, api_lakegate, user: str,
-                                                   statement: str) -> None:
+@pytest.mark.parametrize(
+    ("user", "statement"),
+    [
+        ("alice", "SELECT salary FROM main.hr.employees"),
+        ("bob", "SELECT phone FROM main.sales.customers"),
+        ("alice", "SELECT * FROM main.marketing.campaigns"),
+        ("alice", "DROP TABLE main.sales.orders"),
+    ],
+)
+def test_denied_is_403_with_the_python_api_message(
+    as_user, api_lakegate, user: str, statement: str
+) -> None:
     with pytest.raises(AccessDenied) as expected:
         api_lakegate.session(user).sql(statement)
     status, body = _sql(as_user(user), statement)
@@ -65,16 +74,17 @@ def test_parse_errors_and_spark_errors_are_400(as_user) -> None:
 
 def test_statement_audit_lines(as_user, api_lakegate) -> None:
     ctx = f"nb-{uuid.uuid4().hex}"
-    r = as_user("alice").post(f"{LG}/statements",
-                              json={"statement": "SELECT count(*) FROM main.sales.orders"},
-                              headers={"X-Lakegate-Caller-Context": ctx})
+    r = as_user("alice").post(
+        f"{LG}/statements",
+        json={"statement": "SELECT count(*) FROM main.sales.orders"},
+        headers={"X-Lakegate-Caller-Context": ctx},
+    )
     assert r.status_code == 200 and r.json()["rows"] == [[7]]
     lines = [ln for ln in read_audit(api_lakegate) if ln.get("callerContext") == ctx]
     session_line = next(ln for ln in lines if ln["cmd"] == "select")
     request_line = next(ln for ln in lines if ln["cmd"] == "executeStatement")
     for ln in (session_line, request_line):
-        assert (ln["ugi"], ln["proto"], ln["ip"]) == ("alice (auth:TOKEN)", "rest",
-                                                      "/127.0.0.1")
+        assert (ln["ugi"], ln["proto"], ln["ip"]) == ("alice (auth:TOKEN)", "rest", "/127.0.0.1")
     assert session_line["src"] == "main.sales.orders"
     assert "no-test-orders" in session_line["rowFilters"]
     assert session_line["stmtHash"] == request_line["stmtHash"]

@@ -25,8 +25,9 @@ from unitycatalog.client.models import ColumnTypeName, DataSourceFormat, TableTy
 def with_client(server: str, user: str, fn: Callable[[ApiClient], Awaitable[Any]]) -> Any:
     async def run() -> Any:
         cfg = Configuration(host=f"{server}{UC}")
-        async with ApiClient(cfg, header_name="Authorization",
-                             header_value=f"Bearer {token_of(user)}") as client:
+        async with ApiClient(
+            cfg, header_name="Authorization", header_value=f"Bearer {token_of(user)}"
+        ) as client:
             return await fn(client)
 
     return asyncio.run(run())
@@ -42,7 +43,8 @@ async def _walk(client: ApiClient) -> dict[str, Any]:
             token = None
             while True:
                 page = await TablesApi(client).list_tables(
-                    catalog_name=c.name, schema_name=s.name, max_results=1, page_token=token)
+                    catalog_name=c.name, schema_name=s.name, max_results=1, page_token=token
+                )
                 for t in page.tables or []:
                     out[f"{t.catalog_name}.{t.schema_name}.{t.name}"] = t
                 token = page.next_page_token
@@ -73,21 +75,33 @@ def test_official_client_get_table_and_schema(server: str) -> None:
 
     table, schema, catalog = with_client(server, "carol", run)
     assert (table.catalog_name, table.schema_name, table.name) == ("main", "sales", "orders")
-    assert [c.name for c in table.columns] == ["id", "customer_id", "region", "amount",
-                                               "order_date", "is_test"]
+    assert [c.name for c in table.columns] == [
+        "id",
+        "customer_id",
+        "region",
+        "amount",
+        "order_date",
+        "is_test",
+    ]
     amount = table.columns[3]
-    assert (amount.type_name, amount.type_precision, amount.type_scale) == \
-        (ColumnTypeName.DECIMAL, 10, 2)
+    assert (amount.type_name, amount.type_precision, amount.type_scale) == (
+        ColumnTypeName.DECIMAL,
+        10,
+        2,
+    )
     assert schema.full_name == "main.sales" and schema.owner == "group:sales-owners"
     assert catalog.name == "main"
 
 
-@pytest.mark.parametrize(("user", "call"), [
-    ("bob", lambda c: TablesApi(c).get_table(full_name="main.marketing.campaigns")),
-    ("bob", lambda c: SchemasApi(c).get_schema(full_name="main.marketing")),
-    ("frank", lambda c: CatalogsApi(c).get_catalog(name="main")),
-    ("alice", lambda c: TablesApi(c).get_table(full_name="main.sales.nope")),
-])
+@pytest.mark.parametrize(
+    ("user", "call"),
+    [
+        ("bob", lambda c: TablesApi(c).get_table(full_name="main.marketing.campaigns")),
+        ("bob", lambda c: SchemasApi(c).get_schema(full_name="main.marketing")),
+        ("frank", lambda c: CatalogsApi(c).get_catalog(name="main")),
+        ("alice", lambda c: TablesApi(c).get_table(full_name="main.sales.nope")),
+    ],
+)
 def test_official_client_sees_not_found(server: str, user: str, call: Callable) -> None:
     with pytest.raises(ApiException) as e:
         with_client(server, user, call)
@@ -122,20 +136,44 @@ def test_lakegate_serve_command_answers_the_official_client(api_lakegate, tmp_pa
     cfg = api_lakegate.config
     with sqlite3.connect(cfg.catalog) as src, sqlite3.connect(tmp_path / "catalog.db") as dst:
         src.backup(dst)
-    (tmp_path / "lakegate.yaml").write_text(yaml.safe_dump({
-        "warehouse": str(cfg.warehouse), "catalog": "catalog.db",
-        "policies": str(cfg.policies), "audit": "audit",
-        "api": {"tokens": [{"user": "bob",
-                            "sha256": hashlib.sha256(token_of("bob").encode()).hexdigest()}]},
-    }))
+    (tmp_path / "lakegate.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "warehouse": str(cfg.warehouse),
+                "catalog": "catalog.db",
+                "policies": str(cfg.policies),
+                "audit": "audit",
+                "api": {
+                    "tokens": [
+                        {
+                            "user": "bob",
+                            "sha256": hashlib.sha256(token_of("bob").encode()).hexdigest(),
+                        }
+                    ]
+                },
+            }
+        )
+    )
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     root = Path(__file__).resolve().parents[2]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "governance.cli", "--config", str(tmp_path / "lakegate.yaml"),
-         "serve", "--port", str(port), "--log-level", "warning"],
-        cwd=root, env={**os.environ, "PYTHONPATH": str(root)})
+        [
+            sys.executable,
+            "-m",
+            "governance.cli",
+            "--config",
+            str(tmp_path / "lakegate.yaml"),
+            "serve",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ],
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": str(root)},
+    )
     try:
         deadline = time.time() + 30
         while True:
@@ -145,8 +183,11 @@ def test_lakegate_serve_command_answers_the_official_client(api_lakegate, tmp_pa
                 break
             except OSError:
                 time.sleep(0.1)
-        table = with_client(f"http://127.0.0.1:{port}", "bob",
-                            lambda c: TablesApi(c).get_table(full_name="main.sales.customers"))
+        table = with_client(
+            f"http://127.0.0.1:{port}",
+            "bob",
+            lambda c: TablesApi(c).get_table(full_name="main.sales.customers"),
+        )
         assert [c.name for c in table.columns] == ["id", "name", "email", "country"]
     finally:
         proc.terminate()

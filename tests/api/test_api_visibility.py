@@ -10,8 +10,11 @@ CUSTOMERS = ["id", "name", "email", "phone", "ssn", "country"]
 EMPLOYEES = ["id", "name", "department", "salary", "birth_date"]
 CAMPAIGNS = ["id", "name", "budget", "starts"]
 NO_SSN = [c for c in CUSTOMERS if c != "ssn"]
-ANALYST = {"main.sales.orders": ORDERS, "main.sales.customers": NO_SSN,
-           "main.hr.employees": [c for c in EMPLOYEES if c != "salary"]}
+ANALYST = {
+    "main.sales.orders": ORDERS,
+    "main.sales.customers": NO_SSN,
+    "main.hr.employees": [c for c in EMPLOYEES if c != "salary"],
+}
 
 EXPECTED: dict[str, dict[str, list[str]]] = {
     "alice": ANALYST,
@@ -22,8 +25,12 @@ EXPECTED: dict[str, dict[str, list[str]]] = {
     "harriet": {"main.hr.employees": EMPLOYEES},
     "mallory": {"main.marketing.campaigns": CAMPAIGNS},
     "frank": {},
-    "root": {"main.sales.orders": ORDERS, "main.sales.customers": CUSTOMERS,
-             "main.hr.employees": EMPLOYEES, "main.marketing.campaigns": CAMPAIGNS},
+    "root": {
+        "main.sales.orders": ORDERS,
+        "main.sales.customers": CUSTOMERS,
+        "main.hr.employees": EMPLOYEES,
+        "main.marketing.campaigns": CAMPAIGNS,
+    },
 }
 
 
@@ -56,21 +63,27 @@ def test_hidden_table_is_indistinguishable_from_a_missing_one(as_user) -> None:
     hidden = bob.get(f"{UC}/tables/main.marketing.campaigns")
     missing = bob.get(f"{UC}/tables/main.marketing.nothing_here")
     assert hidden.status_code == missing.status_code == 404
-    assert hidden.json()["message"].replace("campaigns", "X") == \
-        missing.json()["message"].replace("nothing_here", "X")
+    assert hidden.json()["message"].replace("campaigns", "X") == missing.json()["message"].replace(
+        "nothing_here", "X"
+    )
     schema = bob.get(f"{UC}/schemas/main.marketing")
     assert schema.status_code == 404
     assert schema.json()["error_code"] == "NOT_FOUND"
-    assert bob.get(f"{UC}/tables", params={"catalog_name": "main",
-                                            "schema_name": "marketing"}).status_code == 404
+    assert (
+        bob.get(
+            f"{UC}/tables", params={"catalog_name": "main", "schema_name": "marketing"}
+        ).status_code
+        == 404
+    )
 
 
 def test_catalog_and_schema_lists_leave_out_what_holds_nothing_visible(as_user) -> None:
     frank = as_user("frank")
     assert [c["name"] for c in frank.get(f"{UC}/catalogs").json()["catalogs"]] == ["system"]
     assert frank.get(f"{UC}/catalogs/main").status_code == 404
-    assert [c["name"] for c in as_user("alice").get(f"{UC}/catalogs").json()["catalogs"]] \
-        == ["main"]
+    assert [c["name"] for c in as_user("alice").get(f"{UC}/catalogs").json()["catalogs"]] == [
+        "main"
+    ]
     schemas = as_user("alice").get(f"{UC}/schemas", params={"catalog_name": "main"}).json()
     assert [s["full_name"] for s in schemas["schemas"]] == ["main.hr", "main.sales"]
     mallory = as_user("mallory").get(f"{UC}/schemas", params={"catalog_name": "main"}).json()
@@ -78,8 +91,7 @@ def test_catalog_and_schema_lists_leave_out_what_holds_nothing_visible(as_user) 
 
 
 def test_storage_location_only_for_managers(as_user) -> None:
-    assert "storage_location" not in as_user("alice").get(
-        f"{UC}/tables/main.sales.orders").json()
+    assert "storage_location" not in as_user("alice").get(f"{UC}/tables/main.sales.orders").json()
     erin = as_user("erin").get(f"{UC}/tables/main.sales.orders").json()
     assert erin["storage_location"].endswith("/main/sales/orders")
     assert erin["table_type"] == "MANAGED"
@@ -100,17 +112,21 @@ def test_pagination_walks_every_visible_table_once(as_user) -> None:
         if not token:
             break
     assert seen == ["customers", "orders"] and pages == 2
-    full = root.get(f"{UC}/tables", params={"catalog_name": "main", "schema_name": "sales",
-                                            "max_results": 0}).json()
+    full = root.get(
+        f"{UC}/tables", params={"catalog_name": "main", "schema_name": "sales", "max_results": 0}
+    ).json()
     assert [t["name"] for t in full["tables"]] == seen and "next_page_token" not in full
 
 
-@pytest.mark.parametrize(("params", "message"), [
-    ({"catalog_name": "main", "schema_name": "sales", "max_results": -1}, "max_results"),
-    ({"catalog_name": "main", "schema_name": "sales", "max_results": "x"}, "max_results"),
-    ({"catalog_name": "main", "schema_name": "sales", "page_token": "%%%"}, "page_token"),
-    ({"catalog_name": "main"}, "schema_name"),
-])
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"catalog_name": "main", "schema_name": "sales", "max_results": -1}, "max_results"),
+        ({"catalog_name": "main", "schema_name": "sales", "max_results": "x"}, "max_results"),
+        ({"catalog_name": "main", "schema_name": "sales", "page_token": "%%%"}, "page_token"),
+        ({"catalog_name": "main"}, "schema_name"),
+    ],
+)
 def test_bad_arguments_are_invalid_argument(as_user, params: dict, message: str) -> None:
     r = as_user("alice").get(f"{UC}/tables", params=params)
     assert r.status_code == 400
@@ -118,8 +134,10 @@ def test_bad_arguments_are_invalid_argument(as_user, params: dict, message: str)
 
 
 def test_column_types_in_unity_catalog_shape(as_user) -> None:
-    cols = {c["name"]: c for c in as_user("root").get(
-        f"{UC}/tables/main.sales.orders").json()["columns"]}
+    cols = {
+        c["name"]: c
+        for c in as_user("root").get(f"{UC}/tables/main.sales.orders").json()["columns"]
+    }
     assert cols["amount"]["type_name"] == "DECIMAL"
     assert (cols["amount"]["type_precision"], cols["amount"]["type_scale"]) == (10, 2)
     assert cols["order_date"]["type_name"] == "DATE"

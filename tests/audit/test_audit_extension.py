@@ -16,8 +16,15 @@ from audit.verify import verify
 
 
 def event(phase: str | None, qid: str, version: str | None = "sha256:ab") -> AuditEvent:
-    return AuditEvent(allowed=True, user="u", cmd="insert", src="a.s.t", query_id=qid,
-                      policy_version=version, phase=phase)
+    return AuditEvent(
+        allowed=True,
+        user="u",
+        cmd="insert",
+        src="a.s.t",
+        query_id=qid,
+        policy_version=version,
+        phase=phase,
+    )
 
 
 def test_v1_and_extended_lines_verify_as_one_chain(tmp_path: Path) -> None:
@@ -26,12 +33,17 @@ def test_v1_and_extended_lines_verify_as_one_chain(tmp_path: Path) -> None:
         log.write([event("intent", "q1")])
         log.write([event("outcome", "q1")])
     text = (tmp_path / "audit.log").read_text().splitlines()
-    assert "policyVersion=" not in text[0] and "\tpolicyVersion=sha256:ab\tphase=intent\t" \
-        "writer=" in text[1]
+    assert (
+        "policyVersion=" not in text[0]
+        and "\tpolicyVersion=sha256:ab\tphase=intent\twriter=" in text[1]
+    )
     assert verify(tmp_path).ok
     records = query(tmp_path).records
     assert [(r.policy_version, r.phase) for r in records] == [
-        (None, None), ("sha256:ab", "intent"), ("sha256:ab", "outcome")]
+        (None, None),
+        ("sha256:ab", "intent"),
+        ("sha256:ab", "outcome"),
+    ]
 
 
 def test_a_cut_extended_line_is_a_crash_remnant_not_an_edit(tmp_path: Path) -> None:

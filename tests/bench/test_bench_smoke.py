@@ -62,8 +62,13 @@ def test_parsers() -> None:
     assert dec[1]["p50_us"] == 14 and dec[1]["casbin_ms"] == 14.8 and dec[1]["disagree"] == 0
     aud = report.parse_audit(AUDIT_OUT)
     kinds = [(r["kind"], r["writers"], r["lines_per_stmt"]) for r in aud["rows"]]
-    assert kinds == [("single", 1, 1), ("single", 1, 3), ("threads", 2, 1), ("threads", 4, 1),
-                     ("processes", 2, 1)]
+    assert kinds == [
+        ("single", 1, 1),
+        ("single", 1, 3),
+        ("threads", 2, 1),
+        ("threads", 4, 1),
+        ("processes", 2, 1),
+    ]
     assert aud["rows"][0]["lines_per_s"] == 61234
     assert aud["cpu_lines_per_s"] == [70000]
 
@@ -112,48 +117,109 @@ def test_floor_views_answer_every_test_for_the_bench_user(tmp_path: Path) -> Non
 def test_report_writer(tmp_path: Path, scaling: dict) -> None:
     pytest.importorskip("matplotlib")
     queries = [
-        {"id": n, "a_med": 1.0, "b_med": 1.2, "c_med": c, "c_over_a": c, "c_over_b": c / 1.2,
-         "flag": c / 1.2 > 1.25, "errors": {}, "plan_ms": 3.0, "floor_med": 1.01,
-         "c_over_floor": c / 1.01, "breakdown": {k: 2.0 + i for i, k in enumerate(PARTS)},
-         "files": {"A": {"store_sales": 8}, "C": {"store_sales": 8}}}
+        {
+            "id": n,
+            "a_med": 1.0,
+            "b_med": 1.2,
+            "c_med": c,
+            "c_over_a": c,
+            "c_over_b": c / 1.2,
+            "flag": c / 1.2 > 1.25,
+            "errors": {},
+            "plan_ms": 3.0,
+            "floor_med": 1.01,
+            "c_over_floor": c / 1.01,
+            "breakdown": {k: 2.0 + i for i, k in enumerate(PARTS)},
+            "files": {"A": {"store_sales": 8}, "C": {"store_sales": 8}},
+        }
         for n, c in ((1, 1.05), (2, 1.6))
     ]
     summary = {
-        "queries_measured": 2, "queries_total": 2, "total_a_s": 2.0, "total_b_s": 2.4,
-        "total_c_s": 2.65, "c_over_a": 1.325, "c_over_b": 1.104, "b_over_a": 1.2,
-        "median_query_c_over_a": 1.3, "median_query_c_over_b": 1.1, "plan_ms_median": 3.0,
-        "plan_ms_max": 3.0, "plan_s_total": 0.006, "overhead_per_query_s": 0.325,
+        "queries_measured": 2,
+        "queries_total": 2,
+        "total_a_s": 2.0,
+        "total_b_s": 2.4,
+        "total_c_s": 2.65,
+        "c_over_a": 1.325,
+        "c_over_b": 1.104,
+        "b_over_a": 1.2,
+        "median_query_c_over_a": 1.3,
+        "median_query_c_over_b": 1.1,
+        "plan_ms_median": 3.0,
+        "plan_ms_max": 3.0,
+        "plan_s_total": 0.006,
+        "overhead_per_query_s": 0.325,
         "breakdown": {k: {"median": 1.0, "total_s": 0.002} for k in PARTS},
-        "total_floor_s": 2.55, "c_over_floor": 1.039, "overhead_ms_median": 40.0,
+        "total_floor_s": 2.55,
+        "c_over_floor": 1.039,
+        "overhead_ms_median": 40.0,
         "flagged": [{"id": 2, "c_over_b": 1.33, "a": 1.0, "b": 1.2, "c": 1.6}],
         "worst": [{"id": 2, "c_over_b": 1.33, "c_over_a": 1.6, "a": 1.0, "b": 1.2, "c": 1.6}],
         "product_bugs": [{"id": 3, "error": "StatementFailed: boom"}],
-        "answers_differ_b_c": [], "c_reads_more_files": [],
-        "skipping": [{"id": "skip_store_sales", "what": "literal", "files_a": 1,
-                      "files_b": 1, "files_c": 1, "partitions_a": None, "partitions_c": None,
-                      "same": True, "errors": {}}],
-        "targets": {"total_c_over_b": {"met": False}, "total_c_over_a": {"met": False},
-                    "total_c_over_floor": {"met": False}, "overhead_ms_median": {"met": False},
-                    "verify_ms_median": {"met": True},
-                    "no_query_over_1_25_b": {"met": False}, "skipping_kept": {"met": True}},
+        "answers_differ_b_c": [],
+        "c_reads_more_files": [],
+        "skipping": [
+            {
+                "id": "skip_store_sales",
+                "what": "literal",
+                "files_a": 1,
+                "files_b": 1,
+                "files_c": 1,
+                "partitions_a": None,
+                "partitions_c": None,
+                "same": True,
+                "errors": {},
+            }
+        ],
+        "targets": {
+            "total_c_over_b": {"met": False},
+            "total_c_over_a": {"met": False},
+            "total_c_over_floor": {"met": False},
+            "overhead_ms_median": {"met": False},
+            "verify_ms_median": {"met": True},
+            "no_query_over_1_25_b": {"met": False},
+            "skipping_kept": {"met": True},
+        },
     }
     results = {
-        "date": "2026-01-01T00:00:00+00:00", "run_s": 12.0,
-        "machine": harness.machine_info(), "versions": {"python": "3.11"},
+        "date": "2026-01-01T00:00:00+00:00",
+        "run_s": 12.0,
+        "machine": harness.machine_info(),
+        "versions": {"python": "3.11"},
         "load": {"before": 0.3, "after": 0.4},
-        "steps": {"tpcds": {"command": "python benchmarks/tpcds_delta.py", "ok": True,
-                            "rc": 0, "seconds": 10.0},
-                  "api": {"command": "python benchmarks/api.py", "ok": False, "rc": 2}},
-        "tpcds": {"config": {"sf": 0.01, "rounds": 1, "fact_files": 8, "master": "local[2]"},
-                  "policy": {"row_filters": 34, "column_masks": 46, "tables": 24},
-                  "queries": queries, "summary": summary},
-        "rewrite": {"queries": 99, "rounds": 1, "p50_ms": 1.2, "p99_ms": 9.0, "max_ms": 12.0,
-                    "cold_p50_ms": 2.0, "cold_max_ms": 20.0, "slowest": [[64, 9.0]],
-                    "sqlglot_p50_ms": 1.0, "over_sqlglot": 1.2, "over_sqlglot_median": 1.1},
+        "steps": {
+            "tpcds": {
+                "command": "python benchmarks/tpcds_delta.py",
+                "ok": True,
+                "rc": 0,
+                "seconds": 10.0,
+            },
+            "api": {"command": "python benchmarks/api.py", "ok": False, "rc": 2},
+        },
+        "tpcds": {
+            "config": {"sf": 0.01, "rounds": 1, "fact_files": 8, "master": "local[2]"},
+            "policy": {"row_filters": 34, "column_masks": 46, "tables": 24},
+            "queries": queries,
+            "summary": summary,
+        },
+        "rewrite": {
+            "queries": 99,
+            "rounds": 1,
+            "p50_ms": 1.2,
+            "p99_ms": 9.0,
+            "max_ms": 12.0,
+            "cold_p50_ms": 2.0,
+            "cold_max_ms": 20.0,
+            "slowest": [[64, 9.0]],
+            "sqlglot_p50_ms": 1.0,
+            "over_sqlglot": 1.2,
+            "over_sqlglot_median": 1.1,
+        },
         "decisions": report.parse_decisions(DECISIONS_OUT),
         "audit": report.parse_audit(AUDIT_OUT),
         "scaling": scaling,
-        "why": ["because"], "caveats": ["small"],
+        "why": ["because"],
+        "caveats": ["small"],
     }
     out = report.write_report(results, tmp_path / "REPORT.md", tmp_path / "charts")
     text = out.read_text()

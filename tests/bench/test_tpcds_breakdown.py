@@ -25,10 +25,25 @@ QUERIES = (3, 96)  # six small tables between them: store_sales, date_dim, item,
 def result(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     root = tmp_path_factory.mktemp("tpcds")
     out = root / "tpcds.json"
-    rc = tpcds_delta.main(["--sf", "0.01", "--queries", ",".join(map(str, QUERIES)),
-                           "--rounds", "1", "--no-probes", "--recheck-rounds", "0",
-                           "--fact-files", "2", "--dir", str(root / "work"),
-                           "--json", str(out)])
+    rc = tpcds_delta.main(
+        [
+            "--sf",
+            "0.01",
+            "--queries",
+            ",".join(map(str, QUERIES)),
+            "--rounds",
+            "1",
+            "--no-probes",
+            "--recheck-rounds",
+            "0",
+            "--fact-files",
+            "2",
+            "--dir",
+            str(root / "work"),
+            "--json",
+            str(out),
+        ]
+    )
     assert rc == 0
     return json.loads(out.read_text())
 
@@ -54,5 +69,9 @@ def test_floor_answers_like_the_governed_session(result: dict[str, Any]) -> None
         assert q["c_over_floor"] > 0
     s = result["summary"]
     assert s["c_over_floor"] > 0 and isinstance(s["overhead_ms_median"], float)
-    assert set(s["targets"]) >= {"total_c_over_a", "total_c_over_floor",
-                                 "overhead_ms_median", "verify_ms_median"}
+    assert set(s["targets"]) >= {
+        "total_c_over_a",
+        "total_c_over_floor",
+        "overhead_ms_median",
+        "verify_ms_median",
+    }

@@ -17,16 +17,23 @@ from typing import Any
 SCENARIOS: list[tuple[str, str]] = [
     ("carol", "SELECT id, region, amount FROM main.sales.orders ORDER BY id"),
     ("alice", "SELECT id, name, email, phone FROM main.sales.customers ORDER BY id"),
-    ("carol", "SELECT c.name, count(*) AS n, sum(o.amount) AS total FROM main.sales.orders o "
-              "JOIN main.sales.customers c ON o.customer_id = c.id GROUP BY c.name ORDER BY 1"),
+    (
+        "carol",
+        "SELECT c.name, count(*) AS n, sum(o.amount) AS total FROM main.sales.orders o "
+        "JOIN main.sales.customers c ON o.customer_id = c.id GROUP BY c.name ORDER BY 1",
+    ),
     ("dana", "SELECT region, count(*) AS n FROM main.sales.orders GROUP BY region ORDER BY 1"),
     ("alice", "SELECT name, salary FROM main.hr.employees"),
     ("alice", "SELECT * FROM delta.`/tmp/anything`"),
     ("erin", "SELECT count(*) AS n FROM main.sales.orders VERSION AS OF 0"),
-    ("carol", "INSERT INTO main.sales.orders VALUES "
-              "(20, 1, 'EMEA', 10.00, DATE'2026-05-01', false)"),
-    ("carol", "INSERT INTO main.sales.orders VALUES "
-              "(21, 2, 'AMER', 11.00, DATE'2026-05-02', false)"),
+    (
+        "carol",
+        "INSERT INTO main.sales.orders VALUES (20, 1, 'EMEA', 10.00, DATE'2026-05-01', false)",
+    ),
+    (
+        "carol",
+        "INSERT INTO main.sales.orders VALUES (21, 2, 'AMER', 11.00, DATE'2026-05-02', false)",
+    ),
     ("carol", "UPDATE main.sales.orders SET amount = amount + 1 WHERE amount < 100"),
     ("carol", "DELETE FROM main.sales.orders WHERE id = 4"),
     ("erin", "SELECT id, region, amount, is_test FROM main.sales.orders ORDER BY id"),
@@ -55,15 +62,28 @@ def main(root: str, master: str) -> None:
 
     path = write_config(Path(root))
     cfg = yaml.safe_load(path.read_text())
-    cfg["spark"] = {"master": master, "conf": {
-        "spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1",
-        "spark.executor.memory": "512m", "spark.cores.max": "2"}}
+    cfg["spark"] = {
+        "master": master,
+        "conf": {
+            "spark.driver.host": "127.0.0.1",
+            "spark.driver.bindAddress": "127.0.0.1",
+            "spark.executor.memory": "512m",
+            "spark.cores.max": "2",
+        },
+    }
     path.write_text(yaml.safe_dump(cfg))
     # the demo keeps this spark section: the same data as the local side, on the cluster
     lg = build_demo(Path(root), spark_log=Path(root) / "lakegate-spark.log")
     executors = lg.spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1
-    print(json.dumps({"executors": executors, "master": lg.spark.sparkContext.master,
-                      "results": run_scenarios(lg)}))
+    print(
+        json.dumps(
+            {
+                "executors": executors,
+                "master": lg.spark.sparkContext.master,
+                "results": run_scenarios(lg),
+            }
+        )
+    )
     lg.close()
     lg.spark.stop()
 

@@ -28,26 +28,63 @@ SPARK_HOME = Path(__import__("pyspark").__file__).resolve().parent
 
 def _start(args: list[str], log: Path, env: dict[str, str]) -> subprocess.Popen:
     with log.open("ab") as out:
-        return subprocess.Popen([str(SPARK_HOME / "bin" / "spark-class"), *args], env=env,
-                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        return subprocess.Popen(
+            [str(SPARK_HOME / "bin" / "spark-class"), *args],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     root = tmp_path_factory.mktemp("cluster")
-    env = {**os.environ, "SPARK_HOME": str(SPARK_HOME), "SPARK_LOCAL_IP": "127.0.0.1",
-           "SPARK_WORKER_DIR": str(root / "work"), "SPARK_LOG_DIR": str(root),
-           "PYSPARK_PYTHON": sys.executable}
+    env = {
+        **os.environ,
+        "SPARK_HOME": str(SPARK_HOME),
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "SPARK_WORKER_DIR": str(root / "work"),
+        "SPARK_LOG_DIR": str(root),
+        "PYSPARK_PYTHON": sys.executable,
+    }
     port, ui = free_port(), free_port()
     url = f"spark://127.0.0.1:{port}"
-    procs = [_start(["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                     "--port", str(port), "--webui-port", str(ui)], root / "master.log", env)]
+    procs = [
+        _start(
+            [
+                "org.apache.spark.deploy.master.Master",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--webui-port",
+                str(ui),
+            ],
+            root / "master.log",
+            env,
+        )
+    ]
     try:
         for i in range(2):
-            procs.append(_start(
-                ["org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1", "--cores", "1",
-                 "--memory", "1g", "--webui-port", str(free_port()), url],
-                root / f"worker{i}.log", env))
+            procs.append(
+                _start(
+                    [
+                        "org.apache.spark.deploy.worker.Worker",
+                        "--host",
+                        "127.0.0.1",
+                        "--cores",
+                        "1",
+                        "--memory",
+                        "1g",
+                        "--webui-port",
+                        str(free_port()),
+                        url,
+                    ],
+                    root / f"worker{i}.log",
+                    env,
+                )
+            )
         deadline = time.monotonic() + 120
         alive = 0
         while alive < 2:
@@ -69,10 +106,19 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 @pytest.fixture(scope="module")
 def on_cluster(cluster: str, tmp_path_factory: pytest.TempPathFactory) -> dict:
     root = tmp_path_factory.mktemp("cluster-lakehouse")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        [str(HERE.parents[1]), str(HERE), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run([sys.executable, str(HERE / "cluster_scenarios.py"), str(root), cluster],
-                          env=env, capture_output=True, text=True, timeout=900)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(
+            [str(HERE.parents[1]), str(HERE), os.environ.get("PYTHONPATH", "")]
+        ),
+    }
+    done = subprocess.run(
+        [sys.executable, str(HERE / "cluster_scenarios.py"), str(root), cluster],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert done.returncode == 0, done.stderr[-4000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -103,4 +149,3 @@ def test_scenarios_cover_denials_refusals_and_writes(on_local):
     assert on_local[8]["error"] == "AccessDenied"  # her AMER insert is outside her filter
     ids = [int(r[0]) for r in on_local[11]["rows"]]
     assert 20 in ids and 21 not in ids and 4 not in ids
-

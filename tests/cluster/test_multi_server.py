@@ -40,9 +40,12 @@ def servers(spark, new_postgres_database, tmp_path_factory) -> Iterator[dict]:
     cfg_path = write_config(root)
     cfg = yaml.safe_load(cfg_path.read_text())
     cfg["catalog"] = new_postgres_database()
-    cfg["api"] = {"tokens": [{"user": u, "sha256": hashlib.sha256(token_of(u).encode())
-                              .hexdigest()} for u in USERS],
-                  "timeout": 600}  # the test is about correctness: a loaded CI box is slow
+    cfg["api"] = {
+        "tokens": [
+            {"user": u, "sha256": hashlib.sha256(token_of(u).encode()).hexdigest()} for u in USERS
+        ],
+        "timeout": 600,
+    }  # the test is about correctness: a loaded CI box is slow
     cfg_path.write_text(yaml.safe_dump(cfg))
     lg = Lakegate.open(cfg_path, spark=spark)
     admin = lg.session("root")
@@ -53,9 +56,14 @@ def servers(spark, new_postgres_database, tmp_path_factory) -> Iterator[dict]:
     for i in range(2):
         port = free_port()
         log = (root / f"server{i}.log").open("wb")
-        procs.append(subprocess.Popen(
-            [LAKEGATE, "--config", str(cfg_path), "serve", "--port", str(port)],
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+        procs.append(
+            subprocess.Popen(
+                [LAKEGATE, "--config", str(cfg_path), "serve", "--port", str(port)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        )
         bases.append(f"http://127.0.0.1:{port}")
     try:
         for base, p in zip(bases, procs, strict=True):
@@ -81,8 +89,9 @@ def _wait_up(base: str, proc: subprocess.Popen, root: Path) -> None:
 
 
 def _client(base: str, user: str) -> httpx.Client:
-    return httpx.Client(base_url=base, timeout=300,
-                        headers={"Authorization": f"Bearer {token_of(user)}"})
+    return httpx.Client(
+        base_url=base, timeout=300, headers={"Authorization": f"Bearer {token_of(user)}"}
+    )
 
 
 def _sql(base: str, user: str, statement: str) -> httpx.Response:
@@ -103,8 +112,12 @@ def load(servers: dict) -> dict:
             (base, "carol", "SELECT id, region FROM main.sales.orders ORDER BY id"),
             (base, "erin", f"CREATE TABLE main.sales.srv_{i} (a INT)"),
             (base, "alice", "SELECT count(*) AS n FROM main.sales.customers"),
-            (base, "carol", f"INSERT INTO main.sales.orders VALUES ({1000 + i}, 1, 'EMEA', "
-                            f"1.00, DATE'2026-02-01', false)"),
+            (
+                base,
+                "carol",
+                f"INSERT INTO main.sales.orders VALUES ({1000 + i}, 1, 'EMEA', "
+                f"1.00, DATE'2026-02-01', false)",
+            ),
         ]
     with ThreadPoolExecutor(8) as pool:
         responses = list(pool.map(lambda w: _sql(*w), work))
@@ -112,9 +125,11 @@ def load(servers: dict) -> dict:
 
 
 def test_every_concurrent_statement_succeeded_on_both_servers(load: dict) -> None:
-    statuses = [(w[1], w[2][:20], r.status_code, r.text[:200])
-                for w, r in zip(load["work"], load["responses"], strict=True)
-                if r.status_code != 200]
+    statuses = [
+        (w[1], w[2][:20], r.status_code, r.text[:200])
+        for w, r in zip(load["work"], load["responses"], strict=True)
+        if r.status_code != 200
+    ]
     assert statuses == []
 
 
@@ -128,15 +143,17 @@ def test_both_servers_agree_on_the_catalog(servers: dict, load: dict) -> None:
     listings = []
     for base in servers["bases"]:
         with _client(base, "erin") as c:
-            body = c.get(f"{UC}/tables", params={"catalog_name": "main",
-                                                 "schema_name": "sales"}).json()
+            body = c.get(
+                f"{UC}/tables", params={"catalog_name": "main", "schema_name": "sales"}
+            ).json()
         listings.append(sorted(t["name"] for t in body["tables"]))
     assert listings[0] == listings[1]
     assert {f"srv_{i}" for i in range(6)} <= set(listings[0])
 
 
 def test_every_request_is_in_the_shared_audit_log_and_every_chain_verifies(
-        servers: dict, load: dict) -> None:
+    servers: dict, load: dict
+) -> None:
     audit_dir = servers["root"] / "audit"
     report = verify(audit_dir)
     assert report.ok, report
@@ -151,8 +168,10 @@ def test_every_request_is_in_the_shared_audit_log_and_every_chain_verifies(
 
 def test_a_policy_change_is_picked_up_by_both_servers(servers: dict, load: dict) -> None:
     extra = servers["root"] / "policies" / "zz-erin-apac.yaml"
-    extra.write_text("row_filters:\n  - id: erin-apac-only\n    on: main.sales.orders\n"
-                     "    principals: [erin]\n    where: \"region = 'APAC'\"\n")
+    extra.write_text(
+        "row_filters:\n  - id: erin-apac-only\n    on: main.sales.orders\n"
+        "    principals: [erin]\n    where: \"region = 'APAC'\"\n"
+    )
     try:
         for base in servers["bases"]:
             deadline = time.monotonic() + 60

@@ -34,11 +34,19 @@ def connect_lakegate(lakehouse, spark, tmp_path_factory: pytest.TempPathFactory)
     src.close()
     dst.close()
     ca, cert, key = make_tls(root)
-    api = ApiConfig(tokens=tuple(ApiToken(u, hashlib.sha256(token_of(u).encode()).hexdigest())
-                                 for u in PERSONAS))
-    cfg = replace(lakehouse.config, catalog=str(root / "catalog.db"), audit=root / "audit",
-                  warehouse=root / "warehouse", api=api,
-                  connect=ConnectConfig(port=0, tls_cert=cert, tls_key=key))
+    api = ApiConfig(
+        tokens=tuple(
+            ApiToken(u, hashlib.sha256(token_of(u).encode()).hexdigest()) for u in PERSONAS
+        )
+    )
+    cfg = replace(
+        lakehouse.config,
+        catalog=str(root / "catalog.db"),
+        audit=root / "audit",
+        warehouse=root / "warehouse",
+        api=api,
+        connect=ConnectConfig(port=0, tls_cert=cert, tls_key=key),
+    )
     lg = Lakegate(cfg, spark=spark)
     orders = lg.catalog.table("main", "sales", "orders")
     shutil.copytree(orders.location, root / "orders")
@@ -72,8 +80,7 @@ def remote(gateway) -> Iterator[Callable[..., Any]]:
 
     made: list[Any] = []
 
-    def connect(user: str | None = None, *, token: str | None = None,
-                extra: str = "") -> Any:
+    def connect(user: str | None = None, *, token: str | None = None, extra: str = "") -> Any:
         tok = token if token is not None else token_of(user or "")
         url = f"sc://127.0.0.1:{gateway.port}/;use_ssl=true;token={tok}{extra}"
         s = RemoteSession.builder.remote(url).create()
@@ -91,8 +98,9 @@ def embedded(connect_lakegate) -> Callable[[str, str], list[tuple]]:
     """What `s.sql` gives a user on the same data and policies, as sorted tuples."""
 
     def run(user: str, sql: str) -> list[tuple]:
-        return sorted((tuple(r) for r in connect_lakegate.session(user).sql(sql).collect()),
-                      key=repr)
+        return sorted(
+            (tuple(r) for r in connect_lakegate.session(user).sql(sql).collect()), key=repr
+        )
 
     return run
 

@@ -13,16 +13,22 @@ ORDERS = "SELECT id, region, amount, order_date FROM main.sales.orders"
 CUSTOMERS = "SELECT id, name, email, phone, country FROM main.sales.customers"
 
 
-@pytest.mark.parametrize(("user", "sql"), [
-    ("alice", ORDERS),                      # no-test-orders filter
-    ("carol", ORDERS),                      # emea-only and no-test-orders filters
-    ("carol", CUSTOMERS),                   # own-region filter, email hashed, phone last4
-    ("dana", "SELECT id, name, email FROM main.sales.customers"),  # PII readers: clear
-    ("erin", "SELECT region, count(*) AS n FROM main.sales.orders GROUP BY region"),
-    ("bob", "SELECT * FROM main.sales.customers"),  # phone and ssn hidden
-    ("alice", "SELECT o.id, c.email FROM main.sales.orders o JOIN main.sales.customers c "
-              "ON o.customer_id = c.id"),
-])
+@pytest.mark.parametrize(
+    ("user", "sql"),
+    [
+        ("alice", ORDERS),  # no-test-orders filter
+        ("carol", ORDERS),  # emea-only and no-test-orders filters
+        ("carol", CUSTOMERS),  # own-region filter, email hashed, phone last4
+        ("dana", "SELECT id, name, email FROM main.sales.customers"),  # PII readers: clear
+        ("erin", "SELECT region, count(*) AS n FROM main.sales.orders GROUP BY region"),
+        ("bob", "SELECT * FROM main.sales.customers"),  # phone and ssn hidden
+        (
+            "alice",
+            "SELECT o.id, c.email FROM main.sales.orders o JOIN main.sales.customers c "
+            "ON o.customer_id = c.id",
+        ),
+    ],
+)
 def test_sql_through_gateway_equals_governed_session(remote, embedded, user, sql) -> None:
     assert rows(remote(user).sql(sql)) == embedded(user, sql)
 
@@ -41,24 +47,39 @@ def test_dataframe_api_over_governed_tables_equals_sql(remote, embedded) -> None
     o = s.table("main.sales.orders")
     c = s.read.table("main.sales.customers")
     cases = [
-        (o.filter(o.amount > 50).select("id", "amount"),
-         "SELECT id, amount FROM main.sales.orders WHERE amount > 50"),
-        (o.where("amount > 50").selectExpr("id", "amount * 2 AS twice"),
-         "SELECT id, amount * 2 AS twice FROM main.sales.orders WHERE amount > 50"),
-        (o.groupBy("region").agg(F.sum("amount").alias("total"), F.count("*").alias("n")),
-         "SELECT region, sum(amount) AS total, count(*) AS n FROM main.sales.orders "
-         "GROUP BY region"),
-        (o.join(c, o.customer_id == c.id).select(o.id, c.name, c.phone),
-         "SELECT o.id, c.name, c.phone FROM main.sales.orders o JOIN main.sales.customers c "
-         "ON o.customer_id = c.id"),
-        (o.withColumn("rank", F.rank().over(Window.orderBy(F.desc("amount"))))
-         .select("id", "rank"),
-         "SELECT id, rank() OVER (ORDER BY amount DESC) AS rank FROM main.sales.orders"),
-        (o.select("region").union(c.select("country")).distinct(),
-         "SELECT region FROM main.sales.orders UNION SELECT country FROM main.sales.customers"),
-        (o.drop("is_test", "order_date").withColumns({"x": F.lit(1)}).sort("id").limit(2),
-         "SELECT id, customer_id, region, amount, 1 AS x FROM main.sales.orders "
-         "ORDER BY id LIMIT 2"),
+        (
+            o.filter(o.amount > 50).select("id", "amount"),
+            "SELECT id, amount FROM main.sales.orders WHERE amount > 50",
+        ),
+        (
+            o.where("amount > 50").selectExpr("id", "amount * 2 AS twice"),
+            "SELECT id, amount * 2 AS twice FROM main.sales.orders WHERE amount > 50",
+        ),
+        (
+            o.groupBy("region").agg(F.sum("amount").alias("total"), F.count("*").alias("n")),
+            "SELECT region, sum(amount) AS total, count(*) AS n FROM main.sales.orders "
+            "GROUP BY region",
+        ),
+        (
+            o.join(c, o.customer_id == c.id).select(o.id, c.name, c.phone),
+            "SELECT o.id, c.name, c.phone FROM main.sales.orders o JOIN main.sales.customers c "
+            "ON o.customer_id = c.id",
+        ),
+        (
+            o.withColumn("rank", F.rank().over(Window.orderBy(F.desc("amount")))).select(
+                "id", "rank"
+            ),
+            "SELECT id, rank() OVER (ORDER BY amount DESC) AS rank FROM main.sales.orders",
+        ),
+        (
+            o.select("region").union(c.select("country")).distinct(),
+            "SELECT region FROM main.sales.orders UNION SELECT country FROM main.sales.customers",
+        ),
+        (
+            o.drop("is_test", "order_date").withColumns({"x": F.lit(1)}).sort("id").limit(2),
+            "SELECT id, customer_id, region, amount, 1 AS x FROM main.sales.orders "
+            "ORDER BY id LIMIT 2",
+        ),
         (c.na.fill("none").select("name"), "SELECT name FROM main.sales.customers"),
     ]
     for df, sql in cases:
@@ -101,8 +122,7 @@ def test_writes_follow_the_governed_write_rules(remote, embedded) -> None:
     s = remote("carol")
     before = embedded("erin", "SELECT count(*) FROM main.sales.orders")[0][0]
     with pytest.raises(Exception, match="outside their row filter"):
-        s.sql("INSERT INTO main.sales.orders VALUES "
-              "(90, 1, 'AMER', 1.00, DATE'2026-05-01', false)")
+        s.sql("INSERT INTO main.sales.orders VALUES (90, 1, 'AMER', 1.00, DATE'2026-05-01', false)")
     s.sql("INSERT INTO main.sales.orders VALUES (91, 1, 'EMEA', 2.00, DATE'2026-05-02', false)")
     s.sql("UPDATE main.sales.orders SET amount = amount + 1 WHERE id = 91")
     assert embedded("erin", "SELECT count(*) FROM main.sales.orders")[0][0] == before + 1
@@ -118,8 +138,7 @@ def test_denials_read_like_the_governed_session(remote) -> None:
 
 def test_runtime_errors_carry_class_and_query_id_not_values(remote) -> None:
     with pytest.raises(Exception) as e:
-        remote("alice").sql("SELECT to_number(name, '9') AS n FROM main.sales.customers") \
-            .collect()
+        remote("alice").sql("SELECT to_number(name, '9') AS n FROM main.sales.customers").collect()
     text = str(e.value)
     assert "statement failed: [" in text and "(query " in text
     for name in ("Anna", "Ben", "Chen", "Dominique", "Eve", "Farah"):

@@ -27,47 +27,79 @@ def _input_file(s: Any) -> Any:
 
 REFUSALS: list[tuple[str, Callable[[Any], Any], str]] = [
     ("path read parquet", lambda s: s.read.parquet("/tmp").collect(), "path reads"),
-    ("path read format load",
-     lambda s: s.read.format("delta").load("/tmp/x").collect(), "path reads"),
+    (
+        "path read format load",
+        lambda s: s.read.format("delta").load("/tmp/x").collect(),
+        "path reads",
+    ),
     ("path read json", lambda s: s.read.json("/tmp/x.json").collect(), "path reads"),
     ("python udf", _udf, "UDFs are refused"),
-    ("udf registration",
-     lambda s: s.udf.register("f", lambda x: x, "long"), "UDFs are refused"),
-    ("mapInPandas",
-     lambda s: s.range(2).mapInPandas(lambda it: it, "id long").collect(), "Python UDFs"),
+    ("udf registration", lambda s: s.udf.register("f", lambda x: x, "long"), "UDFs are refused"),
+    (
+        "mapInPandas",
+        lambda s: s.range(2).mapInPandas(lambda it: it, "id long").collect(),
+        "Python UDFs",
+    ),
     ("artifacts", lambda s: s.addArtifacts(__file__, pyfile=True), "artifacts"),
-    ("config outside the allow-list",
-     lambda s: s.conf.set("spark.sql.ansi.enabled", "true"), "allow-list"),
-    ("session time zone", lambda s: s.conf.set("spark.sql.session.timeZone", "UTC+10"),
-     "allow-list"),
+    (
+        "config outside the allow-list",
+        lambda s: s.conf.set("spark.sql.ansi.enabled", "true"),
+        "allow-list",
+    ),
+    (
+        "session time zone",
+        lambda s: s.conf.set("spark.sql.session.timeZone", "UTC+10"),
+        "allow-list",
+    ),
     ("catalog listing", lambda s: s.catalog.listTables("main.sales"), "catalog calls"),
-    ("catalog table location",
-     lambda s: s.catalog.listColumns("main.sales.orders"), "catalog calls"),
-    ("expression string reading a table",
-     lambda s: s.range(1).selectExpr("(SELECT max(amount) FROM main.sales.orders) AS m")
-     .collect(), "may not read tables"),
-    ("filter string reading a table",
-     lambda s: s.range(1).filter("id IN (SELECT id FROM main.sales.orders)").collect(),
-     "may not read tables"),
+    (
+        "catalog table location",
+        lambda s: s.catalog.listColumns("main.sales.orders"),
+        "catalog calls",
+    ),
+    (
+        "expression string reading a table",
+        lambda s: (
+            s.range(1).selectExpr("(SELECT max(amount) FROM main.sales.orders) AS m").collect()
+        ),
+        "may not read tables",
+    ),
+    (
+        "filter string reading a table",
+        lambda s: s.range(1).filter("id IN (SELECT id FROM main.sales.orders)").collect(),
+        "may not read tables",
+    ),
     ("_metadata column", _metadata, "metadata columns"),
     ("input_file_name()", _input_file, "input_file_name"),
-    ("reflect in an expression string",
-     lambda s: s.range(1).selectExpr("reflect('java.lang.System', 'getenv', 'HOME')")
-     .collect(), "reflect"),
-    ("temp view", lambda s: s.table("main.sales.orders").createOrReplaceTempView("v"),
-     "temporary views"),
-    ("DataFrame saveAsTable",
-     lambda s: s.table("main.sales.orders").write.saveAsTable("main.sales.copy"),
-     "DataFrame writes"),
-    ("DataFrame insertInto",
-     lambda s: s.table("main.sales.orders").write.insertInto("main.sales.orders"),
-     "DataFrame writes"),
+    (
+        "reflect in an expression string",
+        lambda s: s.range(1).selectExpr("reflect('java.lang.System', 'getenv', 'HOME')").collect(),
+        "reflect",
+    ),
+    (
+        "temp view",
+        lambda s: s.table("main.sales.orders").createOrReplaceTempView("v"),
+        "temporary views",
+    ),
+    (
+        "DataFrame saveAsTable",
+        lambda s: s.table("main.sales.orders").write.saveAsTable("main.sales.copy"),
+        "DataFrame writes",
+    ),
+    (
+        "DataFrame insertInto",
+        lambda s: s.table("main.sales.orders").write.insertInto("main.sales.orders"),
+        "DataFrame writes",
+    ),
     ("explain", lambda s: s.table("main.sales.orders").explain(), "explain is refused"),
     ("inputFiles", lambda s: s.table("main.sales.orders").inputFiles(), "input_files"),
     ("SQL path read", lambda s: s.sql("SELECT * FROM delta.`/tmp/x`").collect(), ""),
     ("SQL SET", lambda s: s.sql("SET spark.sql.ansi.enabled=true"), "not governed"),
-    ("audit table through connect",
-     lambda s: s.sql("SELECT * FROM system.access.audit").collect(), ""),
+    (
+        "audit table through connect",
+        lambda s: s.sql("SELECT * FROM system.access.audit").collect(),
+        "",
+    ),
 ]
 
 
@@ -85,9 +117,14 @@ def test_refusals_are_audited_before_the_answer(remote, audit_dir) -> None:
     s = remote("erin")
     with pytest.raises(Exception, match="path reads"):
         s.read.parquet("/tmp/never").collect()
-    lines = [ln for ln in audit_lines(audit_dir)
-             if ln.get("proto") == "connect" and ln.get("cmd") == "executePlan"
-             and ln.get("allowed") == "false" and "path reads" in ln.get("reason", "")]
+    lines = [
+        ln
+        for ln in audit_lines(audit_dir)
+        if ln.get("proto") == "connect"
+        and ln.get("cmd") == "executePlan"
+        and ln.get("allowed") == "false"
+        and "path reads" in ln.get("reason", "")
+    ]
     assert lines and lines[-1]["ugi"].startswith("erin ")
 
 
@@ -111,12 +148,14 @@ def test_wrong_or_missing_token_is_unauthenticated(gateway, token, audit_dir) ->
     from pyspark.sql.connect.proto import base_pb2, base_pb2_grpc
 
     creds = grpc.ssl_channel_credentials(
-        root_certificates=(audit_dir.parent / "ca.pem").read_bytes())
+        root_certificates=(audit_dir.parent / "ca.pem").read_bytes()
+    )
     with grpc.secure_channel(f"127.0.0.1:{gateway.port}", creds) as ch:
         stub = base_pb2_grpc.SparkConnectServiceStub(ch)
         req = base_pb2.AnalyzePlanRequest(
             session_id="00000000-0000-4000-8000-000000000000",
-            spark_version=base_pb2.AnalyzePlanRequest.SparkVersion())
+            spark_version=base_pb2.AnalyzePlanRequest.SparkVersion(),
+        )
         req.user_context.user_id = "erin"
         meta = [("authorization", f"Bearer {token}")] if token else []
         with pytest.raises(grpc.RpcError) as e:
@@ -136,7 +175,8 @@ def test_backend_is_reachable_only_with_the_gateway_secret(gateway) -> None:
         stub = base_pb2_grpc.SparkConnectServiceStub(ch)
         req = base_pb2.AnalyzePlanRequest(
             session_id="00000000-0000-4000-8000-000000000001",
-            spark_version=base_pb2.AnalyzePlanRequest.SparkVersion())
+            spark_version=base_pb2.AnalyzePlanRequest.SparkVersion(),
+        )
         req.user_context.user_id = "root"
         for meta in ([], [("x-lakegate-backend", "guess")]):
             with pytest.raises(grpc.RpcError) as e:
@@ -144,8 +184,9 @@ def test_backend_is_reachable_only_with_the_gateway_secret(gateway) -> None:
             assert e.value.code() == grpc.StatusCode.UNAUTHENTICATED
 
 
-def test_verifier_refuses_a_composed_plan_reading_outside_its_views(gateway,
-                                                                    connect_lakegate) -> None:
+def test_verifier_refuses_a_composed_plan_reading_outside_its_views(
+    gateway, connect_lakegate
+) -> None:
     """The verifier's guarantee on this path: a governed view joined with a raw read of the
     same table (as a parser differential might smuggle in) is refused after analysis in
     the backend session."""
@@ -157,13 +198,18 @@ def test_verifier_refuses_a_composed_plan_reading_outside_its_views(gateway,
     from governance.errors import Refused
 
     gov = PlanGovernor(connect_lakegate.session("carol"))
-    governed = gov.relation(relations_pb2.Relation(
-        read=relations_pb2.Read(named_table=relations_pb2.Read.NamedTable(
-            unparsed_identifier="main.sales.orders"))))
+    governed = gov.relation(
+        relations_pb2.Relation(
+            read=relations_pb2.Read(
+                named_table=relations_pb2.Read.NamedTable(unparsed_identifier="main.sales.orders")
+            )
+        )
+    )
     gov.verify(governed, gateway.backend, str(uuid.uuid4()))  # the governed view verifies
     location = connect_lakegate.catalog.table("main", "sales", "orders").location
-    raw = relations_pb2.Relation(sql=relations_pb2.SQL(
-        query="SELECT * FROM delta.`" + location.replace("`", "``") + "`"))
+    raw = relations_pb2.Relation(
+        sql=relations_pb2.SQL(query="SELECT * FROM delta.`" + location.replace("`", "``") + "`")
+    )
     smuggled = relations_pb2.Relation()
     smuggled.set_op.left_input.CopyFrom(governed)
     smuggled.set_op.right_input.CopyFrom(raw)

@@ -35,8 +35,10 @@ def test_two_users_in_parallel_never_share_a_session(remote, embedded) -> None:
     def run(name: str, s: object) -> None:
         results[name] = [rows(s.sql(ORDERS)) for _ in range(3)]  # type: ignore[attr-defined]
 
-    threads = [threading.Thread(target=run, args=("carol", carol)),
-               threading.Thread(target=run, args=("erin", erin))]
+    threads = [
+        threading.Thread(target=run, args=("carol", carol)),
+        threading.Thread(target=run, args=("erin", erin)),
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -60,8 +62,9 @@ def test_every_request_has_an_audit_line(remote, audit_dir) -> None:
     assert all(ln["callerContext"].startswith("connect:") for ln in requests)
 
 
-def test_stock_client_in_its_own_process_gets_the_governed_answer(gateway, embedded,
-                                                                  connect_lakegate) -> None:
+def test_stock_client_in_its_own_process_gets_the_governed_answer(
+    gateway, embedded, connect_lakegate
+) -> None:
     """A notebook-style script: only pyspark.sql.connect and a token."""
     script = textwrap.dedent(f"""
         from pyspark.sql import SparkSession
@@ -77,8 +80,14 @@ def test_stock_client_in_its_own_process_gets_the_governed_answer(gateway, embed
     """)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["GRPC_DEFAULT_SSL_ROOTS_FILE_PATH"] = str(connect_lakegate.ca)
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          env=env, cwd="/", timeout=180)
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd="/",
+        timeout=180,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     out = done.stdout.splitlines()
     assert out[0] == repr(sorted(embedded("carol", ORDERS)))

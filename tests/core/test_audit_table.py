@@ -9,9 +9,14 @@ from governance import AccessDenied
 
 def test_auditors_read_the_audit_log_through_governed_sql(lakehouse) -> None:
     lakehouse.session("alice").sql("SELECT count(*) FROM main.sales.orders").collect()
-    rows = lakehouse.session("frank").sql(
-        "SELECT user, cmd, src, allowed, succeeded FROM system.access.audit "
-        "WHERE user = 'alice' AND src = 'main.sales.orders' ORDER BY ts DESC LIMIT 1").collect()
+    rows = (
+        lakehouse.session("frank")
+        .sql(
+            "SELECT user, cmd, src, allowed, succeeded FROM system.access.audit "
+            "WHERE user = 'alice' AND src = 'main.sales.orders' ORDER BY ts DESC LIMIT 1"
+        )
+        .collect()
+    )
     assert [tuple(r) for r in rows] == [("alice", "select", "main.sales.orders", True, True)]
 
 
@@ -28,6 +33,8 @@ def test_the_audit_log_view_is_not_reachable_by_its_temp_name(lakehouse) -> None
 def test_reads_of_the_audit_log_are_audited_too(lakehouse) -> None:
     s = lakehouse.session("frank")
     s.sql("SELECT count(*) FROM system.access.audit").collect()
-    rows = s.sql("SELECT count(*) AS n FROM system.access.audit "
-                 "WHERE user = 'frank' AND src = 'system.access.audit'").first()
+    rows = s.sql(
+        "SELECT count(*) AS n FROM system.access.audit "
+        "WHERE user = 'frank' AND src = 'system.access.audit'"
+    ).first()
     assert rows.n >= 1

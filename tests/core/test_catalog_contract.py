@@ -37,9 +37,15 @@ def cat(url: str, tmp_path: Path) -> Catalog:
 
 
 def _table(name: str = "t", location: str = "/wh/t") -> TableInfo:
-    return TableInfo("Main", "Sales", name, location,
-                     (ColumnInfo("Id", "int", position=0), ColumnInfo("email", "string", True, 1)),
-                     partition_columns=("email",), properties={"k": "v"})
+    return TableInfo(
+        "Main",
+        "Sales",
+        name,
+        location,
+        (ColumnInfo("Id", "int", position=0), ColumnInfo("email", "string", True, 1)),
+        partition_columns=("email",),
+        properties={"k": "v"},
+    )
 
 
 def test_names_are_case_insensitive_and_column_spelling_kept(cat: Catalog) -> None:
@@ -117,13 +123,18 @@ def test_data_products_keep_their_rules(cat: Catalog) -> None:
     p = products.create(normalise(DataProduct("a", "sales")), "erin")
     with pytest.raises(ProductConflict):
         products.create(p, "erin")
-    newer = products.update(DataProduct(**{**p.__dict__, "description": "x"}), "erin",
-                            expected_updated_at=p.updated_at)
+    newer = products.update(
+        DataProduct(**{**p.__dict__, "description": "x"}), "erin", expected_updated_at=p.updated_at
+    )
     with pytest.raises(ProductConflict, match="changed meanwhile"):
         products.update(p, "erin", expected_updated_at=p.updated_at)
     assert products.get("a").description == "x" and newer.updated_at > p.updated_at
-    skipped = products.sync_yaml([DataProduct("a", "sales", source="yaml:x.yaml"),
-                                  DataProduct("b", "sales", source="yaml:x.yaml")])
+    skipped = products.sync_yaml(
+        [
+            DataProduct("a", "sales", source="yaml:x.yaml"),
+            DataProduct("b", "sales", source="yaml:x.yaml"),
+        ]
+    )
     assert skipped == ["a"] and [q.name for q in products.list("sales")] == ["a", "b"]
     assert cat.store.generation() == before  # products do not invalidate table snapshots
 
@@ -179,9 +190,11 @@ def test_a_first_release_sqlite_catalog_upgrades_in_place(tmp_path: Path, with_p
     old.executescript(FIRST_RELEASE_DDL + (FIRST_RELEASE_PRODUCTS if with_products else ""))
     old.execute("INSERT INTO catalogs VALUES ('main', NULL, 1.0)")
     old.execute("INSERT INTO schemas VALUES ('main', 'sales', NULL, 1.0)")
-    old.execute("INSERT INTO tables (catalog, schema, name, location, columns, created_at, "
-                "updated_at) VALUES ('main', 'sales', 'orders', '/wh/o', "
-                "'[{\"name\": \"id\", \"type_text\": \"int\"}]', 1.0, 1.0)")
+    old.execute(
+        "INSERT INTO tables (catalog, schema, name, location, columns, created_at, "
+        "updated_at) VALUES ('main', 'sales', 'orders', '/wh/o', "
+        '\'[{"name": "id", "type_text": "int"}]\', 1.0, 1.0)'
+    )
     old.execute("UPDATE meta SET value = 7")
     old.commit()
     old.close()

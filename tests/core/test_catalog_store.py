@@ -13,8 +13,13 @@ from catalog.store import SqliteStore, open_store
 
 
 def _table(name: str = "t", location: str = "/wh/t") -> TableInfo:
-    return TableInfo("Main", "Sales", name, location,
-                     (ColumnInfo("Id", "int", position=0), ColumnInfo("email", "string", True, 1)))
+    return TableInfo(
+        "Main",
+        "Sales",
+        name,
+        location,
+        (ColumnInfo("Id", "int", position=0), ColumnInfo("email", "string", True, 1)),
+    )
 
 
 @pytest.fixture
@@ -63,23 +68,35 @@ def _register_in_child(path: str) -> None:
 def test_another_process_sees_writes_without_restart(cat: Catalog, tmp_path: Path) -> None:
     assert cat.table("main", "sales", "from_child") is None  # snapshot taken
     p = multiprocessing.get_context("spawn").Process(
-        target=_register_in_child, args=(str(tmp_path / "c.db"),))
+        target=_register_in_child, args=(str(tmp_path / "c.db"),)
+    )
     p.start()
     p.join(60)
     assert p.exitcode == 0
     assert cat.table("main", "sales", "from_child") is not None
 
 
-@pytest.mark.parametrize(("given", "expected"), [
-    ("file:///a/b/", "/a/b"), ("file:/a/b", "/a/b"), ("/a/b", "/a/b"), ("/", "/"),
-])
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        ("file:///a/b/", "/a/b"),
+        ("file:/a/b", "/a/b"),
+        ("/a/b", "/a/b"),
+        ("/", "/"),
+    ],
+)
 def test_locations_normalise(given: str, expected: str) -> None:
     assert normalise_location(given) == expected
 
 
-@pytest.mark.parametrize(("url", "ok"), [
-    ("sqlite:///rel.db", True), ("plain.db", True), ("mysql://x/y", False),
-])
+@pytest.mark.parametrize(
+    ("url", "ok"),
+    [
+        ("sqlite:///rel.db", True),
+        ("plain.db", True),
+        ("mysql://x/y", False),
+    ],
+)
 def test_open_store_urls(url: str, ok: bool, tmp_path: Path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
     if ok:

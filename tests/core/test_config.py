@@ -14,8 +14,10 @@ from governance.errors import ConfigError
 def test_relative_paths_are_relative_to_the_file(tmp_path: Path) -> None:
     cfg_file = tmp_path / "conf" / "lakegate.yaml"
     cfg_file.parent.mkdir()
-    cfg_file.write_text("warehouse: wh\ncatalog: cat.db\npolicies: ../pol\naudit: /abs/audit\n"
-                        "spark: {master: 'local[1]', conf: {spark.x: 1}}\n")
+    cfg_file.write_text(
+        "warehouse: wh\ncatalog: cat.db\npolicies: ../pol\naudit: /abs/audit\n"
+        "spark: {master: 'local[1]', conf: {spark.x: 1}}\n"
+    )
     cfg = Config.load(cfg_file)
     assert cfg.warehouse == tmp_path / "conf" / "wh"
     assert cfg.catalog == str(tmp_path / "conf" / "cat.db")
@@ -31,13 +33,16 @@ def test_catalog_url_kept_as_is(tmp_path: Path) -> None:
     assert Config.load(f).catalog == "sqlite:///x.db"
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ("warehous: x\n", "unknown setting"),
-    ("- a\n- b\n", "expected a mapping"),
-    ("spark: [1]\n", "'spark' must be a mapping"),
-    ("warehouse: [1]\n", "'warehouse' must be a path"),
-    ("a: [\n", "not valid YAML"),
-])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("warehous: x\n", "unknown setting"),
+        ("- a\n- b\n", "expected a mapping"),
+        ("spark: [1]\n", "'spark' must be a mapping"),
+        ("warehouse: [1]\n", "'warehouse' must be a path"),
+        ("a: [\n", "not valid YAML"),
+    ],
+)
 def test_bad_config_is_one_clear_line(tmp_path: Path, text: str, message: str) -> None:
     f = tmp_path / "lakegate.yaml"
     f.write_text(text)
@@ -54,22 +59,28 @@ def test_missing_file(tmp_path: Path) -> None:
 # A wrong kind of value is refused in one line naming the file and the key; before pydantic
 # checked the file some of these crashed with a bare ValueError and others were read as
 # something else (`str([...])`, `int(80.5)`).
-@pytest.mark.parametrize(("text", "message"), [
-    ("audit_max_bytes: lots\n", "'audit_max_bytes': Input should be a valid integer"),
-    ("policies_settle: soon\n", "'policies_settle': Input should be a valid number"),
-    ("verify_plans: maybe\n", "'verify_plans': Input should be a valid boolean"),
-    ("default_catalog: [main]\n", "'default_catalog': Input should be a valid string"),
-    ("spark: {master: [1]}\n", "'spark.master': Input should be a valid string"),
-    ("spark: {conf: [1]}\n", "'spark.conf' must be a mapping"),
-    ("api: {port: 80.5}\n", "'api.port': api.row_limit, api.timeout and api.port must be"),
-    ("api: {timeout: -1}\n", "'api.timeout' must be positive"),
-    ("api: {products: 5}\n", "'api.products' must be a path"),
-    ("api: {tokens: [{user: a, sha256: '" + "ab" * 32 + "', role: admin}]}\n",
-     re.escape("'api.tokens[0]' must be {user: NAME, sha256: HEX}")),
-    ("warehous: x\nspork: 1\n", re.escape("unknown setting(s) spork, warehous; known: api,")),
-])
-def test_a_wrong_value_is_one_line_naming_file_and_key(tmp_path: Path, text: str,
-                                                       message: str) -> None:
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("audit_max_bytes: lots\n", "'audit_max_bytes': Input should be a valid integer"),
+        ("policies_settle: soon\n", "'policies_settle': Input should be a valid number"),
+        ("verify_plans: maybe\n", "'verify_plans': Input should be a valid boolean"),
+        ("default_catalog: [main]\n", "'default_catalog': Input should be a valid string"),
+        ("spark: {master: [1]}\n", "'spark.master': Input should be a valid string"),
+        ("spark: {conf: [1]}\n", "'spark.conf' must be a mapping"),
+        ("api: {port: 80.5}\n", "'api.port': api.row_limit, api.timeout and api.port must be"),
+        ("api: {timeout: -1}\n", "'api.timeout' must be positive"),
+        ("api: {products: 5}\n", "'api.products' must be a path"),
+        (
+            "api: {tokens: [{user: a, sha256: '" + "ab" * 32 + "', role: admin}]}\n",
+            re.escape("'api.tokens[0]' must be {user: NAME, sha256: HEX}"),
+        ),
+        ("warehous: x\nspork: 1\n", re.escape("unknown setting(s) spork, warehous; known: api,")),
+    ],
+)
+def test_a_wrong_value_is_one_line_naming_file_and_key(
+    tmp_path: Path, text: str, message: str
+) -> None:
     f = tmp_path / "lakegate.yaml"
     f.write_text(text)
     with pytest.raises(ConfigError) as e:
@@ -78,10 +89,13 @@ def test_a_wrong_value_is_one_line_naming_file_and_key(tmp_path: Path, text: str
     assert re.search(message, str(e.value)), str(e.value)
 
 
-@pytest.mark.parametrize(("text", "value"), [("false", False), ("'false'", False),
-                                              ("'no'", False), ("off", False), ("'yes'", True)])
-def test_a_boolean_setting_written_as_text_means_what_it_says(tmp_path: Path, text: str,
-                                                              value: bool) -> None:
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [("false", False), ("'false'", False), ("'no'", False), ("off", False), ("'yes'", True)],
+)
+def test_a_boolean_setting_written_as_text_means_what_it_says(
+    tmp_path: Path, text: str, value: bool
+) -> None:
     f = tmp_path / "lakegate.yaml"
     f.write_text(f"verify_plans: {text}\n")
     assert Config.load(f).verify_plans is value
@@ -91,14 +105,21 @@ def test_empty_sections_and_omitted_settings_take_the_defaults(tmp_path: Path) -
     f = tmp_path / "lakegate.yaml"
     f.write_text("spark:\napi:\npolicies_ref: ''\n")
     cfg = Config.load(f)
-    assert (cfg.spark_master, cfg.spark_conf, cfg.api, cfg.policies_ref) == \
-        ("local[*]", {}, ApiConfig(), None)
-    assert (cfg.warehouse, cfg.catalog, cfg.default_catalog, cfg.audit_max_bytes,
-            cfg.policies_settle) == (tmp_path / "warehouse", str(tmp_path / "catalog.db"),
-                                     "main", 64 * 1024 * 1024, 1.0)
+    assert (cfg.spark_master, cfg.spark_conf, cfg.api, cfg.policies_ref) == (
+        "local[*]",
+        {},
+        ApiConfig(),
+        None,
+    )
+    assert (
+        cfg.warehouse,
+        cfg.catalog,
+        cfg.default_catalog,
+        cfg.audit_max_bytes,
+        cfg.policies_settle,
+    ) == (tmp_path / "warehouse", str(tmp_path / "catalog.db"), "main", 64 * 1024 * 1024, 1.0)
     f.write_text("api: {tokens: , secret_env: LAKEGATE_TEST_UNSET_VARIABLE}\n")
     assert Config.load(f).api == ApiConfig()
-
 
 
 def test_an_abbreviated_commit_of_digits_is_a_policies_ref(tmp_path: Path) -> None:

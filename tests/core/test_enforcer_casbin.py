@@ -34,16 +34,31 @@ def _pattern(rnd: random.Random) -> NamePattern:
 def _policy_set(seed: int) -> PolicySet:
     rnd = random.Random(seed)
     users = [f"u{i}" for i in range(6)]
-    groups = {f"g{i}": tuple(
-        [Principal("user", rnd.choice(users)) for _ in range(2)]
-        + ([Principal("group", f"g{i - 1}")] if i and rnd.random() < 0.5 else [])
-    ) for i in range(5)}
+    groups = {
+        f"g{i}": tuple(
+            [Principal("user", rnd.choice(users)) for _ in range(2)]
+            + ([Principal("group", f"g{i - 1}")] if i and rnd.random() < 0.5 else [])
+        )
+        for i in range(5)
+    }
     grants = []
     for i in range(25):
-        who = rnd.choice([Principal("user", rnd.choice(users)),
-                          Principal("group", f"g{rnd.randrange(5)}"), Principal("any", "*")])
-        grants.append(Grant(f"r{i}", (who,), (rnd.choice(["select", "modify", "manage"]),),
-                            _pattern(rnd), rnd.choice(["allow", "allow", "deny"])))
+        who = rnd.choice(
+            [
+                Principal("user", rnd.choice(users)),
+                Principal("group", f"g{rnd.randrange(5)}"),
+                Principal("any", "*"),
+            ]
+        )
+        grants.append(
+            Grant(
+                f"r{i}",
+                (who,),
+                (rnd.choice(["select", "modify", "manage"]),),
+                _pattern(rnd),
+                rnd.choice(["allow", "allow", "deny"]),
+            )
+        )
     return PolicySet(groups=groups, grants=tuple(grants))
 
 
@@ -62,11 +77,13 @@ def test_table_level_decisions_match_casbin_enforce(seed: int) -> None:
 
 
 def test_groups_resolve_through_nesting_and_star_members() -> None:
-    ps = PolicySet(groups={
-        "outer": (Principal("group", "inner"),),
-        "inner": (Principal("user", "x"),),
-        "everyone": (Principal("any", "*"),),
-    })
+    ps = PolicySet(
+        groups={
+            "outer": (Principal("group", "inner"),),
+            "inner": (Principal("user", "x"),),
+            "everyone": (Principal("any", "*"),),
+        }
+    )
     e = PolicyEnforcer(ps)
     assert e.identity("X").groups == frozenset({"outer", "inner", "everyone"})
     assert e.identity("y").groups == frozenset({"everyone"})
@@ -74,8 +91,18 @@ def test_groups_resolve_through_nesting_and_star_members() -> None:
 
 def test_column_level_allow_without_table_allow_shows_only_those_columns() -> None:
     table = TableInfo("a", "b", "c", "/x", tuple(ColumnInfo(n, "string") for n in "pqr"))
-    ps = PolicySet(grants=(Grant("g", (Principal("user", "u"),), ("select",),
-                                 NamePattern("a", "b", "c"), "allow", ("q",)),))
+    ps = PolicySet(
+        grants=(
+            Grant(
+                "g",
+                (Principal("user", "u"),),
+                ("select",),
+                NamePattern("a", "b", "c"),
+                "allow",
+                ("q",),
+            ),
+        )
+    )
     access = PolicyEnforcer(ps).table_access(PolicyEnforcer(ps).identity("u"), table)
     assert access.visible_columns == ("q",)
     assert access.hidden_columns == ("p", "r")
@@ -87,8 +114,12 @@ def test_column_level_allow_without_table_allow_shows_only_those_columns() -> No
 USERS = [f"u{i}" for i in range(4)]
 GROUPS = [f"g{i}" for i in range(3)]
 COLUMNS = ("p", "q", "r")
-TABLES = [TableInfo(c, s, t, f"/{c}/{s}/{t}", tuple(ColumnInfo(n, "string") for n in COLUMNS))
-          for c in NAMES[:2] for s in NAMES[:2] for t in NAMES[:2]]
+TABLES = [
+    TableInfo(c, s, t, f"/{c}/{s}/{t}", tuple(ColumnInfo(n, "string") for n in COLUMNS))
+    for c in NAMES[:2]
+    for s in NAMES[:2]
+    for t in NAMES[:2]
+]
 
 
 def _by_id_model(line: type) -> str:
@@ -121,40 +152,71 @@ def _casbin_by_id(ps: PolicySet, ptype: str) -> casbin.Enforcer:
     return e
 
 
-principals = st.one_of(st.sampled_from(USERS).map(lambda u: Principal("user", u)),
-                       st.sampled_from(GROUPS).map(lambda g: Principal("group", g)),
-                       st.just(Principal("any", "*")))
+principals = st.one_of(
+    st.sampled_from(USERS).map(lambda u: Principal("user", u)),
+    st.sampled_from(GROUPS).map(lambda g: Principal("group", g)),
+    st.just(Principal("any", "*")),
+)
 patterns = st.tuples(*[st.sampled_from([*NAMES[:2], "*"])] * 3).map(lambda p: NamePattern(*p))
 some_principals = st.lists(principals, min_size=1, max_size=2, unique=True).map(tuple)
 
 
 @st.composite
 def policy_sets(draw: st.DrawFn) -> PolicySet:
-    groups = {g: tuple(draw(st.lists(principals.filter(lambda p: p.kind != "any"),
-                                     max_size=3, unique=True))) for g in GROUPS}
+    groups = {
+        g: tuple(
+            draw(st.lists(principals.filter(lambda p: p.kind != "any"), max_size=3, unique=True))
+        )
+        for g in GROUPS
+    }
     grants = tuple(
-        Grant(f"r{i}", draw(some_principals), (draw(st.sampled_from(["select", "manage"])),),
-              draw(patterns), draw(st.sampled_from(["allow", "allow", "deny"])),
-              draw(st.none() | st.lists(st.sampled_from(COLUMNS), min_size=1, max_size=2,
-                                        unique=True).map(tuple)))
-        for i in range(draw(st.integers(1, 8))))
+        Grant(
+            f"r{i}",
+            draw(some_principals),
+            (draw(st.sampled_from(["select", "manage"])),),
+            draw(patterns),
+            draw(st.sampled_from(["allow", "allow", "deny"])),
+            draw(
+                st.none()
+                | st.lists(st.sampled_from(COLUMNS), min_size=1, max_size=2, unique=True).map(tuple)
+            ),
+        )
+        for i in range(draw(st.integers(1, 8)))
+    )
     filters = tuple(
-        RowFilter(f"f{i}", draw(patterns), draw(some_principals), f"{COLUMNS[i % 3]} = 'x'",
-                  draw(st.sampled_from(["permissive", "restrictive"])))
-        for i in range(draw(st.integers(0, 4))))
+        RowFilter(
+            f"f{i}",
+            draw(patterns),
+            draw(some_principals),
+            f"{COLUMNS[i % 3]} = 'x'",
+            draw(st.sampled_from(["permissive", "restrictive"])),
+        )
+        for i in range(draw(st.integers(0, 4)))
+    )
     masks = tuple(
-        ColumnMask(f"m{i}", draw(patterns), "hash",
-                   columns=tuple(draw(st.lists(st.sampled_from(COLUMNS), min_size=1,
-                                               max_size=2, unique=True))),
-                   principals=draw(some_principals),
-                   except_=tuple(draw(st.lists(principals, max_size=1))),
-                   priority=draw(st.integers(0, 2)))
-        for i in range(draw(st.integers(0, 4))))
+        ColumnMask(
+            f"m{i}",
+            draw(patterns),
+            "hash",
+            columns=tuple(
+                draw(st.lists(st.sampled_from(COLUMNS), min_size=1, max_size=2, unique=True))
+            ),
+            principals=draw(some_principals),
+            except_=tuple(draw(st.lists(principals, max_size=1))),
+            priority=draw(st.integers(0, 2)),
+        )
+        for i in range(draw(st.integers(0, 4)))
+    )
     return PolicySet(groups=groups, grants=grants, row_filters=filters, column_masks=masks)
 
 
-@settings(max_examples=80, deadline=None, derandomize=True, database=None,
-          suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=80,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 @given(policy_sets())
 def test_columns_filters_and_masks_match_casbin_enforce(ps: PolicySet) -> None:
     enforcer = PolicyEnforcer(ps)
@@ -166,11 +228,14 @@ def test_columns_filters_and_masks_match_casbin_enforce(ps: PolicySet) -> None:
         mine = {sub, "*", *masks_casbin.get_implicit_roles_for_user(sub)}  # exempt if listed
         for table in TABLES:
             name = table.full_name
-            visible = [c for c in COLUMNS
-                       if enforcer.casbin.enforce(sub, f"{name}.{c}", "select")]
+            visible = [c for c in COLUMNS if enforcer.casbin.enforce(sub, f"{name}.{c}", "select")]
             filters = [f.id for f in ps.row_filters if filters_casbin.enforce(sub, name, f.id)]
-            masks = [m for m in ps.column_masks if masks_casbin.enforce(sub, name, m.id)
-                     and not mine.intersection(p.key for p in m.except_)]
+            masks = [
+                m
+                for m in ps.column_masks
+                if masks_casbin.enforce(sub, name, m.id)
+                and not mine.intersection(p.key for p in m.except_)
+            ]
             expected: dict[str, str] = {}
             ambiguous = False
             for c in visible:

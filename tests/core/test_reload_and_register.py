@@ -31,8 +31,9 @@ def lg(spark, tmp_path_factory: pytest.TempPathFactory):
     pol.mkdir()
     (pol / "p.yaml").write_text(GRANT)
     data = root / "external" / "events"
-    spark.range(5).selectExpr("id", "cast(id AS string) AS label") \
-        .write.format("delta").save(str(data))
+    spark.range(5).selectExpr("id", "cast(id AS string) AS label").write.format("delta").save(
+        str(data)
+    )
     lg = Lakegate.open(write_config(root / "lh", pol), spark=spark)
     lg.register_table("ext.raw.events", str(data))
     yield lg
@@ -60,8 +61,7 @@ def _reload_lines(lg: Lakegate) -> list[str]:
 
 def test_register_reads_schema_from_the_delta_log(lg: Lakegate) -> None:
     info = lg.catalog.table("ext", "raw", "events")
-    assert [(c.name, c.type_text) for c in info.columns] == [("id", "bigint"),
-                                                              ("label", "string")]
+    assert [(c.name, c.type_text) for c in info.columns] == [("id", "bigint"), ("label", "string")]
     assert Path(info.location).is_absolute()
 
 
@@ -80,8 +80,9 @@ def test_registering_is_audited(lg: Lakegate, tmp_path: Path) -> None:
     """Both outcomes of a registration made in this test are on record (no reliance on
     what earlier tests registered)."""
     before = len(_register_lines(lg))
-    lg.register_table("ext.raw.events", lg.catalog.table("ext", "raw", "events").location,
-                      replace=True)
+    lg.register_table(
+        "ext.raw.events", lg.catalog.table("ext", "raw", "events").location, replace=True
+    )
     with pytest.raises(NotADeltaTable):
         lg.register_table("ext.raw.audited_nothing", str(tmp_path))
     lines = _register_lines(lg)[before:]
@@ -98,13 +99,17 @@ def test_hot_reload_applies_changed_policies_and_keeps_last_good(lg: Lakegate, c
     s = lg.session("alice")
     assert s.sql("SELECT count(*) AS n FROM ext.raw.events").first().n == 5
 
-    _write_policy(lg, GRANT + """
+    _write_policy(
+        lg,
+        GRANT
+        + """
 row_filters:
   - id: small-ids
     on: ext.raw.events
     principals: [alice]
     where: "id < 2"
-""")
+""",
+    )
     _settled_reload(lg)
     assert s.sql("SELECT count(*) AS n FROM ext.raw.events").first().n == 2
 
@@ -113,8 +118,10 @@ row_filters:
     with caplog.at_level("WARNING", logger="lakegate.errors"):
         assert lg.reload_policies() is False
     assert lg.enforcer.policy_set.content_hash == good_hash  # never open, never empty
-    assert any("policy reload rejected" in r.getMessage() and "selekt" in r.getMessage()
-               for r in caplog.records)  # the server's own log says so too
+    assert any(
+        "policy reload rejected" in r.getMessage() and "selekt" in r.getMessage()
+        for r in caplog.records
+    )  # the server's own log says so too
     assert s.sql("SELECT count(*) AS n FROM ext.raw.events").first().n == 2
     last = _reload_lines(lg)[-1]
     assert "allowed=false" in last and "selekt" in last

@@ -25,15 +25,35 @@ if TYPE_CHECKING:
 POLICIES = Path(__file__).resolve().parents[2] / "policies"
 
 TABLES = {
-    "main.sales.orders": [("id", "int"), ("customer_id", "int"), ("region", "string"),
-                          ("amount", "decimal(10,2)"), ("order_date", "date"),
-                          ("is_test", "boolean")],
-    "main.sales.customers": [("id", "int"), ("name", "string"), ("email", "string"),
-                             ("phone", "string"), ("ssn", "string"), ("country", "string")],
-    "main.hr.employees": [("id", "int"), ("name", "string"), ("department", "string"),
-                          ("salary", "double"), ("birth_date", "date")],
-    "main.marketing.campaigns": [("id", "int"), ("name", "string"), ("budget", "double"),
-                                 ("starts", "date")],
+    "main.sales.orders": [
+        ("id", "int"),
+        ("customer_id", "int"),
+        ("region", "string"),
+        ("amount", "decimal(10,2)"),
+        ("order_date", "date"),
+        ("is_test", "boolean"),
+    ],
+    "main.sales.customers": [
+        ("id", "int"),
+        ("name", "string"),
+        ("email", "string"),
+        ("phone", "string"),
+        ("ssn", "string"),
+        ("country", "string"),
+    ],
+    "main.hr.employees": [
+        ("id", "int"),
+        ("name", "string"),
+        ("department", "string"),
+        ("salary", "double"),
+        ("birth_date", "date"),
+    ],
+    "main.marketing.campaigns": [
+        ("id", "int"),
+        ("name", "string"),
+        ("budget", "double"),
+        ("starts", "date"),
+    ],
 }
 
 
@@ -45,9 +65,15 @@ def offline_catalog(tmp_path_factory: pytest.TempPathFactory) -> Catalog:
     for name, cols in TABLES.items():
         c, s, t = name.split(".")
         cat.create_schema(c, s, if_not_exists=True)
-        cat.register_table(TableInfo(
-            c, s, t, f"/wh/{c}/{s}/{t}",
-            tuple(ColumnInfo(n, ty, position=i) for i, (n, ty) in enumerate(cols))))
+        cat.register_table(
+            TableInfo(
+                c,
+                s,
+                t,
+                f"/wh/{c}/{s}/{t}",
+                tuple(ColumnInfo(n, ty, position=i) for i, (n, ty) in enumerate(cols)),
+            )
+        )
     return cat
 
 
@@ -61,8 +87,13 @@ def planner(offline_catalog: Catalog, enforcer: PolicyEnforcer) -> Callable[...,
     sql = PolicySql(enforcer)
 
     def make(user: str, catalog: str = "main", schema: str = "default") -> Planner:
-        return Planner(catalog=offline_catalog, enforcer=enforcer, policy_sql=sql, user=user,
-                       namespace=Namespace(catalog, schema))
+        return Planner(
+            catalog=offline_catalog,
+            enforcer=enforcer,
+            policy_sql=sql,
+            user=user,
+            namespace=Namespace(catalog, schema),
+        )
 
     return make
 
@@ -85,8 +116,7 @@ def make_lakegate(spark, tmp_path_factory: pytest.TempPathFactory) -> Iterator[L
 
     opened: list[Lakegate] = []
 
-    def make(name: str, policies: str, setup: Sequence[str] = (), admin: str = "admin"
-             ) -> Lakegate:
+    def make(name: str, policies: str, setup: Sequence[str] = (), admin: str = "admin") -> Lakegate:
         root = tmp_path_factory.mktemp(name)
         src = root / "policy-src"
         src.mkdir()
@@ -149,13 +179,26 @@ column_masks:
 """
 
 TYPED_ROWS = [
-    (1, "hello world", 123456, dt.date(2024, 7, 15), dt.datetime(2024, 7, 15, 13, 45, 30),
-     "anna@example.de", "abcdefgh"),
-    (2, "abc", -7, dt.date(1999, 12, 31), dt.datetime(1999, 12, 31, 23, 59, 59),
-     "x@y@z.org", "abc"),
+    (
+        1,
+        "hello world",
+        123456,
+        dt.date(2024, 7, 15),
+        dt.datetime(2024, 7, 15, 13, 45, 30),
+        "anna@example.de",
+        "abcdefgh",
+    ),
+    (
+        2,
+        "abc",
+        -7,
+        dt.date(1999, 12, 31),
+        dt.datetime(1999, 12, 31, 23, 59, 59),
+        "x@y@z.org",
+        "abc",
+    ),
     (3, None, None, None, None, None, None),
-    (4, "Grüße", 0, dt.date(2000, 2, 29), dt.datetime(2000, 2, 29, 0, 0, 0),
-     "no-at-sign", "abcd"),
+    (4, "Grüße", 0, dt.date(2000, 2, 29), dt.datetime(2000, 2, 29, 0, 0, 0), "no-at-sign", "abcd"),
     (5, "", 42, dt.date(2024, 1, 1), dt.datetime(2024, 1, 1, 0, 0, 0), "@", "abcde"),
 ]
 TYPED_COLUMNS = ("id", "s", "n", "d", "ts", "e", "code")
@@ -176,15 +219,18 @@ def _sql_literal(v: object) -> str:
 @pytest.fixture(scope="session")
 def typed_lakehouse(make_lakegate: LakegateFactory) -> Lakegate:
     """`m.s.t` holding TYPED_ROWS under TYPED_POLICIES (read-only: do not write to it)."""
-    values = ", ".join("(" + ", ".join(_sql_literal(v) for v in row) + ")"
-                       for row in TYPED_ROWS)
-    return make_lakegate("typed", TYPED_POLICIES, [
-        "CREATE CATALOG m",
-        "CREATE SCHEMA m.s",
-        "CREATE TABLE m.s.t (id INT, s STRING, n INT, d DATE, ts TIMESTAMP, e STRING, "
-        "code STRING)",
-        f"INSERT INTO m.s.t VALUES {values}",
-    ])
+    values = ", ".join("(" + ", ".join(_sql_literal(v) for v in row) + ")" for row in TYPED_ROWS)
+    return make_lakegate(
+        "typed",
+        TYPED_POLICIES,
+        [
+            "CREATE CATALOG m",
+            "CREATE SCHEMA m.s",
+            "CREATE TABLE m.s.t (id INT, s STRING, n INT, d DATE, ts TIMESTAMP, e STRING, "
+            "code STRING)",
+            f"INSERT INTO m.s.t VALUES {values}",
+        ],
+    )
 
 
 @pytest.fixture(scope="session")

@@ -25,9 +25,16 @@ grants:
 
 @pytest.fixture(scope="module")
 def elake(make_lakegate):
-    return make_lakegate("audit-effect", POLICIES, [
-        "CREATE CATALOG e", "CREATE SCHEMA e.s", "CREATE TABLE e.s.t (id INT)",
-        "INSERT INTO e.s.t VALUES (1), (2)"])
+    return make_lakegate(
+        "audit-effect",
+        POLICIES,
+        [
+            "CREATE CATALOG e",
+            "CREATE SCHEMA e.s",
+            "CREATE TABLE e.s.t (id INT)",
+            "INSERT INTO e.s.t VALUES (1), (2)",
+        ],
+    )
 
 
 def delta_version(lg, table: str) -> int:
@@ -48,11 +55,14 @@ def unwritable_log(elake) -> Iterator[None]:
     kept.rename(log)
 
 
-@pytest.mark.parametrize("sql", [
-    "INSERT INTO e.s.t VALUES (3)",
-    "UPDATE e.s.t SET id = id + 10",
-    "DELETE FROM e.s.t WHERE id = 1",
-])
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "INSERT INTO e.s.t VALUES (3)",
+        "UPDATE e.s.t SET id = id + 10",
+        "DELETE FROM e.s.t WHERE id = 1",
+    ],
+)
 def test_a_write_whose_intent_cannot_be_recorded_never_runs(elake, unwritable_log, sql):
     before = delta_version(elake, "e.s.t")
     with pytest.raises(AuditUnavailable, match="access refused"):
@@ -78,9 +88,12 @@ def test_intent_is_on_record_before_the_write_and_outcome_after(elake):
     s.sql("INSERT INTO e.s.t VALUES (5)")
     mine = [r for r in query(elake.config.audit).records if r.query_id == s.last_query_id]
     assert [(r.phase, r.succeeded, r.cmd, r.src) for r in mine] == [
-        ("intent", False, "insert", "e.s.t"), ("outcome", True, "insert", "e.s.t")]
-    assert s.last_query_id not in {r.query_id for r in
-                                   query(elake.config.audit, pending=True).records}
+        ("intent", False, "insert", "e.s.t"),
+        ("outcome", True, "insert", "e.s.t"),
+    ]
+    assert s.last_query_id not in {
+        r.query_id for r in query(elake.config.audit, pending=True).records
+    }
 
 
 def test_a_read_is_one_record_without_phase(elake):
@@ -91,7 +104,8 @@ def test_a_read_is_one_record_without_phase(elake):
 
 
 def test_outcome_that_cannot_be_recorded_is_reported_and_the_intent_stays_pending(
-        elake, monkeypatch):
+    elake, monkeypatch
+):
     """Failure handling: the log fails only after the intent was written."""
     real = elake.audit.write
     calls: list[int] = []

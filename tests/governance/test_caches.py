@@ -37,8 +37,13 @@ row_filters:
 
 
 def _info(location: str, *columns: tuple[str, str]) -> TableInfo:
-    return TableInfo("c", "s", "t", location,
-                     tuple(ColumnInfo(n, ty, position=i) for i, (n, ty) in enumerate(columns)))
+    return TableInfo(
+        "c",
+        "s",
+        "t",
+        location,
+        tuple(ColumnInfo(n, ty, position=i) for i, (n, ty) in enumerate(columns)),
+    )
 
 
 def _view_columns(sql: str) -> list[str]:
@@ -58,18 +63,28 @@ def offline(tmp_path: Path) -> tuple[Catalog, PolicySql]:
 
 
 def _plan(catalog: Catalog, ps: PolicySql, sql: str) -> str:
-    planned = Planner(catalog=catalog, enforcer=ps.enforcer, policy_sql=ps, user="u",
-                      namespace=Namespace("c", "s")).plan(sql)
+    planned = Planner(
+        catalog=catalog,
+        enforcer=ps.enforcer,
+        policy_sql=ps,
+        user="u",
+        namespace=Namespace("c", "s"),
+    ).plan(sql)
     assert planned.sql is not None
     return planned.sql
 
 
-@pytest.mark.parametrize(("columns", "location", "expected"), [
-    ((("id", "int"), ("a", "string"), ("b", "string")), "/wh/c/s/t", ["id", "a", "b"]),
-    ((("id", "int"),), "/wh/c/s/t2", ["id"]),
-], ids=["column-added", "column-dropped"])
-def test_a_re_registered_table_is_read_through_its_new_view(offline, columns, location,
-                                                            expected) -> None:
+@pytest.mark.parametrize(
+    ("columns", "location", "expected"),
+    [
+        ((("id", "int"), ("a", "string"), ("b", "string")), "/wh/c/s/t", ["id", "a", "b"]),
+        ((("id", "int"),), "/wh/c/s/t2", ["id"]),
+    ],
+    ids=["column-added", "column-dropped"],
+)
+def test_a_re_registered_table_is_read_through_its_new_view(
+    offline, columns, location, expected
+) -> None:
     catalog, ps = offline
     assert _view_columns(_plan(catalog, ps, "SELECT * FROM t")) == ["id", "a"]  # now cached
     catalog.register_table(_info(location, *columns), replace=True)
@@ -81,8 +96,9 @@ def test_a_re_registered_table_is_read_through_its_new_view(offline, columns, lo
 def test_a_re_registered_table_gets_its_masks_on_new_columns(offline) -> None:
     catalog, ps = offline
     _plan(catalog, ps, "SELECT * FROM t")
-    catalog.register_table(_info("/wh/c/s/t", ("id", "int"), ("a", "string"), ("b", "string")),
-                           replace=True)
+    catalog.register_table(
+        _info("/wh/c/s/t", ("id", "int"), ("a", "string"), ("b", "string")), replace=True
+    )
     assert "sha2(CAST(`b` AS STRING), 256) AS `b`" in _plan(catalog, ps, "SELECT b FROM t")
 
 
@@ -91,8 +107,9 @@ def test_a_statement_is_planned_with_one_catalog_store_read(offline, monkeypatch
     (on PostgreSQL each read is a network round trip)."""
     catalog, ps = offline
     for name in ("t2", "t3"):
-        catalog.register_table(TableInfo("c", "s", name, f"/wh/c/s/{name}",
-                                         (ColumnInfo("id", "int"),)))
+        catalog.register_table(
+            TableInfo("c", "s", name, f"/wh/c/s/{name}", (ColumnInfo("id", "int"),))
+        )
     reads: list[int] = []
     real = catalog.store.generation
 
@@ -101,15 +118,21 @@ def test_a_statement_is_planned_with_one_catalog_store_read(offline, monkeypatch
         return real()
 
     monkeypatch.setattr(catalog.store, "generation", counted)
-    _plan(catalog, ps, "SELECT * FROM t JOIN c.s.t2 USING (id) JOIN s.t3 USING (id) "
-                       "WHERE id IN (SELECT id FROM t2)")
+    _plan(
+        catalog,
+        ps,
+        "SELECT * FROM t JOIN c.s.t2 USING (id) JOIN s.t3 USING (id) "
+        "WHERE id IN (SELECT id FROM t2)",
+    )
     assert len(reads) == 1
-    catalog.register_table(_info("/wh/c/s/t", ("id", "int"), ("a", "string"), ("b", "string")),
-                           replace=True)
+    catalog.register_table(
+        _info("/wh/c/s/t", ("id", "int"), ("a", "string"), ("b", "string")), replace=True
+    )
     assert _view_columns(_plan(catalog, ps, "SELECT * FROM t")) == ["id", "a", "b"]
 
 
 # real Spark, real Delta --------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def relake(spark, tmp_path_factory: pytest.TempPathFactory) -> Lakegate:
@@ -119,20 +142,24 @@ def relake(spark, tmp_path_factory: pytest.TempPathFactory) -> Lakegate:
     (src / "p.yaml").write_text(POLICIES)
     lg = Lakegate.open(write_config(root / "lh", src), spark=spark)
     admin = lg.session("admin")
-    for stmt in ("CREATE CATALOG c", "CREATE SCHEMA c.s", "CREATE TABLE c.s.t (id INT, a STRING)",
-                 "INSERT INTO c.s.t VALUES (1, 'x'), (20, 'y')"):
+    for stmt in (
+        "CREATE CATALOG c",
+        "CREATE SCHEMA c.s",
+        "CREATE TABLE c.s.t (id INT, a STRING)",
+        "INSERT INTO c.s.t VALUES (1, 'x'), (20, 'y')",
+    ):
         admin.sql(stmt)
     yield lg
     lg.close()
 
 
-def test_a_re_registered_delta_table_is_read_with_its_new_columns(relake, spark, tmp_path
-                                                                   ) -> None:
+def test_a_re_registered_delta_table_is_read_with_its_new_columns(relake, spark, tmp_path) -> None:
     u = relake.session("u")
     assert u.sql("SELECT * FROM c.s.t").collect() == [(1, "x")]  # the view is cached now
     path = tmp_path / "t2"
-    spark.createDataFrame([(1, "x", "secret"), (20, "y", "other")], "id INT, a STRING, b STRING") \
-        .write.format("delta").save(str(path))
+    spark.createDataFrame(
+        [(1, "x", "secret"), (20, "y", "other")], "id INT, a STRING, b STRING"
+    ).write.format("delta").save(str(path))
     relake.register_table("c.s.t", str(path), replace=True)
     rows = u.sql("SELECT id, a, b FROM c.s.t").collect()
     assert [(r.id, r.a) for r in rows] == [(1, "x")]

@@ -21,8 +21,7 @@ from governance.cli import main
 
 LAKEGATE = str(Path(sys.executable).with_name("lakegate"))
 CAROL_ORDERS = "SELECT id, region, amount, order_date FROM main.sales.orders ORDER BY id"
-CAROL_BAD_INSERT = ("INSERT INTO main.sales.orders (id, region, is_test) "
-                    "VALUES (99, 'AMER', false)")
+CAROL_BAD_INSERT = "INSERT INTO main.sales.orders (id, region, is_test) VALUES (99, 'AMER', false)"
 RUNS = {
     # name: argv after --config (the first two start Spark)
     "json": ["sql", "--user", "carol", "--format", "json", CAROL_ORDERS],
@@ -39,11 +38,15 @@ TERMINAL = "json"  # this run's stderr is a terminal, where long steps say what 
 def cli(lakehouse) -> dict[str, subprocess.CompletedProcess]:
     config = str(lakehouse.config.path)
     terminal, tty = pty.openpty()
-    procs = {name: subprocess.Popen([LAKEGATE, "--config", config, *argv],
-                                    stdout=subprocess.PIPE,
-                                    stderr=tty if name == TERMINAL else subprocess.PIPE,
-                                    text=True)
-             for name, argv in RUNS.items()}
+    procs = {
+        name: subprocess.Popen(
+            [LAKEGATE, "--config", config, *argv],
+            stdout=subprocess.PIPE,
+            stderr=tty if name == TERMINAL else subprocess.PIPE,
+            text=True,
+        )
+        for name, argv in RUNS.items()
+    }
     os.close(tty)
     done = {}
     for name, p in procs.items():
@@ -97,14 +100,18 @@ def test_explain_prints_the_rewritten_sql(cli, lakehouse):
     assert run.stdout == (
         "SELECT id FROM (SELECT `id`, `customer_id`, `region`, `amount`, `order_date`, "
         f"`is_test` FROM delta.`{location}` AS __lg_v WHERE ((region = 'EMEA')) AND (NOT is_test)) "
-        "AS orders\n")
+        "AS orders\n"
+    )
 
 
 def test_access_denied_exits_3_with_one_line_on_stderr(cli):
     run = cli["denied_at_plan_time"]
     assert (run.returncode, run.stdout, run.stderr) == (
-        3, "", "lakegate: access denied: user frank has no SELECT privilege on table "
-               "main.sales.orders (or it does not exist)\n")
+        3,
+        "",
+        "lakegate: access denied: user frank has no SELECT privilege on table "
+        "main.sales.orders (or it does not exist)\n",
+    )
 
 
 def test_access_denied_while_running_exits_3_and_says_why(cli, lakehouse):
@@ -112,9 +119,14 @@ def test_access_denied_while_running_exits_3_and_says_why(cli, lakehouse):
     assert run.returncode == 3
     assert run.stderr.splitlines()[-1] == (
         "lakegate: access denied: a row written by user carol is outside their row filter on "
-        "main.sales.orders; nothing was written")
-    assert lakehouse.session("root").sql(
-        "SELECT count(*) FROM main.sales.orders WHERE id = 99").collect()[0][0] == 0
+        "main.sales.orders; nothing was written"
+    )
+    assert (
+        lakehouse.session("root")
+        .sql("SELECT count(*) FROM main.sales.orders WHERE id = 99")
+        .collect()[0][0]
+        == 0
+    )
 
 
 def test_access_denied_while_running_prints_only_the_one_line(cli):
@@ -135,25 +147,38 @@ def in_process(lakehouse, spark):
 
 
 def test_sql_csv_prints_a_header_and_the_governed_values(in_process, capsys):
-    rc = in_process("sql", "--user", "carol", "--format", "csv",
-                    "SELECT id, phone FROM main.sales.customers ORDER BY id")
+    rc = in_process(
+        "sql",
+        "--user",
+        "carol",
+        "--format",
+        "csv",
+        "SELECT id, phone FROM main.sales.customers ORDER BY id",
+    )
     out, err = capsys.readouterr()
     assert (rc, err) == (0, "")
-    assert out == ("id,phone\r\n1,**********4567\r\n4,***********8910\r\n"
-                   "6,************0958\r\n")
+    assert out == ("id,phone\r\n1,**********4567\r\n4,***********8910\r\n6,************0958\r\n")
 
 
 def test_sql_table_prints_aligned_columns_nulls_and_a_row_count(in_process, capsys):
-    rc = in_process("sql", "--user", "carol", "--format", "table",
-                    "SELECT id, region, NULL AS note FROM main.sales.orders ORDER BY id")
+    rc = in_process(
+        "sql",
+        "--user",
+        "carol",
+        "--format",
+        "table",
+        "SELECT id, region, NULL AS note FROM main.sales.orders ORDER BY id",
+    )
     out, err = capsys.readouterr()
     assert (rc, err) == (0, "")
-    assert out == ("id | region | note\n"
-                   "---+--------+-----\n"
-                   "1  | EMEA   | NULL\n"
-                   "4  | EMEA   | NULL\n"
-                   "8  | EMEA   | NULL\n"
-                   "(3 rows)\n")
+    assert out == (
+        "id | region | note\n"
+        "---+--------+-----\n"
+        "1  | EMEA   | NULL\n"
+        "4  | EMEA   | NULL\n"
+        "8  | EMEA   | NULL\n"
+        "(3 rows)\n"
+    )
 
 
 def test_policy_test_require_spark_checks_every_case(in_process, capsys):

@@ -55,8 +55,9 @@ def test_an_allow_listed_analysis_error_stays_readable(lakehouse):
     s = lakehouse.session("alice")
     with pytest.raises(StatementFailed, match=r"UNRESOLVED_COLUMN.*no_such_col"):
         s.sql("SELECT no_such_col FROM main.sales.orders")
-    reason = [r.reason for r in query(lakehouse.config.audit).records
-              if r.query_id == s.last_query_id]
+    reason = [
+        r.reason for r in query(lakehouse.config.audit).records if r.query_id == s.last_query_id
+    ]
     assert reason and "no_such_col" in reason[0]
 
 

@@ -49,27 +49,37 @@ column_masks:
 
 
 @pytest.fixture(scope="module")
-def leak_planner(offline_catalog: Catalog, tmp_path_factory: pytest.TempPathFactory,
-                 ) -> Callable[[str], Planner]:
+def leak_planner(
+    offline_catalog: Catalog,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Callable[[str], Planner]:
     root: Path = tmp_path_factory.mktemp("leak-policies")
     (root / "p.yaml").write_text(textwrap.dedent(LEAK_POLICIES))
     enforcer = PolicyEnforcer(load_policy_dir(root))
     sql = PolicySql(enforcer)
 
     def make(user: str) -> Planner:
-        return Planner(catalog=offline_catalog, enforcer=enforcer, policy_sql=sql, user=user,
-                       namespace=Namespace("main", "sales"))
+        return Planner(
+            catalog=offline_catalog,
+            enforcer=enforcer,
+            policy_sql=sql,
+            user=user,
+            namespace=Namespace("main", "sales"),
+        )
 
     return make
 
 
-@pytest.mark.parametrize("stmt", [
-    "SELECT id FROM orders",
-    "SELECT * FROM orders",
-    "SELECT o.* FROM orders o",
-    "SELECT region FROM orders WHERE id = 1",
-    "SELECT count(*) FROM orders GROUP BY id",
-])
+@pytest.mark.parametrize(
+    "stmt",
+    [
+        "SELECT id FROM orders",
+        "SELECT * FROM orders",
+        "SELECT o.* FROM orders o",
+        "SELECT region FROM orders WHERE id = 1",
+        "SELECT count(*) FROM orders GROUP BY id",
+    ],
+)
 def test_statement_reading_mask_over_hidden_column_is_refused(leak_planner, stmt: str) -> None:
     with pytest.raises(AccessDenied) as exc:
         leak_planner("leaky").plan(stmt)
@@ -78,10 +88,13 @@ def test_statement_reading_mask_over_hidden_column_is_refused(leak_planner, stmt
     assert "\n" not in str(exc.value)
 
 
-@pytest.mark.parametrize("stmt", [
-    "SELECT region, amount FROM orders",
-    "SELECT count(*) FROM orders",
-])
+@pytest.mark.parametrize(
+    "stmt",
+    [
+        "SELECT region, amount FROM orders",
+        "SELECT count(*) FROM orders",
+    ],
+)
 def test_statement_not_reading_the_leaking_mask_still_runs(leak_planner, stmt: str) -> None:
     assert leak_planner("leaky").plan(stmt).sql
 
@@ -103,7 +116,6 @@ def test_mask_reading_another_masked_column_sees_the_raw_value(leak_planner) -> 
     assert "CAST(NULL AS DECIMAL(10, 2)) AS `amount`" in planned.sql
 
 
-
 # End to end on real Delta ------------------------------------------------------------------
 
 E2E_POLICIES = """
@@ -121,12 +133,16 @@ column_masks:
 
 
 def test_select_masked_column_never_returns_denied_values_on_delta(make_lakegate) -> None:
-    lg = make_lakegate("maskleak", E2E_POLICIES, [
-        "CREATE CATALOG m",
-        "CREATE SCHEMA m.s",
-        "CREATE TABLE m.s.orders (orderkey INT, custkey INT, status STRING)",
-        "INSERT INTO m.s.orders VALUES (1, 901, 'open'), (2, 902, 'done')",
-    ])
+    lg = make_lakegate(
+        "maskleak",
+        E2E_POLICIES,
+        [
+            "CREATE CATALOG m",
+            "CREATE SCHEMA m.s",
+            "CREATE TABLE m.s.orders (orderkey INT, custkey INT, status STRING)",
+            "INSERT INTO m.s.orders VALUES (1, 901, 'open'), (2, 902, 'done')",
+        ],
+    )
     leaky = lg.session("leaky")
     with pytest.raises(AccessDenied, match=r"column mask m-orderkey .* reads column custkey"):
         leaky.sql("SELECT orderkey FROM m.s.orders").collect()

@@ -73,6 +73,7 @@ def year(v):
 def custom(user):
     def f(v):
         return None if v is None else f"<{spark_string(v).upper()}|{user}>"
+
     return f
 
 
@@ -105,32 +106,42 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize(("user", "column", "mask"), CASES,
-                         ids=[f"{m.__name__}-{u}-{c}" for u, c, m in CASES])
+@pytest.mark.parametrize(
+    ("user", "column", "mask"), CASES, ids=[f"{m.__name__}-{u}-{c}" for u, c, m in CASES]
+)
 def test_builtin_mask_exact_output(typed_lakehouse, typed_rows, user, column, mask):
     i = COLUMNS.index(column)
     got = typed_lakehouse.session(user).sql(f"SELECT id, {column} FROM m.s.t ORDER BY id")
     assert [tuple(r) for r in got.collect()] == [(row[0], mask(row[i])) for row in typed_rows]
 
 
-@pytest.mark.parametrize(("row_id", "column", "expected"), [
-    (1, "code", "abcd****"),   # abcdefgh
-    (5, "code", "abcd*"),      # abcde
-    (4, "code", "abcd"),       # exactly 4
-    (2, "code", "abc"),        # shorter than 4: nothing hidden, no padding
-    (5, "s", ""),              # empty
-    (3, "code", None),         # NULL stays NULL
-    (2, "n", "-7"),            # non-string: its string form
-])
+@pytest.mark.parametrize(
+    ("row_id", "column", "expected"),
+    [
+        (1, "code", "abcd****"),  # abcdefgh
+        (5, "code", "abcd*"),  # abcde
+        (4, "code", "abcd"),  # exactly 4
+        (2, "code", "abc"),  # shorter than 4: nothing hidden, no padding
+        (5, "s", ""),  # empty
+        (3, "code", None),  # NULL stays NULL
+        (2, "n", "-7"),  # non-string: its string form
+    ],
+)
 def test_first4_of_short_strings_and_null(typed_lakehouse, row_id, column, expected):
-    got = typed_lakehouse.session("u_first4").sql(
-        f"SELECT {column} FROM m.s.t WHERE id = {row_id}").collect()
+    got = (
+        typed_lakehouse.session("u_first4")
+        .sql(f"SELECT {column} FROM m.s.t WHERE id = {row_id}")
+        .collect()
+    )
     assert [tuple(r) for r in got] == [(expected,)]
 
 
 def test_hash_equals_sha2_of_the_string_cast(typed_lakehouse, typed_rows):
-    got = typed_lakehouse.session("u_hash").sql(
-        "SELECT s, n, d, ts, e FROM m.s.t WHERE id = 1").collect()
+    got = (
+        typed_lakehouse.session("u_hash")
+        .sql("SELECT s, n, d, ts, e FROM m.s.t WHERE id = 1")
+        .collect()
+    )
     _, s, n, d, ts, e, _ = typed_rows[0]
     assert tuple(got[0]) == (
         hashlib.sha256(b"hello world").hexdigest(),
@@ -139,8 +150,13 @@ def test_hash_equals_sha2_of_the_string_cast(typed_lakehouse, typed_rows):
         hashlib.sha256(b"2024-07-15 13:45:30").hexdigest(),
         hashlib.sha256(b"anna@example.de").hexdigest(),
     )
-    assert (s, n, d, ts, e) == ("hello world", 123456, dt.date(2024, 7, 15),
-                                dt.datetime(2024, 7, 15, 13, 45, 30), "anna@example.de")
+    assert (s, n, d, ts, e) == (
+        "hello world",
+        123456,
+        dt.date(2024, 7, 15),
+        dt.datetime(2024, 7, 15, 13, 45, 30),
+        "anna@example.de",
+    )
 
 
 def test_last4_counts_characters_not_bytes(typed_lakehouse):
@@ -148,12 +164,15 @@ def test_last4_counts_characters_not_bytes(typed_lakehouse):
     assert got[0][0] == "*rüße"
 
 
-@pytest.mark.parametrize(("user", "types"), [
-    ("u_redact", ["int", "string", "int", "date", "timestamp"]),
-    ("u_null", ["int", "string", "int", "date", "timestamp"]),
-    ("u_year", ["int", "string", "int", "date", "timestamp"]),
-    ("u_hash", ["int", "string", "string", "string", "string"]),
-])
+@pytest.mark.parametrize(
+    ("user", "types"),
+    [
+        ("u_redact", ["int", "string", "int", "date", "timestamp"]),
+        ("u_null", ["int", "string", "int", "date", "timestamp"]),
+        ("u_year", ["int", "string", "int", "date", "timestamp"]),
+        ("u_hash", ["int", "string", "string", "string", "string"]),
+    ],
+)
 def test_masks_keep_or_change_the_column_type_as_specified(typed_lakehouse, user, types):
     df = typed_lakehouse.session(user).sql("SELECT id, s, n, d, ts FROM m.s.t")
     assert [f.dataType.simpleString() for f in df.schema.fields] == types

@@ -67,33 +67,40 @@ STATEMENTS = {
     "update": "UPDATE main.sales.{n} SET a = 1",
     "delete": "DELETE FROM main.sales.{n} WHERE a = 1",
     "merge": "MERGE INTO main.sales.{n} t USING main.sales.orders s ON t.id = s.id "
-             "WHEN MATCHED THEN DELETE",
+    "WHEN MATCHED THEN DELETE",
 }
 
 
-@pytest.mark.parametrize("bad", ["a/b", "a\\b", "..", "a\x01b", "x\u202ey"],
-                         ids=["slash", "backslash", "dot_dot", "control_char", "bidi"])
+@pytest.mark.parametrize(
+    "bad",
+    ["a/b", "a\\b", "..", "a\x01b", "x\u202ey"],
+    ids=["slash", "backslash", "dot_dot", "control_char", "bidi"],
+)
 @pytest.mark.parametrize("template", STATEMENTS.values(), ids=STATEMENTS.keys())
 def test_every_statement_kind_refuses_invalid_name_part(
-    planner: Callable[..., Planner], template: str, bad: str,
+    planner: Callable[..., Planner],
+    template: str,
+    bad: str,
 ) -> None:
     with pytest.raises(Refused, match="invalid name"):
         planner("root").plan(template.format(n=_q(bad)))
 
 
-@pytest.mark.parametrize("stmt", ["CREATE CATALOG \u0430dmin", "SHOW SCHEMAS IN \u0430dmin",
-                                  "SHOW TABLES FROM main.s\u0430les"],
-                         ids=["create_catalog", "show_schemas", "show_tables"])
+@pytest.mark.parametrize(
+    "stmt",
+    ["CREATE CATALOG \u0430dmin", "SHOW SCHEMAS IN \u0430dmin", "SHOW TABLES FROM main.s\u0430les"],
+    ids=["create_catalog", "show_schemas", "show_tables"],
+)
 def test_text_matched_statements_refuse_unicode_look_alike_names(
-    planner: Callable[..., Planner], stmt: str,
+    planner: Callable[..., Planner],
+    stmt: str,
 ) -> None:
     with pytest.raises(Refused, match="invalid name"):
         planner("root").plan(stmt)
 
 
 def test_create_table_refuses_the_issue_path_name(planner: Callable[..., Planner]) -> None:
-    stmt = ("CREATE TABLE main.sandbox.`/some/path/_delta_log/00000000000000000002.json` "
-            "(a INT)")
+    stmt = "CREATE TABLE main.sandbox.`/some/path/_delta_log/00000000000000000002.json` (a INT)"
     with pytest.raises(Refused, match="path separator"):
         planner("root").plan(stmt)
 
@@ -106,8 +113,9 @@ def fresh_catalog(tmp_path: Path) -> Catalog:
     return cat
 
 
-@pytest.mark.parametrize("bad", ["a/b", "..", "a\x00b", "a\u200bb"],
-                         ids=["slash", "dot_dot", "nul", "zero_width"])
+@pytest.mark.parametrize(
+    "bad", ["a/b", "..", "a\x00b", "a\u200bb"], ids=["slash", "dot_dot", "nul", "zero_width"]
+)
 def test_catalog_store_refuses_invalid_parts(fresh_catalog: Catalog, bad: str) -> None:
     with pytest.raises(CatalogError):
         fresh_catalog.create_catalog(bad)
@@ -121,7 +129,8 @@ def test_catalog_store_refuses_invalid_parts(fresh_catalog: Catalog, bad: str) -
 
 
 def test_managed_location_through_existing_symlink_out_of_warehouse_is_refused(
-    fresh_catalog: Catalog, tmp_path: Path,
+    fresh_catalog: Catalog,
+    tmp_path: Path,
 ) -> None:
     outside = tmp_path / "outside"
     outside.mkdir()
@@ -148,13 +157,17 @@ grants:
 
 @pytest.fixture(scope="module")
 def names_lakehouse(make_lakegate):
-    return make_lakegate("names", NAMES_POLICIES, [
-        "CREATE CATALOG main",
-        "CREATE SCHEMA main.sandbox",
-        "CREATE TABLE main.sandbox.victim (a INT)",
-        "INSERT INTO main.sandbox.victim VALUES (1), (2)",
-        "INSERT INTO main.sandbox.victim VALUES (3)",
-    ])
+    return make_lakegate(
+        "names",
+        NAMES_POLICIES,
+        [
+            "CREATE CATALOG main",
+            "CREATE SCHEMA main.sandbox",
+            "CREATE TABLE main.sandbox.victim (a INT)",
+            "INSERT INTO main.sandbox.victim VALUES (1), (2)",
+            "INSERT INTO main.sandbox.victim VALUES (3)",
+        ],
+    )
 
 
 def _victim(lg) -> list[int]:

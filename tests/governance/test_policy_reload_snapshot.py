@@ -30,8 +30,11 @@ READ = "SELECT name FROM r.s.c"
 
 @pytest.fixture(scope="module")
 def rlake(make_lakegate):
-    lg = make_lakegate("reload-snapshot", POLICIES, [
-        "CREATE CATALOG r", "CREATE SCHEMA r.s", "CREATE TABLE r.s.c (id INT, name STRING)"])
+    lg = make_lakegate(
+        "reload-snapshot",
+        POLICIES,
+        ["CREATE CATALOG r", "CREATE SCHEMA r.s", "CREATE TABLE r.s.c (id INT, name STRING)"],
+    )
     (lg.config.policies / "mask.yaml").write_text(MASK)
     assert lg.reload_policies()
     return lg
@@ -92,15 +95,20 @@ def test_every_audit_line_names_the_policy_version(rlake):
     rlake.session("admin").sql("INSERT INTO r.s.c VALUES (1, 'x')")
     assert rlake.reload_policies()
     records = query(rlake.config.audit).records
-    assert records and all(r.policy_version and r.policy_version.startswith("sha256:")
-                           for r in records)
+    assert records and all(
+        r.policy_version and r.policy_version.startswith("sha256:") for r in records
+    )
     assert records[-1].cmd == "policyReload"
     assert records[-1].policy_version == rlake.policy_version
 
 
 def git(cwd, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(cwd), "-c", "user.name=t", "-c", "user.email=t@t",
-                           *args], check=True, capture_output=True, text=True).stdout.strip()
+    return subprocess.run(
+        ["git", "-C", str(cwd), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
 
 
 def test_git_mode_loads_the_committed_tree_not_the_working_files(rlake, spark):
@@ -109,8 +117,10 @@ def test_git_mode_loads_the_committed_tree_not_the_working_files(rlake, spark):
     git(pol, "add", ".")
     git(pol, "commit", "-qm", "policies")
     commit = git(pol, "rev-parse", "HEAD")
-    lg = Lakegate(replace(rlake.config, policies_ref="main",
-                          audit=rlake.config.audit.parent / "audit-git"), spark=spark)
+    lg = Lakegate(
+        replace(rlake.config, policies_ref="main", audit=rlake.config.audit.parent / "audit-git"),
+        spark=spark,
+    )
     try:
         assert lg.policy_version == f"git:{commit}"
         (pol / "mask.yaml").unlink()  # a working-tree change, never committed

@@ -26,18 +26,23 @@ ORDERS_LOC = "delta.`/wh/main/sales/orders`"
 CUSTOMERS_LOC = "delta.`/wh/main/sales/customers`"
 HASH_EMAIL = "sha2(CAST(`email` AS STRING), 256) AS `email`"
 HASH_PHONE = "sha2(CAST(`phone` AS STRING), 256) AS `phone`"
-LAST4_PHONE = ("concat(repeat('*', greatest(length(CAST(`phone` AS STRING)) - 4, 0)), "
-               "right(CAST(`phone` AS STRING), 4)) AS `phone`")
+LAST4_PHONE = (
+    "concat(repeat('*', greatest(length(CAST(`phone` AS STRING)) - 4, 0)), "
+    "right(CAST(`phone` AS STRING), 4)) AS `phone`"
+)
 # what alice (analyst) reads in place of each table
 ALICE_ORDERS = f"(SELECT {ORDERS_COLS} FROM {ORDERS_LOC} AS __lg_v WHERE (NOT is_test))"
-ALICE_CUSTOMERS = (f"(SELECT `id`, `name`, {HASH_EMAIL}, {HASH_PHONE}, `country` "
-                   f"FROM {CUSTOMERS_LOC} AS __lg_v)")
+ALICE_CUSTOMERS = (
+    f"(SELECT `id`, `name`, {HASH_EMAIL}, {HASH_PHONE}, `country` FROM {CUSTOMERS_LOC} AS __lg_v)"
+)
 NO_TABLE = [{"cmd": "select", "src": None, "dst": None}]
 
 
 def denied(user: str, table: str, privilege: str = "SELECT") -> str:
-    return (f"access denied: user {user} has no {privilege} privilege on table {table} "
-            "(or it does not exist)")
+    return (
+        f"access denied: user {user} has no {privilege} privilege on table {table} "
+        "(or it does not exist)"
+    )
 
 
 def plan(planner: Callable[..., Planner], user: str, sql: str, ns: str = "main.default"):
@@ -105,122 +110,180 @@ column_masks:
 
 
 @pytest.fixture(scope="module")
-def custom_planner(offline_catalog: Catalog, tmp_path_factory: pytest.TempPathFactory
-                   ) -> Callable[..., Planner]:
+def custom_planner(
+    offline_catalog: Catalog, tmp_path_factory: pytest.TempPathFactory
+) -> Callable[..., Planner]:
     d: Path = tmp_path_factory.mktemp("custom-policies")
     (d / "custom.yaml").write_text(textwrap.dedent(CUSTOM_POLICIES))
     enforcer = PolicyEnforcer(load_policy_dir(d))
     sql = PolicySql(enforcer)
 
     def make(user: str, catalog: str = "main", schema: str = "default") -> Planner:
-        return Planner(catalog=offline_catalog, enforcer=enforcer, policy_sql=sql, user=user,
-                       namespace=Namespace(catalog, schema))
+        return Planner(
+            catalog=offline_catalog,
+            enforcer=enforcer,
+            policy_sql=sql,
+            user=user,
+            namespace=Namespace(catalog, schema),
+        )
 
     return make
 
 
 # CTE shadowing ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("sql", "expected"), [
-    ("WITH orders AS (SELECT 1 AS x) SELECT * FROM orders",
-     "WITH __lg_cte_1 AS (SELECT 1 AS x) SELECT * FROM __lg_cte_1 AS orders"),
-    ("WITH Orders AS (SELECT 1 AS x) SELECT * FROM ORDERS",
-     "WITH __lg_cte_1 AS (SELECT 1 AS x) SELECT * FROM __lg_cte_1 AS ORDERS"),
-    ("WITH `Orders` AS (SELECT 1 AS x) SELECT * FROM orders",
-     "WITH __lg_cte_1 AS (SELECT 1 AS x) SELECT * FROM __lg_cte_1 AS orders"),
-    ("WITH orders AS (SELECT 1 AS x) SELECT * FROM `ORDERS`",
-     "WITH __lg_cte_1 AS (SELECT 1 AS x) SELECT * FROM __lg_cte_1 AS `ORDERS`"),
-    ("WITH orders AS (SELECT 1 AS x) SELECT * FROM (SELECT * FROM orders) s",
-     "WITH __lg_cte_1 AS (SELECT 1 AS x) SELECT * FROM (SELECT * FROM __lg_cte_1 AS orders) AS s"),
-    ("WITH orders AS (SELECT 1 AS id) SELECT id FROM orders UNION ALL SELECT id FROM orders",
-     "WITH __lg_cte_1 AS (SELECT 1 AS id) SELECT id FROM __lg_cte_1 AS orders "
-     "UNION ALL SELECT id FROM __lg_cte_1 AS orders"),
-    ("WITH a AS (SELECT 1 AS id), orders AS (SELECT * FROM a) SELECT * FROM orders",
-     "WITH __lg_cte_1 AS (SELECT 1 AS id), __lg_cte_2 AS (SELECT * FROM __lg_cte_1 AS a) "
-     "SELECT * FROM __lg_cte_2 AS orders"),
-])
+
+@pytest.mark.parametrize(
+    ("sql", "expected"),
+    [
+        (
+            "WITH orders AS (SELECT 1 AS x) SELECT * FROM orders",
+            "WITH __lg_cte_1 AS (SELECT 1 AS x) SELECT * FROM __lg_cte_1 AS orders",
+        ),
+        (
+            "WITH Orders AS (SELECT 1 AS x) SELECT * FROM ORDERS",
+            "WITH __lg_cte_1 AS (SELECT 1 AS x) SELECT * FROM __lg_cte_1 AS ORDERS",
+        ),
+        (
+            "WITH `Orders` AS (SELECT 1 AS x) SELECT * FROM orders",
+            "WITH __lg_cte_1 AS (SELECT 1 AS x) SELECT * FROM __lg_cte_1 AS orders",
+        ),
+        (
+            "WITH orders AS (SELECT 1 AS x) SELECT * FROM `ORDERS`",
+            "WITH __lg_cte_1 AS (SELECT 1 AS x) SELECT * FROM __lg_cte_1 AS `ORDERS`",
+        ),
+        (
+            "WITH orders AS (SELECT 1 AS x) SELECT * FROM (SELECT * FROM orders) s",
+            "WITH __lg_cte_1 AS (SELECT 1 AS x) SELECT * FROM (SELECT * FROM __lg_cte_1 AS orders) AS s",
+        ),
+        (
+            "WITH orders AS (SELECT 1 AS id) SELECT id FROM orders UNION ALL SELECT id FROM orders",
+            "WITH __lg_cte_1 AS (SELECT 1 AS id) SELECT id FROM __lg_cte_1 AS orders "
+            "UNION ALL SELECT id FROM __lg_cte_1 AS orders",
+        ),
+        (
+            "WITH a AS (SELECT 1 AS id), orders AS (SELECT * FROM a) SELECT * FROM orders",
+            "WITH __lg_cte_1 AS (SELECT 1 AS id), __lg_cte_2 AS (SELECT * FROM __lg_cte_1 AS a) "
+            "SELECT * FROM __lg_cte_2 AS orders",
+        ),
+    ],
+)
 def test_cte_named_like_a_table_is_not_that_table(planner, sql, expected):
     planned = plan(planner, "alice", sql, ns="main.sales")
     assert planned.sql == expected
     assert planned.audit_lines() == NO_TABLE
 
 
-@pytest.mark.parametrize(("ns", "sql", "expected"), [
-    ("main.default", "WITH t AS (SELECT * FROM main.sales.orders) SELECT * FROM t",
-     f"WITH __lg_cte_1 AS (SELECT * FROM {ALICE_ORDERS} AS orders) SELECT * FROM __lg_cte_1 AS t"),
-    # a CTE's own body cannot see the CTE (not recursive): `orders` there is the table
-    ("main.sales", "WITH orders AS (SELECT id FROM orders) SELECT * FROM orders",
-     f"WITH __lg_cte_1 AS (SELECT id FROM {ALICE_ORDERS} AS orders) "
-     "SELECT * FROM __lg_cte_1 AS orders"),
-    # an earlier CTE cannot see a later one
-    ("main.sales", "WITH a AS (SELECT * FROM orders), orders AS (SELECT 1 AS id) SELECT * FROM a",
-     f"WITH __lg_cte_1 AS (SELECT * FROM {ALICE_ORDERS} AS orders), "
-     "__lg_cte_2 AS (SELECT 1 AS id) SELECT * FROM __lg_cte_1 AS a"),
-    # a CTE inside a subquery does not hide the table outside it
-    ("main.sales",
-     "SELECT * FROM (WITH orders AS (SELECT 1 AS x) SELECT * FROM orders) a CROSS JOIN orders b",
-     "WITH __lg_cte_1 AS (SELECT 1 AS x) SELECT * FROM (SELECT * FROM __lg_cte_1 AS orders) AS a "
-     f"CROSS JOIN {ALICE_ORDERS} AS b"),
-    ("main.sales",
-     "(WITH orders AS (SELECT 1 AS id) SELECT id FROM orders) UNION ALL SELECT id FROM orders",
-     "(WITH __lg_cte_1 AS (SELECT 1 AS id) SELECT id FROM __lg_cte_1 AS orders) "
-     f"UNION ALL SELECT id FROM {ALICE_ORDERS} AS orders"),
-])
+@pytest.mark.parametrize(
+    ("ns", "sql", "expected"),
+    [
+        (
+            "main.default",
+            "WITH t AS (SELECT * FROM main.sales.orders) SELECT * FROM t",
+            f"WITH __lg_cte_1 AS (SELECT * FROM {ALICE_ORDERS} AS orders) SELECT * FROM __lg_cte_1 AS t",
+        ),
+        # a CTE's own body cannot see the CTE (not recursive): `orders` there is the table
+        (
+            "main.sales",
+            "WITH orders AS (SELECT id FROM orders) SELECT * FROM orders",
+            f"WITH __lg_cte_1 AS (SELECT id FROM {ALICE_ORDERS} AS orders) "
+            "SELECT * FROM __lg_cte_1 AS orders",
+        ),
+        # an earlier CTE cannot see a later one
+        (
+            "main.sales",
+            "WITH a AS (SELECT * FROM orders), orders AS (SELECT 1 AS id) SELECT * FROM a",
+            f"WITH __lg_cte_1 AS (SELECT * FROM {ALICE_ORDERS} AS orders), "
+            "__lg_cte_2 AS (SELECT 1 AS id) SELECT * FROM __lg_cte_1 AS a",
+        ),
+        # a CTE inside a subquery does not hide the table outside it
+        (
+            "main.sales",
+            "SELECT * FROM (WITH orders AS (SELECT 1 AS x) SELECT * FROM orders) a CROSS JOIN orders b",
+            "WITH __lg_cte_1 AS (SELECT 1 AS x) SELECT * FROM (SELECT * FROM __lg_cte_1 AS orders) AS a "
+            f"CROSS JOIN {ALICE_ORDERS} AS b",
+        ),
+        (
+            "main.sales",
+            "(WITH orders AS (SELECT 1 AS id) SELECT id FROM orders) UNION ALL SELECT id FROM orders",
+            "(WITH __lg_cte_1 AS (SELECT 1 AS id) SELECT id FROM __lg_cte_1 AS orders) "
+            f"UNION ALL SELECT id FROM {ALICE_ORDERS} AS orders",
+        ),
+    ],
+)
 def test_real_table_in_a_cte_body_or_outside_its_scope_is_governed(planner, ns, sql, expected):
     planned = plan(planner, "alice", sql, ns=ns)
     assert planned.sql == expected
     assert srcs(planned) == ["main.sales.orders"]
 
 
-@pytest.mark.parametrize("sql", [
-    "WITH orders AS (SELECT 1 AS x) SELECT * FROM sales.orders",
-    "WITH orders AS (SELECT 1 AS x) SELECT * FROM main.sales.orders",
-    "WITH ORDERS AS (SELECT 1 AS x) SELECT * FROM Main.Sales.Orders",
-])
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "WITH orders AS (SELECT 1 AS x) SELECT * FROM sales.orders",
+        "WITH orders AS (SELECT 1 AS x) SELECT * FROM main.sales.orders",
+        "WITH ORDERS AS (SELECT 1 AS x) SELECT * FROM Main.Sales.Orders",
+    ],
+)
 def test_qualified_name_is_never_a_cte(planner, sql):
     planned = plan(planner, "alice", sql, ns="main.sales")
     alias = sql.rsplit(".", 1)[1]
     assert planned.sql == (
-        f"WITH __lg_cte_1 AS (SELECT 1 AS x) SELECT * FROM {ALICE_ORDERS} AS {alias}")
+        f"WITH __lg_cte_1 AS (SELECT 1 AS x) SELECT * FROM {ALICE_ORDERS} AS {alias}"
+    )
     assert srcs(planned) == ["main.sales.orders"]
 
 
 # names -----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("name", "alias"), [
-    ("main.sales.orders", "orders"),
-    ("MAIN.SALES.ORDERS", "ORDERS"),
-    ("`main`.`sales`.`orders`", "`orders`"),
-    ("`Main`.Sales.`ORDERS`", "`ORDERS`"),
-    ("main.`SALES`.Orders", "Orders"),
-])
+
+@pytest.mark.parametrize(
+    ("name", "alias"),
+    [
+        ("main.sales.orders", "orders"),
+        ("MAIN.SALES.ORDERS", "ORDERS"),
+        ("`main`.`sales`.`orders`", "`orders`"),
+        ("`Main`.Sales.`ORDERS`", "`ORDERS`"),
+        ("main.`SALES`.Orders", "Orders"),
+    ],
+)
 def test_quoted_and_mixed_case_names_resolve_to_the_table(planner, name, alias):
     planned = plan(planner, "alice", f"SELECT id FROM {name}")
     assert planned.sql == f"SELECT id FROM {ALICE_ORDERS} AS {alias}"
     assert srcs(planned) == ["main.sales.orders"]
 
 
-@pytest.mark.parametrize("name", [
-    "`main.sales.orders`", "`main`.`sales.orders`", "`main.sales`.orders", "`sales.orders`",
-])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "`main.sales.orders`",
+        "`main`.`sales.orders`",
+        "`main.sales`.orders",
+        "`sales.orders`",
+    ],
+)
 def test_backticked_identifier_with_dots_is_refused_never_split(planner, name):
     with pytest.raises(Refused, match=r"contains '\.'"):
         plan(planner, "alice", f"SELECT id FROM {name}")
 
 
-@pytest.mark.parametrize(("ns", "name", "resolved"), [
-    ("main.sales", "orders", "main.sales.orders"),
-    ("main.sales", "sales.orders", "main.sales.orders"),
-    ("main.sales", "main.sales.orders", "main.sales.orders"),
-    ("main.hr", "sales.orders", "main.sales.orders"),
-    ("other.x", "main.sales.orders", "main.sales.orders"),
-    ("main.hr", "orders", None),           # main.hr.orders
-    ("main.default", "orders", None),      # main.default.orders
-    ("other.sales", "orders", None),       # other.sales.orders
-    ("other.x", "sales.orders", None),     # two parts take the current catalog
-])
+@pytest.mark.parametrize(
+    ("ns", "name", "resolved"),
+    [
+        ("main.sales", "orders", "main.sales.orders"),
+        ("main.sales", "sales.orders", "main.sales.orders"),
+        ("main.sales", "main.sales.orders", "main.sales.orders"),
+        ("main.hr", "sales.orders", "main.sales.orders"),
+        ("other.x", "main.sales.orders", "main.sales.orders"),
+        ("main.hr", "orders", None),  # main.hr.orders
+        ("main.default", "orders", None),  # main.default.orders
+        ("other.sales", "orders", None),  # other.sales.orders
+        ("other.x", "sales.orders", None),  # two parts take the current catalog
+    ],
+)
 def test_one_two_and_three_part_names_resolve_against_the_current_namespace(
-        planner, ns, name, resolved):
+    planner, ns, name, resolved
+):
     if resolved is not None:
         assert srcs(plan(planner, "alice", f"SELECT id FROM {name}", ns=ns)) == [resolved]
         return
@@ -234,20 +297,24 @@ def test_one_two_and_three_part_names_resolve_against_the_current_namespace(
 
 # refused reads ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize("sql", [
-    "SELECT * FROM delta.`/wh/main/sales/orders`",
-    "SELECT * FROM DELTA.`/wh/main/sales/orders` AS o",
-    "SELECT * FROM parquet.`/wh/main/sales/orders`",
-    "SELECT * FROM json.`/tmp/x.json`",
-    "SELECT * FROM csv.`/tmp/x.csv`",
-    "SELECT * FROM text.`/etc/passwd`",
-    "SELECT * FROM orc.`/tmp/x`",
-    "SELECT * FROM binaryFile.`/tmp/x`",
-    "SELECT * FROM main.sales.orders o JOIN delta.`/wh/main/sales/customers` c ON o.id = c.id",
-    "SELECT id FROM main.sales.orders WHERE id IN (SELECT id FROM parquet.`/tmp/x`)",
-    "WITH x AS (SELECT * FROM delta.`/wh/main/sales/orders`) SELECT * FROM x",
-    "INSERT INTO main.sales.orders (id) SELECT id FROM delta.`/wh/main/sales/orders`",
-])
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT * FROM delta.`/wh/main/sales/orders`",
+        "SELECT * FROM DELTA.`/wh/main/sales/orders` AS o",
+        "SELECT * FROM parquet.`/wh/main/sales/orders`",
+        "SELECT * FROM json.`/tmp/x.json`",
+        "SELECT * FROM csv.`/tmp/x.csv`",
+        "SELECT * FROM text.`/etc/passwd`",
+        "SELECT * FROM orc.`/tmp/x`",
+        "SELECT * FROM binaryFile.`/tmp/x`",
+        "SELECT * FROM main.sales.orders o JOIN delta.`/wh/main/sales/customers` c ON o.id = c.id",
+        "SELECT id FROM main.sales.orders WHERE id IN (SELECT id FROM parquet.`/tmp/x`)",
+        "WITH x AS (SELECT * FROM delta.`/wh/main/sales/orders`) SELECT * FROM x",
+        "INSERT INTO main.sales.orders (id) SELECT id FROM delta.`/wh/main/sales/orders`",
+    ],
+)
 def test_path_based_table_references_are_refused(planner, sql):
     with pytest.raises(Refused) as exc:
         plan(planner, "alice", sql)
@@ -255,14 +322,23 @@ def test_path_based_table_references_are_refused(planner, sql):
     assert "path-based table reference" in str(exc.value)
 
 
-@pytest.mark.parametrize(("sql", "message"), [
-    ("SELECT * FROM table_changes('main.sales.orders', 0)",
-     "table-valued function table_changes(...) is not governed"),
-    ("SELECT * FROM read_files('/wh/main/sales/orders')",
-     "function read_files() is refused in a statement"),
-    ("SELECT * FROM IDENTIFIER('main.sales.orders')",
-     "table-valued function identifier(...) is not governed"),
-])
+@pytest.mark.parametrize(
+    ("sql", "message"),
+    [
+        (
+            "SELECT * FROM table_changes('main.sales.orders', 0)",
+            "table-valued function table_changes(...) is not governed",
+        ),
+        (
+            "SELECT * FROM read_files('/wh/main/sales/orders')",
+            "function read_files() is refused in a statement",
+        ),
+        (
+            "SELECT * FROM IDENTIFIER('main.sales.orders')",
+            "table-valued function identifier(...) is not governed",
+        ),
+    ],
+)
 def test_table_valued_functions_are_refused(planner, sql, message):
     with pytest.raises(Refused) as exc:
         plan(planner, "alice", sql)
@@ -276,21 +352,36 @@ def test_range_table_function_is_allowed(planner):
     assert planned.audit_lines() == NO_TABLE
 
 
-@pytest.mark.parametrize(("sql", "message"), [
-    ("SELECT reflect('java.lang.System', 'getenv', 'HOME')",
-     "function reflect() is refused in a statement"),
-    ("SELECT java_method('java.lang.System', 'getenv', 'HOME')",
-     "function java_method() is refused in a statement"),
-    ("SELECT try_reflect('java.lang.System', 'getenv', 'HOME')",
-     "function try_reflect() is refused in a statement"),
-    ("SELECT id FROM main.sales.orders WHERE reflect('java.lang.Thread', 'sleep', 1) IS NULL",
-     "function reflect() is refused in a statement"),
-    ("SELECT input_file_name() FROM main.sales.orders",
-     "function input_file_name() is refused in a statement"),
-    ("SELECT _metadata FROM main.sales.orders",
-     "file metadata columns (_metadata) are not readable"),
-    ("SELECT o._metadata.file_path FROM main.sales.orders o", None),
-])
+@pytest.mark.parametrize(
+    ("sql", "message"),
+    [
+        (
+            "SELECT reflect('java.lang.System', 'getenv', 'HOME')",
+            "function reflect() is refused in a statement",
+        ),
+        (
+            "SELECT java_method('java.lang.System', 'getenv', 'HOME')",
+            "function java_method() is refused in a statement",
+        ),
+        (
+            "SELECT try_reflect('java.lang.System', 'getenv', 'HOME')",
+            "function try_reflect() is refused in a statement",
+        ),
+        (
+            "SELECT id FROM main.sales.orders WHERE reflect('java.lang.Thread', 'sleep', 1) IS NULL",
+            "function reflect() is refused in a statement",
+        ),
+        (
+            "SELECT input_file_name() FROM main.sales.orders",
+            "function input_file_name() is refused in a statement",
+        ),
+        (
+            "SELECT _metadata FROM main.sales.orders",
+            "file metadata columns (_metadata) are not readable",
+        ),
+        ("SELECT o._metadata.file_path FROM main.sales.orders o", None),
+    ],
+)
 def test_code_and_file_functions_are_refused(planner, sql, message):
     with pytest.raises(Refused) as exc:
         plan(planner, "alice", sql)
@@ -346,9 +437,12 @@ PARSE_ERRORS = [
 ]
 
 
-@pytest.mark.parametrize(("sql", "kind"), [(s, Refused) for s in REFUSED_KIND]
-                         + [(s, None) for s in REFUSED_OR_UNPARSED]
-                         + [(s, SqlParseError) for s in PARSE_ERRORS])
+@pytest.mark.parametrize(
+    ("sql", "kind"),
+    [(s, Refused) for s in REFUSED_KIND]
+    + [(s, None) for s in REFUSED_OR_UNPARSED]
+    + [(s, SqlParseError) for s in PARSE_ERRORS],
+)
 def test_statements_outside_the_allow_list_are_refused(planner, sql, kind):
     with pytest.raises(Refused) as exc:
         plan(planner, "alice", sql)
@@ -357,18 +451,25 @@ def test_statements_outside_the_allow_list_are_refused(planner, sql, kind):
     assert "\n" not in str(exc.value)
 
 
-@pytest.mark.parametrize(("sql", "message"), [
-    ("SELECT 1; SELECT 2", "multiple statements (2) in one call; send one at a time"),
-    ("SELECT 1\x00", "statement contains a NUL character"),
-    ("", "empty statement"),
-    ("SELECT " + "(" * 300 + "1" + ")" * 300,
-     "statement nests 300 levels deep; the limit is 256"),
-    ("SET spark.sql.ansi.enabled=true", "statement kind SET is not governed by Lakegate"),
-    ("ADD JAR /tmp/evil.jar", "statement kind ADD is not governed by Lakegate"),
-    ("CACHE TABLE main.sales.orders", "statement kind CACHE is not governed by Lakegate"),
-    ("INSERT OVERWRITE DIRECTORY '/tmp/out' SELECT * FROM main.sales.orders",
-     "INSERT OVERWRITE DIRECTORY is refused; write into a governed table"),
-])
+@pytest.mark.parametrize(
+    ("sql", "message"),
+    [
+        ("SELECT 1; SELECT 2", "multiple statements (2) in one call; send one at a time"),
+        ("SELECT 1\x00", "statement contains a NUL character"),
+        ("", "empty statement"),
+        (
+            "SELECT " + "(" * 300 + "1" + ")" * 300,
+            "statement nests 300 levels deep; the limit is 256",
+        ),
+        ("SET spark.sql.ansi.enabled=true", "statement kind SET is not governed by Lakegate"),
+        ("ADD JAR /tmp/evil.jar", "statement kind ADD is not governed by Lakegate"),
+        ("CACHE TABLE main.sales.orders", "statement kind CACHE is not governed by Lakegate"),
+        (
+            "INSERT OVERWRITE DIRECTORY '/tmp/out' SELECT * FROM main.sales.orders",
+            "INSERT OVERWRITE DIRECTORY is refused; write into a governed table",
+        ),
+    ],
+)
 def test_refusal_messages_are_one_clear_line(planner, sql, message):
     with pytest.raises(AccessDenied) as exc:
         plan(planner, "alice", sql)
@@ -382,41 +483,56 @@ def test_nesting_just_under_the_limit_is_governed_not_refused(planner):
 
 # identity functions ----------------------------------------------------------------------
 
-@pytest.mark.parametrize(("user", "expr", "literal"), [
-    ("alice", "current_user()", "'alice'"),
-    ("alice", "session_user()", "'alice'"),
-    ("alice", "user()", "'alice'"),
-    ("alice", "CURRENT_USER()", "'alice'"),
-    ("bob", "current_user()", "'bob'"),
-    ("alice", "is_member('analysts')", "TRUE"),
-    ("alice", "is_member('ANALYSTS')", "TRUE"),
-    ("alice", "is_member('pii-readers')", "FALSE"),
-    ("alice", "is_member('no-such-group')", "FALSE"),
-    ("carol", "is_member('analysts')", "TRUE"),          # through emea-analysts
-    ("carol", "is_member('emea-analysts')", "TRUE"),
-    ("dana", "is_account_group_member('pii-readers')", "TRUE"),
-    ("bob", "is_account_group_member('pii-readers')", "FALSE"),
-])
+
+@pytest.mark.parametrize(
+    ("user", "expr", "literal"),
+    [
+        ("alice", "current_user()", "'alice'"),
+        ("alice", "session_user()", "'alice'"),
+        ("alice", "user()", "'alice'"),
+        ("alice", "CURRENT_USER()", "'alice'"),
+        ("bob", "current_user()", "'bob'"),
+        ("alice", "is_member('analysts')", "TRUE"),
+        ("alice", "is_member('ANALYSTS')", "TRUE"),
+        ("alice", "is_member('pii-readers')", "FALSE"),
+        ("alice", "is_member('no-such-group')", "FALSE"),
+        ("carol", "is_member('analysts')", "TRUE"),  # through emea-analysts
+        ("carol", "is_member('emea-analysts')", "TRUE"),
+        ("dana", "is_account_group_member('pii-readers')", "TRUE"),
+        ("bob", "is_account_group_member('pii-readers')", "FALSE"),
+    ],
+)
 def test_identity_functions_are_resolved_to_literals(planner, user, expr, literal):
     assert plan(planner, user, f"SELECT {expr} AS v").sql == f"SELECT {literal} AS v"
 
 
 def test_identity_functions_are_resolved_inside_a_governed_query(planner):
-    planned = plan(planner, "carol", "SELECT id FROM main.sales.orders "
-                   "WHERE current_user() = 'carol' AND is_member('analysts')")
+    planned = plan(
+        planner,
+        "carol",
+        "SELECT id FROM main.sales.orders WHERE current_user() = 'carol' AND is_member('analysts')",
+    )
     assert planned.sql == (
         f"SELECT id FROM (SELECT {ORDERS_COLS} FROM {ORDERS_LOC} AS __lg_v "
         "WHERE ((region = 'EMEA')) AND (NOT is_test)) AS orders "
-        "WHERE 'carol' = 'carol' AND TRUE")
+        "WHERE 'carol' = 'carol' AND TRUE"
+    )
 
 
-@pytest.mark.parametrize(("sql", "message"), [
-    ("SELECT is_member(region) FROM main.sales.orders",
-     "is_member() takes one string literal (a group name)"),
-    ("SELECT is_account_group_member('a', 'b')",
-     "is_account_group_member() takes one string literal (a group name)"),
-    ("SELECT user('x')", "user() takes no arguments"),
-])
+@pytest.mark.parametrize(
+    ("sql", "message"),
+    [
+        (
+            "SELECT is_member(region) FROM main.sales.orders",
+            "is_member() takes one string literal (a group name)",
+        ),
+        (
+            "SELECT is_account_group_member('a', 'b')",
+            "is_account_group_member() takes one string literal (a group name)",
+        ),
+        ("SELECT user('x')", "user() takes no arguments"),
+    ],
+)
 def test_identity_functions_with_non_literal_arguments_are_refused(planner, sql, message):
     with pytest.raises(Refused) as exc:
         plan(planner, "alice", sql)
@@ -425,13 +541,17 @@ def test_identity_functions_with_non_literal_arguments_are_refused(planner, sql,
 
 # privileges and columns ------------------------------------------------------------------
 
-@pytest.mark.parametrize(("user", "table"), [
-    ("frank", "main.sales.orders"),         # granted nothing on it
-    ("frank", "main.sales.no_such_table"),  # does not exist
-    ("alice", "main.marketing.campaigns"),  # exists, other domain
-    ("alice", "main.marketing.no_such_table"),
-    ("alice", "nope.nope.nope"),
-])
+
+@pytest.mark.parametrize(
+    ("user", "table"),
+    [
+        ("frank", "main.sales.orders"),  # granted nothing on it
+        ("frank", "main.sales.no_such_table"),  # does not exist
+        ("alice", "main.marketing.campaigns"),  # exists, other domain
+        ("alice", "main.marketing.no_such_table"),
+        ("alice", "nope.nope.nope"),
+    ],
+)
 def test_default_deny_unknown_and_ungranted_tables_are_indistinguishable(planner, user, table):
     with pytest.raises(AccessDenied) as exc:
         plan(planner, user, f"SELECT * FROM {table}")
@@ -445,76 +565,130 @@ def test_table_level_deny_beats_a_wildcard_allow(custom_planner):
     assert str(exc.value) == denied("u3", "main.sales.orders")
     # the same user still reads the rest of the schema
     assert srcs(plan(custom_planner, "u3", "SELECT id FROM main.sales.customers")) == [
-        "main.sales.customers"]
+        "main.sales.customers"
+    ]
 
 
-@pytest.mark.parametrize(("user", "sql", "column", "table"), [
-    ("bob", "SELECT phone FROM main.sales.customers", "phone", "main.sales.customers"),
-    ("bob", "SELECT `PHONE` FROM main.sales.customers", "phone", "main.sales.customers"),
-    ("bob", "SELECT c.phone FROM main.sales.customers c", "phone", "main.sales.customers"),
-    ("bob", "SELECT customers.phone FROM main.sales.customers", "phone", "main.sales.customers"),
-    ("bob", "SELECT main.sales.customers.phone FROM main.sales.customers", "phone",
-     "main.sales.customers"),
-    ("bob", "SELECT id FROM main.sales.customers WHERE phone LIKE '+49%'", "phone",
-     "main.sales.customers"),
-    ("bob", "SELECT count(*) FROM main.sales.customers GROUP BY phone", "phone",
-     "main.sales.customers"),
-    ("bob", "SELECT id FROM main.sales.customers ORDER BY phone", "phone",
-     "main.sales.customers"),
-    ("bob", "SELECT o.id FROM main.sales.orders o JOIN main.sales.customers c "
-            "ON o.customer_id = c.id AND c.phone IS NOT NULL", "phone", "main.sales.customers"),
-    ("bob", "SELECT id FROM main.sales.orders WHERE customer_id IN "
-            "(SELECT id FROM main.sales.customers WHERE phone IS NULL)", "phone",
-     "main.sales.customers"),
-    ("alice", "SELECT ssn FROM main.sales.customers", "ssn", "main.sales.customers"),
-    ("alice", "SELECT name, salary FROM main.hr.employees", "salary", "main.hr.employees"),
-    ("alice", "SELECT max(salary) FROM main.hr.employees", "salary", "main.hr.employees"),
-])
+@pytest.mark.parametrize(
+    ("user", "sql", "column", "table"),
+    [
+        ("bob", "SELECT phone FROM main.sales.customers", "phone", "main.sales.customers"),
+        ("bob", "SELECT `PHONE` FROM main.sales.customers", "phone", "main.sales.customers"),
+        ("bob", "SELECT c.phone FROM main.sales.customers c", "phone", "main.sales.customers"),
+        (
+            "bob",
+            "SELECT customers.phone FROM main.sales.customers",
+            "phone",
+            "main.sales.customers",
+        ),
+        (
+            "bob",
+            "SELECT main.sales.customers.phone FROM main.sales.customers",
+            "phone",
+            "main.sales.customers",
+        ),
+        (
+            "bob",
+            "SELECT id FROM main.sales.customers WHERE phone LIKE '+49%'",
+            "phone",
+            "main.sales.customers",
+        ),
+        (
+            "bob",
+            "SELECT count(*) FROM main.sales.customers GROUP BY phone",
+            "phone",
+            "main.sales.customers",
+        ),
+        (
+            "bob",
+            "SELECT id FROM main.sales.customers ORDER BY phone",
+            "phone",
+            "main.sales.customers",
+        ),
+        (
+            "bob",
+            "SELECT o.id FROM main.sales.orders o JOIN main.sales.customers c "
+            "ON o.customer_id = c.id AND c.phone IS NOT NULL",
+            "phone",
+            "main.sales.customers",
+        ),
+        (
+            "bob",
+            "SELECT id FROM main.sales.orders WHERE customer_id IN "
+            "(SELECT id FROM main.sales.customers WHERE phone IS NULL)",
+            "phone",
+            "main.sales.customers",
+        ),
+        ("alice", "SELECT ssn FROM main.sales.customers", "ssn", "main.sales.customers"),
+        ("alice", "SELECT name, salary FROM main.hr.employees", "salary", "main.hr.employees"),
+        ("alice", "SELECT max(salary) FROM main.hr.employees", "salary", "main.hr.employees"),
+    ],
+)
 def test_naming_a_denied_column_is_access_denied_naming_the_column(
-        planner, user, sql, column, table):
+    planner, user, sql, column, table
+):
     with pytest.raises(AccessDenied) as exc:
         plan(planner, user, sql)
-    assert str(exc.value) == (f"access denied: user {user} may not read column {column} "
-                              f"of table {table}")
+    assert str(exc.value) == (
+        f"access denied: user {user} may not read column {column} of table {table}"
+    )
 
 
-@pytest.mark.parametrize(("user", "sql", "view"), [
-    ("bob", "SELECT * FROM main.sales.customers",
-     f"(SELECT `id`, `name`, {HASH_EMAIL}, `country` FROM {CUSTOMERS_LOC} AS __lg_v) AS customers"),
-    ("bob", "SELECT c.* FROM main.sales.customers c",
-     f"(SELECT `id`, `name`, {HASH_EMAIL}, `country` FROM {CUSTOMERS_LOC} AS __lg_v) AS c"),
-    ("alice", "SELECT * FROM main.sales.customers", f"{ALICE_CUSTOMERS} AS customers"),
-    ("alice", "SELECT * FROM main.hr.employees",
-     "(SELECT `id`, `name`, `department`, trunc(`birth_date`, 'year') AS `birth_date` "
-     "FROM delta.`/wh/main/hr/employees` AS __lg_v) AS employees"),
-    ("harriet", "SELECT * FROM main.hr.employees",
-     "(SELECT `id`, `name`, `department`, `salary`, "
-     "sha2(CAST(`birth_date` AS STRING), 256) AS `birth_date` "
-     "FROM delta.`/wh/main/hr/employees` AS __lg_v) AS employees"),
-])
+@pytest.mark.parametrize(
+    ("user", "sql", "view"),
+    [
+        (
+            "bob",
+            "SELECT * FROM main.sales.customers",
+            f"(SELECT `id`, `name`, {HASH_EMAIL}, `country` FROM {CUSTOMERS_LOC} AS __lg_v) AS customers",
+        ),
+        (
+            "bob",
+            "SELECT c.* FROM main.sales.customers c",
+            f"(SELECT `id`, `name`, {HASH_EMAIL}, `country` FROM {CUSTOMERS_LOC} AS __lg_v) AS c",
+        ),
+        ("alice", "SELECT * FROM main.sales.customers", f"{ALICE_CUSTOMERS} AS customers"),
+        (
+            "alice",
+            "SELECT * FROM main.hr.employees",
+            "(SELECT `id`, `name`, `department`, trunc(`birth_date`, 'year') AS `birth_date` "
+            "FROM delta.`/wh/main/hr/employees` AS __lg_v) AS employees",
+        ),
+        (
+            "harriet",
+            "SELECT * FROM main.hr.employees",
+            "(SELECT `id`, `name`, `department`, `salary`, "
+            "sha2(CAST(`birth_date` AS STRING), 256) AS `birth_date` "
+            "FROM delta.`/wh/main/hr/employees` AS __lg_v) AS employees",
+        ),
+    ],
+)
 def test_select_star_leaves_denied_columns_out(planner, user, sql, view):
     planned = plan(planner, user, sql)
     assert planned.sql == sql.split(" FROM ")[0] + " FROM " + view
 
 
-@pytest.mark.parametrize(("user", "column", "projected"), [
-    ("alice", "email", HASH_EMAIL),
-    ("alice", "phone", HASH_PHONE),
-    ("carol", "phone", LAST4_PHONE),   # priority 10 beats hide-pii
-    ("carol", "email", HASH_EMAIL),
-    ("dana", "email", "`email`"),      # exempt
-    ("dana", "phone", "`phone`"),
-])
+@pytest.mark.parametrize(
+    ("user", "column", "projected"),
+    [
+        ("alice", "email", HASH_EMAIL),
+        ("alice", "phone", HASH_PHONE),
+        ("carol", "phone", LAST4_PHONE),  # priority 10 beats hide-pii
+        ("carol", "email", HASH_EMAIL),
+        ("dana", "email", "`email`"),  # exempt
+        ("dana", "phone", "`phone`"),
+    ],
+)
 def test_masks_are_in_the_projection_under_the_original_column_name(
-        planner, user, column, projected):
+    planner, user, column, projected
+):
     planned = plan(planner, user, f"SELECT {column} FROM main.sales.customers")
     projection = planned.sql.split("(SELECT ", 1)[1].split(" FROM delta.")[0]
     assert f", {projected}, " in f", {projection}, "
     assert planned.sql.startswith(f"SELECT {column} FROM (SELECT ")
 
 
-def test_mask_of_higher_priority_wins_and_the_lower_one_applies_to_everyone_else(
-        custom_planner):
+def test_mask_of_higher_priority_wins_and_the_lower_one_applies_to_everyone_else(custom_planner):
     u2 = plan(custom_planner, "u2", "SELECT email FROM main.sales.customers").sql
     u4 = plan(custom_planner, "u4", "SELECT email FROM main.sales.customers").sql
     assert "regexp_extract(CAST(`email` AS STRING), '^.*@(.*)$', 1) AS `email`" in u2
@@ -524,36 +698,48 @@ def test_mask_of_higher_priority_wins_and_the_lower_one_applies_to_everyone_else
 
 # row filters -----------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("user", "where"), [
-    ("u1", "((region = 'EMEA') OR (region = 'AMER')) AND (NOT is_test) AND (amount < 500)"),
-    ("u2", "((region = 'AMER')) AND (NOT is_test)"),
-    ("u4", "(NOT is_test)"),
-])
+
+@pytest.mark.parametrize(
+    ("user", "where"),
+    [
+        ("u1", "((region = 'EMEA') OR (region = 'AMER')) AND (NOT is_test) AND (amount < 500)"),
+        ("u2", "((region = 'AMER')) AND (NOT is_test)"),
+        ("u4", "(NOT is_test)"),
+    ],
+)
 def test_row_filters_combine_as_any_permissive_and_all_restrictive(custom_planner, user, where):
     planned = plan(custom_planner, user, "SELECT id FROM main.sales.orders")
-    assert planned.sql == (f"SELECT id FROM (SELECT {ORDERS_COLS} FROM {ORDERS_LOC} AS __lg_v "
-                           f"WHERE {where}) AS orders")
+    assert planned.sql == (
+        f"SELECT id FROM (SELECT {ORDERS_COLS} FROM {ORDERS_LOC} AS __lg_v WHERE {where}) AS orders"
+    )
 
 
-@pytest.mark.parametrize(("user", "where"), [
-    ("alice", "(NOT is_test)"),
-    ("carol", "((region = 'EMEA')) AND (NOT is_test)"),
-    ("dana", "(NOT is_test)"),
-    ("erin", None),     # not an analyst: no filter at all
-    ("root", None),
-])
+@pytest.mark.parametrize(
+    ("user", "where"),
+    [
+        ("alice", "(NOT is_test)"),
+        ("carol", "((region = 'EMEA')) AND (NOT is_test)"),
+        ("dana", "(NOT is_test)"),
+        ("erin", None),  # not an analyst: no filter at all
+        ("root", None),
+    ],
+)
 def test_row_filters_apply_only_to_the_principals_they_name(planner, user, where):
     planned = plan(planner, user, "SELECT id FROM main.sales.orders")
     suffix = f" WHERE {where}" if where else ""
     assert planned.sql == (
-        f"SELECT id FROM (SELECT {ORDERS_COLS} FROM {ORDERS_LOC} AS __lg_v{suffix}) AS orders")
+        f"SELECT id FROM (SELECT {ORDERS_COLS} FROM {ORDERS_LOC} AS __lg_v{suffix}) AS orders"
+    )
 
 
-@pytest.mark.parametrize(("user", "where"), [
-    ("u1", "((name = 'u1' OR TRUE OR TRUE))"),     # g-emea is nested in g-parent
-    ("u2", "((name = 'u2' OR FALSE OR TRUE))"),
-    ("u4", "((name = 'u4' OR FALSE OR FALSE))"),
-])
+@pytest.mark.parametrize(
+    ("user", "where"),
+    [
+        ("u1", "((name = 'u1' OR TRUE OR TRUE))"),  # g-emea is nested in g-parent
+        ("u2", "((name = 'u2' OR FALSE OR TRUE))"),
+        ("u4", "((name = 'u4' OR FALSE OR FALSE))"),
+    ],
+)
 def test_identity_functions_in_filters_are_resolved_for_the_user(custom_planner, user, where):
     planned = plan(custom_planner, user, "SELECT id FROM main.sales.customers")
     assert planned.sql.endswith(f"FROM {CUSTOMERS_LOC} AS __lg_v WHERE {where}) AS customers")
@@ -564,25 +750,38 @@ def test_filters_are_on_real_values_inside_the_view_masks_outside(planner):
     assert planned.sql == (
         f"SELECT id FROM (SELECT `id`, `name`, {HASH_EMAIL}, {LAST4_PHONE}, `country` "
         f"FROM {CUSTOMERS_LOC} AS __lg_v WHERE ((country IN ('DE', 'FR', 'UK')))) AS customers "
-        "WHERE country = 'DE'")
+        "WHERE country = 'DE'"
+    )
 
 
 # time travel -----------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("sql", "expected"), [
-    ("SELECT id FROM main.sales.orders VERSION AS OF 1",
-     f"SELECT id FROM (SELECT {ORDERS_COLS} FROM {ORDERS_LOC} VERSION AS OF 1 "
-     "AS __lg_v WHERE (NOT is_test)) AS orders"),
-    ("SELECT o.id FROM main.sales.orders VERSION AS OF 3 AS o",
-     f"SELECT o.id FROM (SELECT {ORDERS_COLS} FROM {ORDERS_LOC} VERSION AS OF 3 "
-     "AS __lg_v WHERE (NOT is_test)) AS o"),
-    ("SELECT id FROM main.sales.orders TIMESTAMP AS OF '2026-01-01 00:00:00'",
-     f"SELECT id FROM (SELECT {ORDERS_COLS} FROM {ORDERS_LOC} "
-     "TIMESTAMP AS OF '2026-01-01 00:00:00' AS __lg_v WHERE (NOT is_test)) AS orders"),
-    ("SELECT email FROM main.sales.customers VERSION AS OF 1",
-     f"SELECT email FROM (SELECT `id`, `name`, {HASH_EMAIL}, {HASH_PHONE}, `country` "
-     f"FROM {CUSTOMERS_LOC} VERSION AS OF 1 AS __lg_v) AS customers"),
-])
+
+@pytest.mark.parametrize(
+    ("sql", "expected"),
+    [
+        (
+            "SELECT id FROM main.sales.orders VERSION AS OF 1",
+            f"SELECT id FROM (SELECT {ORDERS_COLS} FROM {ORDERS_LOC} VERSION AS OF 1 "
+            "AS __lg_v WHERE (NOT is_test)) AS orders",
+        ),
+        (
+            "SELECT o.id FROM main.sales.orders VERSION AS OF 3 AS o",
+            f"SELECT o.id FROM (SELECT {ORDERS_COLS} FROM {ORDERS_LOC} VERSION AS OF 3 "
+            "AS __lg_v WHERE (NOT is_test)) AS o",
+        ),
+        (
+            "SELECT id FROM main.sales.orders TIMESTAMP AS OF '2026-01-01 00:00:00'",
+            f"SELECT id FROM (SELECT {ORDERS_COLS} FROM {ORDERS_LOC} "
+            "TIMESTAMP AS OF '2026-01-01 00:00:00' AS __lg_v WHERE (NOT is_test)) AS orders",
+        ),
+        (
+            "SELECT email FROM main.sales.customers VERSION AS OF 1",
+            f"SELECT email FROM (SELECT `id`, `name`, {HASH_EMAIL}, {HASH_PHONE}, `country` "
+            f"FROM {CUSTOMERS_LOC} VERSION AS OF 1 AS __lg_v) AS customers",
+        ),
+    ],
+)
 def test_time_travel_stays_on_the_inner_table_under_todays_policies(planner, sql, expected):
     assert plan(planner, "alice", sql).sql == expected
 
@@ -590,62 +789,156 @@ def test_time_travel_stays_on_the_inner_table_under_todays_policies(planner, sql
 def test_at_sign_time_travel_spelling_is_refused(planner):
     with pytest.raises(Refused) as exc:
         plan(planner, "alice", "SELECT * FROM main.sales.orders@v1")
-    assert str(exc.value) == ("the `table@v1` time-travel spelling is not governed; "
-                              "write VERSION AS OF / TIMESTAMP AS OF")
+    assert str(exc.value) == (
+        "the `table@v1` time-travel spelling is not governed; write VERSION AS OF / TIMESTAMP AS OF"
+    )
 
 
 def test_time_travel_does_not_bypass_a_column_deny(planner):
     with pytest.raises(AccessDenied) as exc:
         plan(planner, "bob", "SELECT phone FROM main.sales.customers VERSION AS OF 1")
-    assert str(exc.value) == ("access denied: user bob may not read column phone of table "
-                              "main.sales.customers")
+    assert str(exc.value) == (
+        "access denied: user bob may not read column phone of table main.sales.customers"
+    )
 
 
 # audit lines -----------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("user", "sql", "lines"), [
-    ("carol", "SELECT id, phone FROM main.sales.customers", [
-        {"cmd": "select", "src": "main.sales.customers", "dst": None,
-         "columns": ["id", "phone"], "masked": [("phone", "last4")],
-         "row_filters": ["own-region-customers"],
-         "policies": ["analysts-no-ssn", "analysts-read-sales", "own-region-customers",
-                      "hide-pii", "phone-last4"]}]),
-    ("carol", "SELECT * FROM main.sales.customers", [
-        {"cmd": "select", "src": "main.sales.customers", "dst": None,
-         "columns": ["id", "name", "email", "phone", "country"],
-         "masked": [("email", "hash"), ("phone", "last4")],
-         "row_filters": ["own-region-customers"],
-         "policies": ["analysts-no-ssn", "analysts-read-sales", "own-region-customers",
-                      "hide-pii", "phone-last4"]}]),
-    ("alice", "SELECT o.id, c.email FROM main.sales.orders o "
-              "JOIN main.sales.customers c ON o.customer_id = c.id", [
-        {"cmd": "select", "src": "main.sales.customers", "dst": None,
-         "columns": ["id", "email"], "masked": [("email", "hash")], "row_filters": [],
-         "policies": ["analysts-no-ssn", "analysts-read-sales", "hide-pii"]},
-        {"cmd": "select", "src": "main.sales.orders", "dst": None,
-         "columns": ["id", "customer_id"], "masked": [], "row_filters": ["no-test-orders"],
-         "policies": ["analysts-read-sales", "no-test-orders"]}]),
-    # the same table twice is one line
-    ("alice", "SELECT a.id FROM main.sales.orders a JOIN main.sales.orders b ON a.id = b.id", [
-        {"cmd": "select", "src": "main.sales.orders", "dst": None, "columns": ["id"],
-         "masked": [], "row_filters": ["no-test-orders"],
-         "policies": ["analysts-read-sales", "no-test-orders"]}]),
-    ("dana", "SELECT email FROM main.sales.customers", [
-        {"cmd": "select", "src": "main.sales.customers", "dst": None, "columns": ["email"],
-         "masked": [], "row_filters": [], "policies": ["analysts-no-ssn", "analysts-read-sales"]}]),
-    ("alice", "SELECT birth_date FROM main.hr.employees", [
-        {"cmd": "select", "src": "main.hr.employees", "dst": None, "columns": ["birth_date"],
-         "masked": [("birth_date", "year")], "row_filters": [],
-         "policies": ["analysts-read-employees", "analysts-no-salary", "birth-year-only"]}]),
-    ("alice", "SELECT 1", NO_TABLE),
-])
+
+@pytest.mark.parametrize(
+    ("user", "sql", "lines"),
+    [
+        (
+            "carol",
+            "SELECT id, phone FROM main.sales.customers",
+            [
+                {
+                    "cmd": "select",
+                    "src": "main.sales.customers",
+                    "dst": None,
+                    "columns": ["id", "phone"],
+                    "masked": [("phone", "last4")],
+                    "row_filters": ["own-region-customers"],
+                    "policies": [
+                        "analysts-no-ssn",
+                        "analysts-read-sales",
+                        "own-region-customers",
+                        "hide-pii",
+                        "phone-last4",
+                    ],
+                }
+            ],
+        ),
+        (
+            "carol",
+            "SELECT * FROM main.sales.customers",
+            [
+                {
+                    "cmd": "select",
+                    "src": "main.sales.customers",
+                    "dst": None,
+                    "columns": ["id", "name", "email", "phone", "country"],
+                    "masked": [("email", "hash"), ("phone", "last4")],
+                    "row_filters": ["own-region-customers"],
+                    "policies": [
+                        "analysts-no-ssn",
+                        "analysts-read-sales",
+                        "own-region-customers",
+                        "hide-pii",
+                        "phone-last4",
+                    ],
+                }
+            ],
+        ),
+        (
+            "alice",
+            "SELECT o.id, c.email FROM main.sales.orders o "
+            "JOIN main.sales.customers c ON o.customer_id = c.id",
+            [
+                {
+                    "cmd": "select",
+                    "src": "main.sales.customers",
+                    "dst": None,
+                    "columns": ["id", "email"],
+                    "masked": [("email", "hash")],
+                    "row_filters": [],
+                    "policies": ["analysts-no-ssn", "analysts-read-sales", "hide-pii"],
+                },
+                {
+                    "cmd": "select",
+                    "src": "main.sales.orders",
+                    "dst": None,
+                    "columns": ["id", "customer_id"],
+                    "masked": [],
+                    "row_filters": ["no-test-orders"],
+                    "policies": ["analysts-read-sales", "no-test-orders"],
+                },
+            ],
+        ),
+        # the same table twice is one line
+        (
+            "alice",
+            "SELECT a.id FROM main.sales.orders a JOIN main.sales.orders b ON a.id = b.id",
+            [
+                {
+                    "cmd": "select",
+                    "src": "main.sales.orders",
+                    "dst": None,
+                    "columns": ["id"],
+                    "masked": [],
+                    "row_filters": ["no-test-orders"],
+                    "policies": ["analysts-read-sales", "no-test-orders"],
+                }
+            ],
+        ),
+        (
+            "dana",
+            "SELECT email FROM main.sales.customers",
+            [
+                {
+                    "cmd": "select",
+                    "src": "main.sales.customers",
+                    "dst": None,
+                    "columns": ["email"],
+                    "masked": [],
+                    "row_filters": [],
+                    "policies": ["analysts-no-ssn", "analysts-read-sales"],
+                }
+            ],
+        ),
+        (
+            "alice",
+            "SELECT birth_date FROM main.hr.employees",
+            [
+                {
+                    "cmd": "select",
+                    "src": "main.hr.employees",
+                    "dst": None,
+                    "columns": ["birth_date"],
+                    "masked": [("birth_date", "year")],
+                    "row_filters": [],
+                    "policies": [
+                        "analysts-read-employees",
+                        "analysts-no-salary",
+                        "birth-year-only",
+                    ],
+                }
+            ],
+        ),
+        ("alice", "SELECT 1", NO_TABLE),
+    ],
+)
 def test_audit_lines_name_columns_masks_filters_and_policies(planner, user, sql, lines):
     assert plan(planner, user, sql).audit_lines() == lines
 
 
 def test_audit_lines_of_a_write_name_source_and_destination(planner):
-    lines = plan(planner, "alice", "INSERT INTO main.sales.orders (id, region, is_test) "
-                 "SELECT id, country, false FROM main.sales.customers").audit_lines()
+    lines = plan(
+        planner,
+        "alice",
+        "INSERT INTO main.sales.orders (id, region, is_test) "
+        "SELECT id, country, false FROM main.sales.customers",
+    ).audit_lines()
     assert [(ln["cmd"], ln["src"], ln["dst"]) for ln in lines] == [
         ("insert", "main.sales.customers", "main.sales.orders"),
         ("insert", "main.sales.orders", "main.sales.orders"),

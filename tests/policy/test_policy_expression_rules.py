@@ -103,16 +103,31 @@ def plan_as_alice(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], s
     catalog = Catalog(SqliteStore(root / "catalog.db"), root / "warehouse")
     catalog.create_catalog("main")
     catalog.create_schema("main", "sales")
-    catalog.register_table(TableInfo("main", "sales", "orders", "/wh/main/sales/orders", (
-        ColumnInfo("id", "int", position=0), ColumnInfo("region", "string", position=1))))
+    catalog.register_table(
+        TableInfo(
+            "main",
+            "sales",
+            "orders",
+            "/wh/main/sales/orders",
+            (ColumnInfo("id", "int", position=0), ColumnInfo("region", "string", position=1)),
+        )
+    )
 
     def plan(policy_yaml: str) -> str | None:
         unchecked = parse_policy_text({"p/policies.yaml": policy_yaml})
         assert not unchecked.problems  # structurally fine; only the set-level checks object
         enforcer = PolicyEnforcer(unchecked.policy_set)
-        return Planner(catalog=catalog, enforcer=enforcer, policy_sql=PolicySql(enforcer),
-                       user="alice", namespace=Namespace("main", "sales")
-                       ).plan("SELECT id, region FROM main.sales.orders").sql
+        return (
+            Planner(
+                catalog=catalog,
+                enforcer=enforcer,
+                policy_sql=PolicySql(enforcer),
+                user="alice",
+                namespace=Namespace("main", "sales"),
+            )
+            .plan("SELECT id, region FROM main.sales.orders")
+            .sql
+        )
 
     return plan
 
@@ -148,13 +163,18 @@ def test_filter_construct_is_refused_at_plan_time_under_the_same_rule(
 ) -> None:
     with pytest.raises(Refused) as exc:
         plan_as_alice(filter_file(where))
-    assert str(exc.value) == (f"policy f cannot be applied: it breaks rule {code} "
-                              "(run lakegate policy validate)")
+    assert str(exc.value) == (
+        f"policy f cannot be applied: it breaks rule {code} (run lakegate policy validate)"
+    )
 
 
 @pytest.mark.parametrize(("name", "where", "code"), CASES, ids=IDS)
 def test_mask_construct_is_refused_by_policy_validate_and_at_plan_time(
-    name: str, where: str, code: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    name: str,
+    where: str,
+    code: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
     plan_as_alice: Callable[[str], str | None],
 ) -> None:
     code = code.replace("filter-", "mask-")
@@ -168,7 +188,7 @@ def test_mask_construct_is_refused_by_policy_validate_and_at_plan_time(
 
 
 def test_plan_time_refusal_does_not_show_the_expression(
-    plan_as_alice: Callable[[str], str | None]
+    plan_as_alice: Callable[[str], str | None],
 ) -> None:
     with pytest.raises(Refused) as exc:
         plan_as_alice(filter_file("region IN (SELECT region FROM main.hr.secret_regions)"))
@@ -185,13 +205,13 @@ def test_subqueries_are_one_switch_away_and_other_rules_still_apply_inside_them(
     with pytest.raises(Refused, match="forbidden-function"):
         checked_expression("f", hidden, "filter", (), on)
     with pytest.raises(Refused, match="aggregate-in-expression"):
-        checked_expression("f", "count(*) > (SELECT count(*) FROM main.sales.allowed)",
-                           "filter", (), on)
-
+        checked_expression(
+            "f", "count(*) > (SELECT count(*) FROM main.sales.allowed)", "filter", (), on
+        )
 
 
 def test_a_mask_keyed_like_a_filter_id_keeps_its_own_expression(
-    plan_as_alice: Callable[[str], str | None]
+    plan_as_alice: Callable[[str], str | None],
 ) -> None:
     """Mask `m` on column region is cached as `m:region`, which is also a valid filter id."""
     text = HEADER + textwrap.dedent("""\
@@ -203,4 +223,5 @@ def test_a_mask_keyed_like_a_filter_id_keeps_its_own_expression(
     """)
     assert plan_as_alice(text) == (
         "SELECT id, region FROM (SELECT `id`, UPPER(`region`) AS `region` "
-        "FROM delta.`/wh/main/sales/orders` AS __lg_v WHERE ((id > 0))) AS orders")
+        "FROM delta.`/wh/main/sales/orders` AS __lg_v WHERE ((id > 0))) AS orders"
+    )

@@ -90,15 +90,20 @@ def test_diff_new_clear_tagged_column_is_flagged_and_masked_one_is_not() -> None
 def test_diff_row_filter_changes() -> None:
     new = BASE.replace("region = 'EMEA'", "region IN ('EMEA', 'APAC')")
     assert _diff(BASE, new) == [
-        ("carol", "row filter emea-rows changed: region = 'EMEA' -> region IN ('EMEA', 'APAC')",
-         False)]
+        (
+            "carol",
+            "row filter emea-rows changed: region = 'EMEA' -> region IN ('EMEA', 'APAC')",
+            False,
+        )
+    ]
     assert _diff(new, BASE)[0][0] == "carol"
 
 
 def test_diff_markdown_flags_pii() -> None:
     new = BASE.replace("    mask: hash\n", "    mask: hash\n    except: [carol]\n")
-    md = diff_policies(load_policy_text({"p.yaml": BASE}),
-                       load_policy_text({"p.yaml": new})).to_markdown()
+    md = diff_policies(
+        load_policy_text({"p.yaml": BASE}), load_policy_text({"p.yaml": new})
+    ).to_markdown()
     assert ":warning:" in md and "| carol | main.s.t | mask hash removed from email |" in md
 
 
@@ -108,20 +113,26 @@ def test_diff_between_git_revisions(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     (repo / "policies" / "p.yaml").write_text(BASE)
 
     def git(*args: str) -> None:
-        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=repo,
-                       check=True, capture_output=True)
+        subprocess.run(
+            ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+            cwd=repo,
+            check=True,
+            capture_output=True,
+        )
 
     git("init", "-q")
     git("add", ".")
     git("commit", "-qm", "base")
-    (repo / "policies" / "p.yaml").write_text(BASE.replace("[alice, group:emea]",
-                                                           "[alice, bob, group:emea]"))
+    (repo / "policies" / "p.yaml").write_text(
+        BASE.replace("[alice, group:emea]", "[alice, bob, group:emea]")
+    )
     git("commit", "-qam", "add bob")
     monkeypatch.chdir(repo)
     old = load_policies("HEAD~1", policy_dir="policies")
     new = load_policies("HEAD", policy_dir="policies")
     assert ("bob", "gains SELECT", False) in [
-        (c.user, c.detail, c.flagged) for c in diff_policies(old, new).changes]
+        (c.user, c.detail, c.flagged) for c in diff_policies(old, new).changes
+    ]
     with pytest.raises(ValueError, match="neither a directory nor a git revision"):
         load_policies("no-such-rev", policy_dir="policies")
 
@@ -149,8 +160,9 @@ cases:
     assert "expected ['emea-only'], got ['emea-only', 'no-test-orders']" in r.message
 
 
-def test_cli_policy_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cli_policy_commands(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)  # no lakegate.yaml here: tables come from the policies
     shutil.copytree(REFERENCE, tmp_path / "policies")
     assert main(["policy", "validate", "policies"]) == 0

@@ -8,6 +8,12 @@ import pytest
 @pytest.fixture(scope="session")
 def locations(lakehouse) -> dict[str, str]:
     """Delta locations of the demo tables, by short name."""
-    return {t: lakehouse.catalog.table("main", s, t).location
-            for s, t in (("sales", "orders"), ("sales", "customers"), ("hr", "employees"),
-                         ("marketing", "campaigns"))}
+    return {
+        t: lakehouse.catalog.table("main", s, t).location
+        for s, t in (
+            ("sales", "orders"),
+            ("sales", "customers"),
+            ("hr", "employees"),
+            ("marketing", "campaigns"),
+        )
+    }

@@ -13,37 +13,71 @@ from collections.abc import Iterable, Iterator
 from decimal import Decimal
 from typing import Any
 
-EMAILS = ["anna@example.de", "ben@example.com", "chen@example.cn", "dom@example.fr",
-          "eve@example.com", "farah@example.uk"]
-PHONES = ["+49 30 1234567", "+1 212 5550199", "+86 10 8888 1234", "+33 1 4567 8910",
-          "+1 415 5550142", "+44 20 7946 0958"]
-SSNS = ["111-22-3333", "222-33-4444", "333-44-5555", "444-55-6666", "555-66-7777",
-        "666-77-8888"]
+EMAILS = [
+    "anna@example.de",
+    "ben@example.com",
+    "chen@example.cn",
+    "dom@example.fr",
+    "eve@example.com",
+    "farah@example.uk",
+]
+PHONES = [
+    "+49 30 1234567",
+    "+1 212 5550199",
+    "+86 10 8888 1234",
+    "+33 1 4567 8910",
+    "+1 415 5550142",
+    "+44 20 7946 0958",
+]
+SSNS = ["111-22-3333", "222-33-4444", "333-44-5555", "444-55-6666", "555-66-7777", "666-77-8888"]
 SALARIES = ["185000.0", "172000.0", "191000.0", "185000", "172000", "191000"]
 BIRTH_DATES = ["1986-12-09", "1992-06-23", "1995-12-10"]
 CAMPAIGNS = ["Spring launch", "Summer sale", "50000.0", "20000.0"]
 TEST_ORDER = ["999.99"]  # order 5, is_test: hidden from every analyst
 # rows outside carol's filters: non-EMEA orders, customers outside DE/FR/UK
-CAROL_HIDDEN_ROWS = ["AMER", "APAC", "75.50", "310.25", "18.75", "230.00", "Ben Carter",
-                     "Chen Wei", "Eve Moore"]
+CAROL_HIDDEN_ROWS = [
+    "AMER",
+    "APAC",
+    "75.50",
+    "310.25",
+    "18.75",
+    "230.00",
+    "Ben Carter",
+    "Chen Wei",
+    "Eve Moore",
+]
 
-ALL_NAMES = ["Anna Schmidt", "Ben Carter", "Chen Wei", "Dominique Leroy", "Eve Moore",
-             "Farah Khan", "Grace Hopper", "Alan Turing", "Ada Lovelace"]
+ALL_NAMES = [
+    "Anna Schmidt",
+    "Ben Carter",
+    "Chen Wei",
+    "Dominique Leroy",
+    "Eve Moore",
+    "Farah Khan",
+    "Grace Hopper",
+    "Alan Turing",
+    "Ada Lovelace",
+]
 
 HIDDEN: dict[str, list[str]] = {
     # analyst: PII hashed, ssn and salary denied, test orders filtered out
     "alice": EMAILS + PHONES + SSNS + SALARIES + BIRTH_DATES + CAMPAIGNS + TEST_ORDER,
     "bob": EMAILS + PHONES + SSNS + SALARIES + BIRTH_DATES + CAMPAIGNS + TEST_ORDER,
     # EMEA analyst: EMEA rows only, phone last 4 only
-    "carol": EMAILS + PHONES + SSNS + SALARIES + BIRTH_DATES + CAMPAIGNS + TEST_ORDER
+    "carol": EMAILS
+    + PHONES
+    + SSNS
+    + SALARIES
+    + BIRTH_DATES
+    + CAMPAIGNS
+    + TEST_ORDER
     + CAROL_HIDDEN_ROWS,
     # PII reader: clear email/phone, still no ssn, no salary, no test orders
     "dana": SSNS + SALARIES + BIRTH_DATES + CAMPAIGNS + TEST_ORDER,
     # sales owner: manage on main.sales, PII hashed (ssn too); nothing in hr/marketing
     "erin": EMAILS + PHONES + SSNS + SALARIES + BIRTH_DATES + CAMPAIGNS,
     # auditor: nothing in main at all
-    "frank": EMAILS + PHONES + SSNS + SALARIES + BIRTH_DATES + CAMPAIGNS + TEST_ORDER
-    + ALL_NAMES,
+    "frank": EMAILS + PHONES + SSNS + SALARIES + BIRTH_DATES + CAMPAIGNS + TEST_ORDER + ALL_NAMES,
 }
 
 

@@ -26,8 +26,10 @@ from sqlglot import exp
 
 ORDERS = "id, customer_id, region, amount, order_date, is_test"
 _HASH = "sha2(CAST({c} AS STRING), 256) AS {c}"
-_LAST4 = ("CASE WHEN phone IS NULL THEN NULL WHEN char_length(phone) <= 4 THEN phone "
-          "ELSE concat(repeat('*', char_length(phone) - 4), substr(phone, -4)) END AS phone")
+_LAST4 = (
+    "CASE WHEN phone IS NULL THEN NULL WHEN char_length(phone) <= 4 THEN phone "
+    "ELSE concat(repeat('*', char_length(phone) - 4), substr(phone, -4)) END AS phone"
+)
 _YEAR = "make_date(year(birth_date), 1, 1) AS birth_date"
 _EMPLOYEES_ANALYST = f"SELECT id, name, department, {_YEAR} FROM {{t}}"
 _EMEA = "country IN ('DE', 'FR', 'UK')"
@@ -39,22 +41,20 @@ VIEWS: dict[str, dict[tuple[str, str], str]] = {
     "alice": {
         ("sales", "orders"): f"SELECT {ORDERS} FROM {{t}} WHERE NOT is_test",
         ("sales", "customers"): f"SELECT id, name, {_HASH.format(c='email')}, "
-                                f"{_HASH.format(c='phone')}, country FROM {{t}}",
+        f"{_HASH.format(c='phone')}, country FROM {{t}}",
         ("hr", "employees"): _EMPLOYEES_ANALYST,
     },
     # bob: as alice, and the phone column denied
     "bob": {
         ("sales", "orders"): f"SELECT {ORDERS} FROM {{t}} WHERE NOT is_test",
-        ("sales", "customers"): f"SELECT id, name, {_HASH.format(c='email')}, country "
-                                "FROM {t}",
+        ("sales", "customers"): f"SELECT id, name, {_HASH.format(c='email')}, country FROM {{t}}",
         ("hr", "employees"): _EMPLOYEES_ANALYST,
     },
     # carol: an analyst in emea-analysts: EMEA rows only, phone last 4 (priority 10)
     "carol": {
-        ("sales", "orders"): f"SELECT {ORDERS} FROM {{t}} WHERE region = 'EMEA' "
-                             "AND NOT is_test",
+        ("sales", "orders"): f"SELECT {ORDERS} FROM {{t}} WHERE region = 'EMEA' AND NOT is_test",
         ("sales", "customers"): f"SELECT id, name, {_HASH.format(c='email')}, {_LAST4}, "
-                                f"country FROM {{t}} WHERE {_EMEA}",
+        f"country FROM {{t}} WHERE {_EMEA}",
         ("hr", "employees"): _EMPLOYEES_ANALYST,
     },
     # dana: an analyst and a PII reader: clear email and phone, still no ssn
@@ -67,14 +67,18 @@ VIEWS: dict[str, dict[tuple[str, str], str]] = {
     "erin": {
         ("sales", "orders"): f"SELECT {ORDERS} FROM {{t}}",
         ("sales", "customers"): f"SELECT id, name, {_HASH.format(c='email')}, "
-                                f"{_HASH.format(c='phone')}, {_HASH.format(c='ssn')}, "
-                                "country FROM {t}",
+        f"{_HASH.format(c='phone')}, {_HASH.format(c='ssn')}, "
+        "country FROM {t}",
     },
     # frank: an auditor, nothing in main
     "frank": {},
 }
-DEMO_TABLES = [("sales", "orders"), ("sales", "customers"), ("hr", "employees"),
-               ("marketing", "campaigns")]
+DEMO_TABLES = [
+    ("sales", "orders"),
+    ("sales", "customers"),
+    ("hr", "employees"),
+    ("marketing", "campaigns"),
+]
 RAW = {t: "SELECT * FROM {t}" for t in DEMO_TABLES}
 
 
@@ -130,8 +134,12 @@ def _namespace(pre: tuple[str, ...] | list[str]) -> str | None:
     return schema
 
 
-def substitute(sql: str, views: dict[tuple[str, str], str], locations: dict[str, str],
-               pre: tuple[str, ...] | list[str] = ()) -> str:
+def substitute(
+    sql: str,
+    views: dict[tuple[str, str], str],
+    locations: dict[str, str],
+    pre: tuple[str, ...] | list[str] = (),
+) -> str:
     """`sql` with each demo table replaced by its view, as Spark SQL (built on the tree).
 
     Raises NoOracle when a name is not plainly a demo table (CTE names, time travel,
@@ -172,8 +180,13 @@ def substitute(sql: str, views: dict[tuple[str, str], str], locations: dict[str,
     return tree.sql(dialect="spark")
 
 
-def expected(spark: Any, user: str, sql: str, locations: dict[str, str],
-             pre: tuple[str, ...] | list[str] = ()) -> Expected:
+def expected(
+    spark: Any,
+    user: str,
+    sql: str,
+    locations: dict[str, str],
+    pre: tuple[str, ...] | list[str] = (),
+) -> Expected:
     """The reference outcome of `sql` for `user` (NoOracle when it cannot be modelled)."""
     if user not in VIEWS:
         raise NoOracle(f"no reference views for {user}")

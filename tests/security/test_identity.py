@@ -55,9 +55,15 @@ def test_lookalike_names_are_refused_naming_the_code_point(name: str, why: str) 
         assert why in str(e.value) and name not in str(e.value)
 
 
-@pytest.mark.parametrize(("raw", "canonical"),
-                         [("Karl", "karl"), ("KARL", "karl"), ("a.b_c-d+e@x.io", "a.b_c-d+e@x.io"),
-                          ("x" * 128, "x" * 128)])
+@pytest.mark.parametrize(
+    ("raw", "canonical"),
+    [
+        ("Karl", "karl"),
+        ("KARL", "karl"),
+        ("a.b_c-d+e@x.io", "a.b_c-d+e@x.io"),
+        ("x" * 128, "x" * 128),
+    ],
+)
 def test_uppercase_ascii_is_fine_and_canonicalises(raw: str, canonical: str) -> None:
     assert canonical_user(raw) == canonical
 
@@ -84,10 +90,14 @@ def test_signed_token_for_uppercase_ascii_user_is_the_lowercase_user() -> None:
     assert auth.authenticate(f"Bearer {_signed('KARL')}").user == "karl"
 
 
-@pytest.mark.parametrize("token", [
-    _signed("karl")[:-1] + "\u0661",  # an Arabic-Indic digit in the signature
-    "karl.\u0661\u0662\u0663.00",  # Arabic-Indic digits as the expiry
-], ids=["non_ascii_signature", "non_ascii_expiry"])
+@pytest.mark.parametrize(
+    "token",
+    [
+        _signed("karl")[:-1] + "\u0661",  # an Arabic-Indic digit in the signature
+        "karl.\u0661\u0662\u0663.00",  # Arabic-Indic digits as the expiry
+    ],
+    ids=["non_ascii_signature", "non_ascii_expiry"],
+)
 def test_signed_token_with_non_ascii_parts_is_invalid_not_an_error(token: str) -> None:
     with pytest.raises(Unauthenticated, match=r"^invalid token$"):
         TokenAuth(ApiConfig(secret=SECRET)).authenticate(f"Bearer {token}")
@@ -109,10 +119,13 @@ def test_hashed_token_user_in_code_built_config_is_refused_not_folded() -> None:
 
 @pytest.mark.parametrize(("name", "why"), CASES)
 def test_config_refuses_a_lookalike_token_user_naming_the_entry(
-        tmp_path: Path, name: str, why: str) -> None:
+    tmp_path: Path, name: str, why: str
+) -> None:
     (tmp_path / "lakegate.yaml").write_text(
         f'api:\n  tokens:\n    - {{user: ok, sha256: "{token_hash("a")}"}}\n'
-        f'    - {{user: "{name}", sha256: "{token_hash("b")}"}}\n', encoding="utf-8")
+        f'    - {{user: "{name}", sha256: "{token_hash("b")}"}}\n',
+        encoding="utf-8",
+    )
     with pytest.raises(ConfigError, match=r"api\.tokens\[1\]\.user") as e:
         Config.load(tmp_path / "lakegate.yaml")
     assert why in str(e.value)
@@ -120,7 +133,8 @@ def test_config_refuses_a_lookalike_token_user_naming_the_entry(
 
 def test_config_token_user_in_uppercase_ascii_canonicalises(tmp_path: Path) -> None:
     (tmp_path / "lakegate.yaml").write_text(
-        f'api:\n  tokens:\n    - {{user: Karl, sha256: "{token_hash("a")}"}}\n')
+        f'api:\n  tokens:\n    - {{user: Karl, sha256: "{token_hash("a")}"}}\n'
+    )
     assert Config.load(tmp_path / "lakegate.yaml").api.tokens[0].user == "karl"
 
 
@@ -128,18 +142,37 @@ def test_config_token_user_in_uppercase_ascii_canonicalises(tmp_path: Path) -> N
 
 
 @pytest.mark.parametrize(("name", "why"), CASES)
-@pytest.mark.parametrize(("template", "line", "code"), [
-    ("grants:\n  - principals: [alice]\n    privileges: [select]\n"
-     "    on: main.sales.orders\n  - principals: ['{q}']\n    privileges: [select]\n"
-     "    on: main.sales.orders\n", 5, "bad-principal"),
-    ("grants:\n  - principals: ['group:{q}']\n    privileges: [select]\n"
-     "    on: main.sales.orders\n", 2, "bad-principal"),
-    ("groups:\n  ops: [alice]\n  '{q}': [bob]\n", 3, "bad-name"),
-    ("groups:\n  ops:\n    - alice\n    - '{q}'\n", 4, "bad-principal"),
-], ids=["user_principal", "group_principal", "group_name", "group_member"])
+@pytest.mark.parametrize(
+    ("template", "line", "code"),
+    [
+        (
+            "grants:\n  - principals: [alice]\n    privileges: [select]\n"
+            "    on: main.sales.orders\n  - principals: ['{q}']\n    privileges: [select]\n"
+            "    on: main.sales.orders\n",
+            5,
+            "bad-principal",
+        ),
+        (
+            "grants:\n  - principals: ['group:{q}']\n    privileges: [select]\n"
+            "    on: main.sales.orders\n",
+            2,
+            "bad-principal",
+        ),
+        ("groups:\n  ops: [alice]\n  '{q}': [bob]\n", 3, "bad-name"),
+        ("groups:\n  ops:\n    - alice\n    - '{q}'\n", 4, "bad-principal"),
+    ],
+    ids=["user_principal", "group_principal", "group_name", "group_member"],
+)
 def test_policy_validate_rejects_a_lookalike_principal_with_file_line(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
-        template: str, line: int, code: str, name: str, why: str) -> None:
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    template: str,
+    line: int,
+    code: str,
+    name: str,
+    why: str,
+) -> None:
     monkeypatch.chdir(tmp_path)
     shutil.copytree(REFERENCE, tmp_path / "policies")
     # YAML single-quoted scalars take the characters as they are (RTL override included).
@@ -151,13 +184,17 @@ def test_policy_validate_rejects_a_lookalike_principal_with_file_line(
 
 
 def test_policy_principal_in_uppercase_ascii_canonicalises() -> None:
-    assert [Principal.parse(p).key for p in ("KARL", "user:Karl", "group:Ops")] == \
-        ["user:karl", "user:karl", "group:ops"]
+    assert [Principal.parse(p).key for p in ("KARL", "user:Karl", "group:Ops")] == [
+        "user:karl",
+        "user:karl",
+        "group:ops",
+    ]
 
 
 def test_policy_explain_refuses_a_lookalike_user(capsys: pytest.CaptureFixture[str]) -> None:
-    rc = main(["policy", "explain", "--user", "\u212aarl", "--dir", str(REFERENCE),
-               "main.sales.orders"])
+    rc = main(
+        ["policy", "explain", "--user", "\u212aarl", "--dir", str(REFERENCE), "main.sales.orders"]
+    )
     err = capsys.readouterr().err
     assert rc == 2 and "--user" in err and len(err.splitlines()) == 1
 
@@ -176,9 +213,18 @@ def test_session_user_in_uppercase_ascii_canonicalises(lakehouse) -> None:
 
 
 def test_cli_user_lookalike_is_a_usage_error_in_one_line(
-        lakehouse, capsys: pytest.CaptureFixture[str]) -> None:
-    rc = main(["--config", str(lakehouse.config.path), "explain", "--user", "c\u0430rol",
-               "SELECT id FROM main.sales.orders"])
+    lakehouse, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rc = main(
+        [
+            "--config",
+            str(lakehouse.config.path),
+            "explain",
+            "--user",
+            "c\u0430rol",
+            "SELECT id FROM main.sales.orders",
+        ]
+    )
     out = capsys.readouterr()
     assert (rc, out.out, len(out.err.splitlines())) == (2, "", 1)
     assert "U+0430 CYRILLIC SMALL LETTER A" in out.err

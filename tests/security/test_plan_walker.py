@@ -33,8 +33,10 @@ def test_a_column_name_cannot_forge_the_description(lakehouse, name):
 
 def test_every_node_kind_and_relation_path_is_described(lakehouse):
     loc = lakehouse.catalog.table("main", "sales", "orders").location
-    plan = _analyzed(lakehouse, f"SELECT id FROM delta.`{loc}` WHERE id IN "
-                                f"(SELECT customer_id FROM delta.`{loc}`)")
+    plan = _analyzed(
+        lakehouse,
+        f"SELECT id FROM delta.`{loc}` WHERE id IN (SELECT customer_id FROM delta.`{loc}`)",
+    )
     nodes, handles = describe_plan(plan)
     relations = [n for n in nodes if n.kind == "LogicalRelation"]
     assert len(relations) == 2  # the subquery's read is described too
