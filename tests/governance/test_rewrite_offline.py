@@ -154,7 +154,8 @@ def custom_planner(
         ),
         (
             "WITH orders AS (SELECT 1 AS x) SELECT * FROM (SELECT * FROM orders) s",
-            "WITH __lg_cte_1 AS (SELECT 1 AS x) SELECT * FROM (SELECT * FROM __lg_cte_1 AS orders) AS s",
+            "WITH __lg_cte_1 AS (SELECT 1 AS x) SELECT * FROM (SELECT * FROM __lg_cte_1 AS "
+            "orders) AS s",
         ),
         (
             "WITH orders AS (SELECT 1 AS id) SELECT id FROM orders UNION ALL SELECT id FROM orders",
@@ -180,7 +181,8 @@ def test_cte_named_like_a_table_is_not_that_table(planner, sql, expected):
         (
             "main.default",
             "WITH t AS (SELECT * FROM main.sales.orders) SELECT * FROM t",
-            f"WITH __lg_cte_1 AS (SELECT * FROM {ALICE_ORDERS} AS orders) SELECT * FROM __lg_cte_1 AS t",
+            f"WITH __lg_cte_1 AS (SELECT * FROM {ALICE_ORDERS} AS orders) SELECT * FROM "
+            f"__lg_cte_1 AS t",
         ),
         # a CTE's own body cannot see the CTE (not recursive): `orders` there is the table
         (
@@ -199,13 +201,16 @@ def test_cte_named_like_a_table_is_not_that_table(planner, sql, expected):
         # a CTE inside a subquery does not hide the table outside it
         (
             "main.sales",
-            "SELECT * FROM (WITH orders AS (SELECT 1 AS x) SELECT * FROM orders) a CROSS JOIN orders b",
-            "WITH __lg_cte_1 AS (SELECT 1 AS x) SELECT * FROM (SELECT * FROM __lg_cte_1 AS orders) AS a "
+            "SELECT * FROM (WITH orders AS (SELECT 1 AS x) SELECT * FROM orders) a CROSS JOIN "
+            "orders b",
+            "WITH __lg_cte_1 AS (SELECT 1 AS x) SELECT * FROM (SELECT * FROM __lg_cte_1 AS "
+            "orders) AS a "
             f"CROSS JOIN {ALICE_ORDERS} AS b",
         ),
         (
             "main.sales",
-            "(WITH orders AS (SELECT 1 AS id) SELECT id FROM orders) UNION ALL SELECT id FROM orders",
+            "(WITH orders AS (SELECT 1 AS id) SELECT id FROM orders) UNION ALL SELECT id FROM "
+            "orders",
             "(WITH __lg_cte_1 AS (SELECT 1 AS id) SELECT id FROM __lg_cte_1 AS orders) "
             f"UNION ALL SELECT id FROM {ALICE_ORDERS} AS orders",
         ),
@@ -368,7 +373,8 @@ def test_range_table_function_is_allowed(planner):
             "function try_reflect() is refused in a statement",
         ),
         (
-            "SELECT id FROM main.sales.orders WHERE reflect('java.lang.Thread', 'sleep', 1) IS NULL",
+            "SELECT id FROM main.sales.orders WHERE reflect('java.lang.Thread', 'sleep', 1) IS "
+            "NULL",
             "function reflect() is refused in a statement",
         ),
         (
@@ -640,7 +646,8 @@ def test_naming_a_denied_column_is_access_denied_naming_the_column(
         (
             "bob",
             "SELECT * FROM main.sales.customers",
-            f"(SELECT `id`, `name`, {HASH_EMAIL}, `country` FROM {CUSTOMERS_LOC} AS __lg_v) AS customers",
+            f"(SELECT `id`, `name`, {HASH_EMAIL}, `country` FROM {CUSTOMERS_LOC} AS __lg_v) "
+            f"AS customers",
         ),
         (
             "bob",

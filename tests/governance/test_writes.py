@@ -353,7 +353,8 @@ def test_write_using_a_hidden_column_is_refused(lg, sql):
         "INSERT INTO w.s.t (id, region) VALUES (96, 'EMEA')",
         "UPDATE w.s.t SET amount = 0",
         "DELETE FROM w.s.t",
-        "MERGE INTO w.s.t AS t USING (SELECT 10 AS id) AS s ON t.id = s.id WHEN MATCHED THEN DELETE",
+        "MERGE INTO w.s.t AS t USING (SELECT 10 AS id) AS s ON t.id = s.id WHEN MATCHED THEN "
+        "DELETE",
     ],
 )
 def test_write_without_modify_privilege_is_denied(lg, sql):
