@@ -6,7 +6,6 @@ tables, token and doctor. Built on click for the conventions users expect (`--ve
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -380,7 +379,3 @@ def cmd_completion(shell: str) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     return run(cli, argv, prog="lakegate")
-
-
-if __name__ == "__main__":
-    sys.exit(main())
