@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -155,6 +156,23 @@ def test_policy_test_says_how_many_cases_it_did_not_check(capsys):
     total = skipped + out.count("PASSED ")
     assert skipped > 0
     assert f"WARNING: {skipped} of {total} case(s) were NOT checked" in err
+
+
+def test_policy_test_with_spark_keeps_the_jvm_off_the_terminal(small):
+    """Ivy's resolution report and Spark's log lines go to lakegate-spark.log beside the
+    config; stdout has the case results only."""
+    run = lakegate("--config", str(small), "policy", "test", str(REPO / "policies"),
+                   "--require-spark", cwd=small.parent)  # fmt: skip
+    assert run.returncode == 0, run.stderr[-2000:]
+    noise = [
+        ln
+        for ln in (run.stdout + run.stderr).splitlines()
+        if ln.lstrip().startswith((":: ", "Ivy", "SLF4J", "log4j", "confs:", "found "))
+        or re.search(r"\b(WARN|INFO|ERROR)\b", ln)
+    ]
+    assert noise == []
+    assert "PASSED " in run.stdout and "SKIPPED " not in run.stdout
+    assert (small.parent / "lakegate-spark.log").stat().st_size > 0
 
 
 def _policies_with(tmp_path: Path, old: str, new: str) -> Path:
