@@ -170,3 +170,8 @@ class PlanningContext:
         if not ok:
             raise denied_or_missing(self.user, privilege, ref.info.full_name)
         return ref, access
+
+
+def delta_table(location: str) -> exp.Table:
+    """`delta.`<location>``: a Delta table by path, as a tree (the location quoted once)."""
+    return exp.Table(this=exp.to_identifier(location, quoted=True), db=exp.to_identifier("delta"))

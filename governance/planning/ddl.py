@@ -10,7 +10,7 @@ from sqlglot import exp
 
 from catalog.catalog import CatalogError
 from governance.errors import AccessDenied, LakegateError, Refused
-from governance.planning.context import PlanningContext
+from governance.planning.context import PlanningContext, delta_table
 from governance.planning.planned import (
     CreateCatalog,
     CreateSchema,
@@ -19,7 +19,6 @@ from governance.planning.planned import (
     RegisterTable,
 )
 from governance.resolve import checked_parts, denied_or_missing, qualify_name, table_parts
-from governance.rewrite import quote_path
 
 #: CREATE CATALOG, which sqlglot does not parse; matched on the statement's text.
 CREATE_CATALOG = re.compile(
@@ -113,7 +112,6 @@ def plan_create(ctx: PlanningContext, stmt: exp.Create) -> Planned:
         ),
         None,
     )
-    part_sql = f" PARTITIONED BY {partition.this.sql('spark')}" if partition else ""
     comment = next(
         (
             p
@@ -132,8 +130,8 @@ def plan_create(ctx: PlanningContext, stmt: exp.Create) -> Planned:
             exp.Subquery(this=query, alias=exp.TableAlias(this=exp.to_identifier("__lg_q")))
         )
         wrapper = ctx.views_sql(wrapper, reads, planned, scan=query)
-        body = ctx.generate(wrapper, planned)
-        planned.sql = f"CREATE TABLE {quote_path(location)} USING delta{part_sql} AS {body}"
+        create = _create_delta(location, partition, wrapper)
+        planned.sql = ctx.generate(create, planned)
     else:
         if not isinstance(schema, exp.Schema) or not schema.expressions:
             raise Refused("CREATE TABLE needs a column list or AS SELECT")
@@ -145,10 +143,8 @@ def plan_create(ctx: PlanningContext, stmt: exp.Create) -> Planned:
                 allowed = exp.NotNullColumnConstraint | exp.CommentColumnConstraint
                 if not isinstance(con.kind, allowed):
                     raise Refused(f"column constraint {con.sql('spark')!r} is not governed")
-            cols.append(cd.sql("spark"))
-        planned.sql = (
-            f"CREATE TABLE {quote_path(location)} ({', '.join(cols)}) USING delta{part_sql}"
-        )
+            cols.append(cd.copy())
+        planned.sql = _create_delta(location, partition, None, cols).sql("spark")
     comment_text = comment.this.name if comment is not None else None
     domain = ctx.enforcer.policy_set.domain_of_schema(c, s)
     planned.after = (RegisterTable(c, s, t, location, domain, comment_text),)
@@ -223,4 +219,23 @@ def plan_drop(ctx: PlanningContext, stmt: exp.Drop) -> Planned:
         local_schema="result string",
         target_name=name,
         decided_by=ids,
+    )
+
+
+def _create_delta(
+    location: str,
+    partition: exp.Expression | None,
+    query: exp.Expression | None,
+    columns: list[exp.Expression] | None = None,
+) -> exp.Create:
+    """`CREATE TABLE delta.`<location>` [(columns)] USING delta [PARTITIONED BY ...]
+    [AS query]` as a tree: nothing the user wrote is pasted into the statement's text."""
+    target: exp.Expression = delta_table(location)
+    if columns is not None:
+        target = exp.Schema(this=target, expressions=columns)
+    props: list[exp.Expression] = [exp.FileFormatProperty(this=exp.var("delta"))]
+    if partition is not None:
+        props.append(partition.copy())
+    return exp.Create(
+        kind="TABLE", this=target, properties=exp.Properties(expressions=props), expression=query
     )

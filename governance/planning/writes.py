@@ -10,7 +10,7 @@ from sqlglot import exp
 
 from governance.errors import AccessDenied, LakegateError, Refused
 from governance.masks import sql_type
-from governance.planning.context import PlanningContext
+from governance.planning.context import PlanningContext, delta_table
 from governance.planning.planned import ROW_FILTER_VIOLATION, Planned
 from governance.policy.enforcer import TableAccess
 
@@ -107,7 +107,7 @@ def plan_insert(ctx: PlanningContext, stmt: exp.Insert) -> Planned:
         ).where(exp.Is(this=assert_row, expression=exp.null()), copy=False)
     insert = exp.Insert(
         this=exp.Schema(
-            this=_delta_table(info.location),
+            this=delta_table(info.location),
             expressions=[exp.to_identifier(c, quoted=True) for c in column_list],
         ),
         expression=query,
@@ -179,7 +179,7 @@ def _row_scoped(ctx: PlanningContext, cmd: str, stmt: exp.Update | exp.Delete) -
         for eq in stmt.expressions:
             eq.set("expression", fence(eq.expression))
         _with_check(ctx, stmt.expressions, check, access, alias)
-    target = _delta_table(info.location)
+    target = delta_table(info.location)
     if alias:
         target.set("alias", exp.TableAlias(this=exp.to_identifier(alias)))
     stmt.set("this", target)
@@ -240,7 +240,7 @@ def plan_merge(ctx: PlanningContext, stmt: exp.Merge) -> Planned:
                 _with_check(ctx, then.expressions, check, access, alias)
             elif isinstance(then, exp.Insert):
                 _merge_insert_check(then, check, access, alias)
-    target = _delta_table(info.location)
+    target = delta_table(info.location)
     target.set("alias", exp.TableAlias(this=exp.to_identifier(alias)))
     stmt.set("this", target)
     planned.sql = ctx.generate(stmt, planned)
@@ -323,10 +323,6 @@ def _merge_insert_check(
         "expressions",
         [_checked(passes, row[table.column(c.name).name.lower()]) for c in cols.expressions],
     )  # type: ignore[union-attr]
-
-
-def _delta_table(location: str) -> exp.Table:
-    return exp.Table(this=exp.to_identifier(location, quoted=True), db=exp.to_identifier("delta"))
 
 
 def _guarded(check: exp.Expression, cond: exp.Expression | None) -> exp.Expression:

@@ -11,6 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import sqlglot
+from sqlglot import exp
 
 from catalog.catalog import Catalog, CatalogError
 from catalog.model import TableInfo
@@ -103,6 +105,28 @@ def test_create_table_refuses_the_issue_path_name(planner: Callable[..., Planner
     stmt = "CREATE TABLE main.sandbox.`/some/path/_delta_log/00000000000000000002.json` (a INT)"
     with pytest.raises(Refused, match="path separator"):
         planner("root").plan(stmt)
+
+
+@pytest.mark.parametrize(
+    "stmt",
+    [
+        "CREATE TABLE main.sales.t1 (a INT COMMENT 'x`) USING parquet LOCATION /tmp --') "
+        "PARTITIONED BY (a)",
+        "CREATE TABLE main.sales.t2 USING delta AS SELECT 'USING parquet' AS `a``b`",
+    ],
+)
+def test_create_table_is_one_delta_statement_whatever_its_text(
+    planner: Callable[..., Planner], stmt: str
+) -> None:
+    """The CREATE TABLE Lakegate runs is built as a tree: comments, literals and quoted
+    names in the user's text cannot add a clause, a provider or a location."""
+    sql = planner("root").plan(stmt).sql
+    (tree,) = sqlglot.parse(sql, read="spark")
+    assert isinstance(tree, exp.Create)
+    props = tree.args["properties"].expressions
+    assert [p.name.lower() for p in props if isinstance(p, exp.FileFormatProperty)] == ["delta"]
+    assert not any(isinstance(p, exp.LocationProperty) for p in props)
+    assert tree.find(exp.Table).db == "delta"
 
 
 @pytest.fixture
