@@ -5,7 +5,14 @@ Registers TableInfo rows straight into a temporary catalog (no Spark, no Delta f
 with 32 keep-alive connections: Unity Catalog `listTables` pages (50 tables, with columns)
 and `getTable`. Reports requests/s and p50/p99 latency; the target is p99 < 50 ms.
 
+Two topologies, measured in one interleaved run (issue 13): `sqlite x1`, one server on the
+embedded SQLite catalog, and `postgres x2`, two server processes sharing one PostgreSQL
+catalog (a throwaway local server, `catalog/local_postgres.py`) and one audit directory,
+with the clients spread over both as a load balancer would. Each case alternates between
+the topologies round by round; the p99 ratio of the two is printed.
+
     .venv/bin/python benchmarks/api.py [--tables 10000] [--clients 32] [--seconds 8]
+        [--topologies sqlite1,pg2] [--rounds 3]
 
 Latency percentiles depend on what else the machine runs (the load average is printed with
 each case); the server's CPU time per request does not, and is printed too. Every request
@@ -19,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import hashlib
 import os
 import random
@@ -85,11 +93,12 @@ COLUMNS = [
 TOKEN = "bench-token-alice"
 
 
-def build(root: Path, n_tables: int) -> Path:
-    """A lakehouse directory with n_tables registered tables and a lakegate.yaml."""
+def build(root: Path, n_tables: int, catalog_url: str | None = None) -> Path:
+    """A lakehouse directory with n_tables registered tables and a lakegate.yaml; the
+    catalog is SQLite in the directory unless `catalog_url` names a server database."""
     from catalog.catalog import Catalog
     from catalog.model import ColumnInfo, TableInfo
-    from catalog.store import SqliteStore
+    from catalog.store import open_store
 
     n_schemas = 100
     schemas = [f"s{i:03d}" for i in range(n_schemas)]
@@ -97,7 +106,7 @@ def build(root: Path, n_tables: int) -> Path:
     (root / "policies" / "bench.yaml").write_text(
         POLICIES.format(schemas=", ".join(f"bench.{s}" for s in schemas))
     )
-    store = SqliteStore(root / "catalog.db")
+    store = open_store(catalog_url or root / "catalog.db")
     cat = Catalog(store, root / "warehouse")
     cat.create_catalog("bench")
     for s in schemas:
@@ -118,7 +127,7 @@ def build(root: Path, n_tables: int) -> Path:
     store.close()
     cfg = {
         "warehouse": "warehouse",
-        "catalog": "catalog.db",
+        "catalog": catalog_url or "catalog.db",
         "policies": "policies",
         "audit": "audit",
         "api": {
@@ -155,9 +164,10 @@ async def _get(
 
 
 async def drive(
-    port: int, paths: list[str], clients: int, seconds: float, max_requests: int
+    ports: list[int], paths: list[str], clients: int, seconds: float, max_requests: int
 ) -> tuple[list[float], float, int]:
-    """`clients` connections issue requests back to back until time or count runs out."""
+    """`clients` connections issue requests back to back until time or count runs out;
+    connection k goes to ports[k % len(ports)], as a round-robin load balancer would."""
     latencies: list[float] = []
     errors = 0
     deadline = time.perf_counter() + seconds
@@ -165,7 +175,7 @@ async def drive(
 
     async def client(k: int) -> None:
         nonlocal issued, errors
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        reader, writer = await asyncio.open_connection("127.0.0.1", ports[k % len(ports)])
         rnd = random.Random(k)
         try:
             while time.perf_counter() < deadline and issued < max_requests:
@@ -215,81 +225,157 @@ def report(name: str, lat: list[float], elapsed: float, errors: int, cpu: float)
     return row
 
 
+class Topology:
+    """One or more `lakegate serve` processes over one lakegate.yaml (one catalog, one
+    audit directory)."""
+
+    def __init__(self, name: str, cfg: Path, servers: int) -> None:
+        self.name, self.cfg = name, cfg
+        self.ports = [free_port() for _ in range(servers)]
+        self.procs: list[subprocess.Popen] = []
+
+    def start(self) -> None:
+        for port in self.ports:
+            self.procs.append(
+                subprocess.Popen(
+                    [
+                        sys.executable,
+                        "-m",
+                        "governance.cli",
+                        "--config",
+                        str(self.cfg),
+                        "serve",
+                        "--port",
+                        str(port),
+                        "--log-level",
+                        "warning",
+                    ],
+                    cwd=ROOT,
+                    env={**os.environ, "PYTHONPATH": str(ROOT)},
+                )
+            )
+        for port, proc in zip(self.ports, self.procs, strict=True):
+            _wait(port, proc)
+
+    def cpu(self) -> float:
+        return sum(cpu_seconds(p.pid) for p in self.procs)
+
+    def stop(self) -> None:
+        for p in self.procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGINT)
+        for p in self.procs:
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(10)
+
+    def audit_lines(self) -> int:
+        audit = self.cfg.parent / "audit"
+        return sum(len(f.read_bytes().splitlines()) for f in audit.rglob("audit.log*"))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tables", type=int, default=10_000)
     ap.add_argument("--clients", type=int, default=32)
-    ap.add_argument("--seconds", type=float, default=8.0, help="per case")
+    ap.add_argument("--seconds", type=float, default=8.0, help="per case and topology")
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds per case")
     ap.add_argument("--max-requests", type=int, default=100_000, help="per case")
+    ap.add_argument("--topologies", default="sqlite1,pg2", help="sqlite1, pg2 or both")
     ap.add_argument(
         "--nice", type=int, default=0, help="niceness for server and client (negative needs root)"
     )
     args = ap.parse_args(argv)
+    wanted = [t.strip() for t in args.topologies.split(",") if t.strip()]
+    if not wanted or set(wanted) - {"sqlite1", "pg2"}:
+        ap.error("--topologies takes sqlite1, pg2 or both")
     if args.nice:
-        os.nice(args.nice)  # inherited by the server process
-    with tempfile.TemporaryDirectory(prefix="lakegate-api-bench-") as tmp:
-        t0 = time.perf_counter()
-        cfg = build(Path(tmp), args.tables)
-        print(f"registered {args.tables} tables in {time.perf_counter() - t0:.1f} s")
-        port = free_port()
-        server = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "governance.cli",
-                "--config",
-                str(cfg),
-                "serve",
-                "--port",
-                str(port),
-                "--log-level",
-                "warning",
-            ],
-            cwd=ROOT,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
-        )
-        try:
-            _wait(port, server)
-            n_schemas = 100
-            per_schema = max(1, args.tables // n_schemas)
-            uc = "/api/2.1/unity-catalog"
-            lists = [
-                f"{uc}/tables?catalog_name=bench&schema_name=s{s:03d}&max_results=50"
-                for s in range(n_schemas - 1)
-            ]
-            tokens = [_token(f"t{i:05d}") for i in range(0, args.tables, 50)]
-            lists += [p + f"&page_token={t}" for p in lists[:10] for t in tokens[:3]]
-            gets = [
-                f"{uc}/tables/bench.s{i % n_schemas:03d}.t{i:05d}"
-                for i in range(args.tables)
-                if i % n_schemas != n_schemas - 1
-            ]
-            print(f"{per_schema} tables per schema; listTables pages of 50 with 8 columns")
-            # warm-up: visibility and JSON caches, as a running server has them
-            asyncio.run(drive(port, lists + gets, args.clients, 30.0, len(gets) + len(lists)))
-            rows = []
-            for name, paths in (
-                ("listTables (50/page)", lists),
-                ("getTable", gets),
-                ("listCatalogs", [f"{uc}/catalogs"]),
-                ("mixed 50/50", lists + gets[: len(lists)]),
-            ):
-                cpu0 = cpu_seconds(server.pid)
+        os.nice(args.nice)  # inherited by the server processes
+    from catalog.local_postgres import PostgresUnavailable, local_postgres, new_database
+
+    with contextlib.ExitStack() as stack:
+        tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="lakegate-api-bench-")))
+        tops: list[Topology] = []
+        for name in wanted:
+            t0 = time.perf_counter()
+            if name == "sqlite1":
+                tops.append(Topology("sqlite x1", build(tmp / name, args.tables), 1))
+            else:
+                try:
+                    server = stack.enter_context(local_postgres())
+                except PostgresUnavailable as e:
+                    print(f"postgres x2: skipped, {e}")
+                    continue
+                cfg = build(tmp / name, args.tables, new_database(server))
+                tops.append(Topology("postgres x2", cfg, 2))
+            print(f"{name}: registered {args.tables} tables in {time.perf_counter() - t0:.1f} s")
+        for top in tops:
+            stack.callback(top.stop)
+            top.start()
+        status = _measure(args, tops)
+    return status
+
+
+def _measure(args: argparse.Namespace, tops: list[Topology]) -> int:
+    n_schemas = 100
+    per_schema = max(1, args.tables // n_schemas)
+    uc = "/api/2.1/unity-catalog"
+    lists = [
+        f"{uc}/tables?catalog_name=bench&schema_name=s{s:03d}&max_results=50"
+        for s in range(n_schemas - 1)
+    ]
+    tokens = [_token(f"t{i:05d}") for i in range(0, args.tables, 50)]
+    lists += [p + f"&page_token={t}" for p in lists[:10] for t in tokens[:3]]
+    gets = [
+        f"{uc}/tables/bench.s{i % n_schemas:03d}.t{i:05d}"
+        for i in range(args.tables)
+        if i % n_schemas != n_schemas - 1
+    ]
+    print(f"{per_schema} tables per schema; listTables pages of 50 with 8 columns")
+    for top in tops:  # warm-up: visibility and JSON caches, as a running server has them
+        n = len(gets) + len(lists)
+        asyncio.run(drive(top.ports, lists + gets, args.clients, 30.0, n * len(top.ports)))
+    rows = []
+    cases = (
+        ("listTables (50/page)", lists),
+        ("getTable", gets),
+        ("listCatalogs", [f"{uc}/catalogs"]),
+        ("mixed 50/50", lists + gets[: len(lists)]),
+    )
+    for case, paths in cases:
+        got: dict[str, tuple[list[float], float, int, float]] = {
+            t.name: ([], 0.0, 0, 0.0) for t in tops
+        }
+        names = [t.name for t in tops]
+        by_name = {t.name: t for t in tops}
+        for order in harness.rotations(names, args.rounds):
+            for name in order:
+                top = by_name[name]
+                cpu0 = top.cpu()
                 lat, elapsed, errors = asyncio.run(
-                    drive(port, paths, args.clients, args.seconds, args.max_requests)
+                    drive(top.ports, paths, args.clients, args.seconds, args.max_requests)
                 )
-                rows.append(report(name, lat, elapsed, errors, cpu_seconds(server.pid) - cpu0))
-            audit_lines = sum(
-                len(f.read_bytes().splitlines()) for f in (Path(tmp) / "audit").glob("audit.log*")
+                a, b, c, d = got[name]
+                got[name] = (a + lat, b + elapsed, c + errors, d + top.cpu() - cpu0)
+        results = {name: report(f"{case} [{name}]", *got[name]) for name in names}
+        rows += results.values()
+        if len(results) == 2:
+            one, two = results["sqlite x1"], results["postgres x2"]
+            print(
+                f"  {case}: postgres x2 / sqlite x1 p99 ratio "
+                f"{two['p99_ms'] / one['p99_ms']:.2f}, req/s ratio "
+                f"{two['req_per_s'] / one['req_per_s']:.2f}"
             )
-            print(f"audit lines written (all rotated files): {audit_lines}")
-            return 0 if all(r["p99_ms"] < 50 and not r["errors"] for r in rows[:2]) else 1
-        finally:
-            server.send_signal(signal.SIGINT)
-            try:
-                server.wait(10)
-            except subprocess.TimeoutExpired:
-                server.kill()
+    for top in tops:
+        print(f"{top.name}: audit lines written (all rotated files): {top.audit_lines()}")
+    ok = all(
+        r["p99_ms"] < 50 and not r["errors"]
+        for r in rows
+        if r["case"].startswith(("listTables", "getTable"))
+    )
+    return 0 if ok else 1
 
 
 def _token(name: str) -> str:

@@ -659,6 +659,50 @@ def write_report(results: dict[str, Any], out_md: Path, charts_dir: Path) -> Pat
     else:
         add("_not run or failed_\n")
 
+    # cluster --------------------------------------------------------------------------
+    add("## Cluster vs local mode (issue 13)\n")
+    cl = results.get("cluster") or {}
+    if cl.get("queries"):
+        add(
+            "`benchmarks/cluster.py`: the same governed session, user, policies and TPC-DS "
+            f"texts at sf {cl['sf']} on `local[2]` and on a loopback standalone cluster (one "
+            f"Master, two one-core Workers), interleaved, {cl['rounds']} rounds, medians; "
+            "answers compared by checksum. On one 2-core machine the cluster only adds "
+            "Spark's own task and shuffle overhead; the governed text and plan are the same.\n"
+        )
+        add("| query | local s | cluster s | cluster/local |")
+        add("|---|---|---|---|")
+        for r in cl["queries"]:
+            add(f"| q{r['q']} | {r['local']:.3f} | {r['cluster']:.3f} | {r['ratio']:.2f} |")
+        t = cl["totals"]
+        add(f"| **total** | {t['local']:.2f} | {t['cluster']:.2f} | {cl['ratio']:.2f} |")
+        add("")
+    else:
+        add("_not run or failed_\n")
+
+    # cli ------------------------------------------------------------------------------
+    add("## One-shot command line (issue 14)\n")
+    cli = results.get("cli") or {}
+    if cli.get("median"):
+        m, ph = cli["median"], cli["phases"]
+        add(
+            '`benchmarks/cli_start.py`: `lakegate sql --user alice "SELECT count(*) FROM '
+            'main.sales.orders"` in the demo lakehouse, a new process each run, against a '
+            "new process that starts PySpark with the same Delta jars and counts the same "
+            "table by path; interleaved, medians.\n"
+        )
+        add("| | seconds |")
+        add("|---|---|")
+        add(f"| `lakegate sql` | {m['cli']:.1f} |")
+        add(f"| bare PySpark + count | {m['bare']:.1f} |")
+        add(f"| ratio | {m['cli'] / m['bare']:.2f} |")
+        add("")
+        steps = ", ".join(f"{k} {v:.2f}" for k, v in ph.items())
+        add(f"Phases of the command in one process (s): {steps}")
+        add("")
+    else:
+        add("_not run or failed_\n")
+
     # weak -----------------------------------------------------------------------------
     if results.get("caveats"):
         add("## Caveats\n")

@@ -54,7 +54,7 @@ NOISE = (
     "To adjust logging level",
     "\t-----",
 )
-STEPS = ("rewrite", "scaling", "decisions", "audit", "api", "connect", "tpcds")
+STEPS = ("rewrite", "scaling", "decisions", "audit", "api", "connect", "cluster", "cli", "tpcds")
 
 
 def run_step(name: str, argv: list[str], timeout: float, echo: bool = True) -> dict[str, Any]:
@@ -403,6 +403,11 @@ def main(argv: list[str] | None = None) -> int:
                 1200,
             )
         )
+        cl = ["benchmarks/cluster.py", "--json", str(tmpd / "cluster.json")]
+        cl += ["--sf", "0.01", "--rounds", "1", "--queries", "3,42,52"] if quick else []
+        plan.append(("cluster", cl, 3600))
+        cli = ["benchmarks/cli_start.py", "--json", str(tmpd / "cli.json")]
+        plan.append(("cli", [*cli, "--rounds", "1" if quick else "3"], 1800))
         tp = [
             "benchmarks/tpcds_delta.py",
             "--json",
@@ -498,6 +503,8 @@ def collect(name: str, stdout: str, tmpd: Path, results: dict[str, Any]) -> None
         results["api"] = {"text": stdout, "rows": report.parse_api(stdout)}
     elif name == "connect":
         results["connect"] = json.loads(stdout[stdout.index("{") :])
+    elif name in ("cluster", "cli"):
+        results[name] = json.loads((tmpd / f"{name}.json").read_text())
     elif name == "tpcds":
         results["tpcds"] = json.loads((tmpd / "tpcds.json").read_text())
     data = results[name]

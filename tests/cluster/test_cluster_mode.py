@@ -11,96 +11,25 @@ import json
 import os
 import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from cluster_scenarios import SCENARIOS, run_scenarios
-from processes import free_port, stop_groups
 
 from governance.demo import build_demo
+from governance.local_cluster import ClusterDidNotStart, standalone_cluster
 
 HERE = Path(__file__).resolve().parent
-SPARK_HOME = Path(__import__("pyspark").__file__).resolve().parent
-
-
-def _start(args: list[str], log: Path, env: dict[str, str]) -> subprocess.Popen:
-    with log.open("ab") as out:
-        return subprocess.Popen(
-            [str(SPARK_HOME / "bin" / "spark-class"), *args],
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    root = tmp_path_factory.mktemp("cluster")
-    env = {
-        **os.environ,
-        "SPARK_HOME": str(SPARK_HOME),
-        "SPARK_LOCAL_IP": "127.0.0.1",
-        "SPARK_WORKER_DIR": str(root / "work"),
-        "SPARK_LOG_DIR": str(root),
-        "PYSPARK_PYTHON": sys.executable,
-    }
-    port, ui = free_port(), free_port()
-    url = f"spark://127.0.0.1:{port}"
-    procs = [
-        _start(
-            [
-                "org.apache.spark.deploy.master.Master",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--webui-port",
-                str(ui),
-            ],
-            root / "master.log",
-            env,
-        )
-    ]
     try:
-        for i in range(2):
-            procs.append(
-                _start(
-                    [
-                        "org.apache.spark.deploy.worker.Worker",
-                        "--host",
-                        "127.0.0.1",
-                        "--cores",
-                        "1",
-                        "--memory",
-                        "1g",
-                        "--webui-port",
-                        str(free_port()),
-                        url,
-                    ],
-                    root / f"worker{i}.log",
-                    env,
-                )
-            )
-        deadline = time.monotonic() + 120
-        alive = 0
-        while alive < 2:
-            if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
-                logs = "\n".join(f.read_text()[-2000:] for f in sorted(root.glob("*.log")))
-                pytest.fail(f"the standalone cluster did not come up:\n{logs}")
-            time.sleep(1)
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{ui}/json/", timeout=5) as r:
-                    state = json.load(r)
-                alive = sum(w.get("state") == "ALIVE" for w in state.get("workers", []))
-            except OSError:
-                continue
-        yield url
-    finally:
-        stop_groups(procs, timeout=20)
+        with standalone_cluster(tmp_path_factory.mktemp("cluster")) as url:
+            yield url
+    except ClusterDidNotStart as e:
+        pytest.fail(str(e))
 
 
 @pytest.fixture(scope="module")

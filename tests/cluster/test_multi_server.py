@@ -17,11 +17,11 @@ from pathlib import Path
 import httpx
 import pytest
 import yaml
-from processes import free_port, stop_groups
 
 from audit.query import query
 from audit.verify import verify
 from governance.demo import SETUP, write_config
+from governance.local_cluster import free_port, stop_groups
 from governance.session import Lakegate
 
 LAKEGATE = str(Path(sys.executable).with_name("lakegate"))

@@ -1,0 +1,135 @@
+"""One-shot command-line start (issue 14, item 5): `lakegate sql` against a bare PySpark
+start plus the same count, interleaved, and where the command's time goes.
+
+Builds the demo lakehouse once, then per round, in rotated order:
+  cli   `lakegate --config demo/lakegate.yaml sql --user alice "SELECT count(*) FROM
+        main.sales.orders"` as a user runs it (a new process each time);
+  bare  a new Python process that starts PySpark with the same Delta jars and counts the
+        same Delta table by path (no governance).
+Then, once, the command's phases timed inside one process (imports, Spark start, opening
+Lakegate, the governed statement, close). Prints medians and the cli/bare ratio.
+
+    python benchmarks/cli_start.py [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks import harness  # noqa: E402
+
+STATEMENT = "SELECT count(*) FROM main.sales.orders"
+BARE = """
+import sys
+from pyspark.sql import SparkSession
+from governance.spark import cached_delta_jars
+b = (SparkSession.builder.master("local[*]")
+     .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
+     .config("spark.sql.catalog.spark_catalog",
+             "org.apache.spark.sql.delta.catalog.DeltaCatalog"))
+jars = cached_delta_jars()
+if jars:
+    b = b.config("spark.jars", ",".join(jars))
+else:
+    from delta import configure_spark_with_delta_pip
+    b = configure_spark_with_delta_pip(b)
+s = b.getOrCreate()
+s.sparkContext.setLogLevel("ERROR")
+print(s.read.format("delta").load(sys.argv[1]).count())
+s.stop()
+"""
+PHASES = """
+import json, sys, time
+t = [time.perf_counter()]
+from governance.session import Lakegate
+t.append(time.perf_counter())
+lg = Lakegate.open(sys.argv[1], spark_log=__import__("pathlib").Path(sys.argv[2]))
+t.append(time.perf_counter())
+spark = lg.spark
+t.append(time.perf_counter())
+s = lg.session("alice")
+t.append(time.perf_counter())
+rows = s.sql(sys.argv[3]).collect()
+t.append(time.perf_counter())
+lg.close()
+t.append(time.perf_counter())
+names = ["import", "open", "spark start", "session", "first statement", "close"]
+print(json.dumps({n: round(b - a, 3) for n, a, b in zip(names, t, t[1:])}))
+"""
+
+
+def timed(cmd: list[str]) -> float:
+    t0 = time.perf_counter()
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=_env())
+    if done.returncode != 0:
+        raise RuntimeError(f"{cmd[:4]} exited {done.returncode}: {done.stderr[-2000:]}")
+    return time.perf_counter() - t0
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--json", metavar="OUT", help="write the figures as JSON to OUT")
+    args = ap.parse_args(argv)
+    lakegate = str(Path(sys.executable).with_name("lakegate"))
+    with tempfile.TemporaryDirectory(prefix="lakegate-cli-bench-") as tmp:
+        demo = Path(tmp) / "demo"
+        t0 = time.perf_counter()
+        timed([lakegate, "demo", "--dir", str(demo)])
+        print(f"demo lakehouse built in {time.perf_counter() - t0:.0f} s", flush=True)
+        cfg = str(demo / "lakegate.yaml")
+        orders = str(demo / "warehouse" / "main" / "sales" / "orders")
+        if not (Path(orders) / "_delta_log").is_dir():
+            raise RuntimeError(f"no Delta table at {orders}")
+        cmds = {
+            "cli": [lakegate, "--config", cfg, "sql", "--user", "alice", STATEMENT],
+            "bare": [sys.executable, "-c", BARE, orders],
+        }
+        got: dict[str, list[float]] = {k: [] for k in cmds}
+        for order in harness.rotations(list(cmds), args.rounds):
+            for name in order:
+                got[name].append(timed(cmds[name]))
+        med = {k: statistics.median(v) for k, v in got.items()}
+        print(
+            f"one-shot `lakegate sql` {med['cli']:.1f} s (runs {_list(got['cli'])}), bare "
+            f"PySpark + count {med['bare']:.1f} s (runs {_list(got['bare'])}), cli/bare "
+            f"{med['cli'] / med['bare']:.2f}, load {os.getloadavg()[0]:.1f}"
+        )
+        log = str(Path(tmp) / "phases-spark.log")
+        done = subprocess.run(
+            [sys.executable, "-c", PHASES, cfg, log, STATEMENT],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            env=_env(),
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"phase timing failed: {done.stderr[-2000:]}")
+        phases = json.loads(done.stdout.strip().splitlines()[-1])
+        print("phases of the command, in one process (s): " + json.dumps(phases))
+    if args.json:
+        harness.write_json(args.json, {"runs": got, "median": med, "phases": phases})
+    return 0
+
+
+def _list(values: list[float]) -> str:
+    return ", ".join(f"{v:.1f}" for v in values)
+
+
+if __name__ == "__main__":
+    sys.exit(harness.main("cli_start", main))
