@@ -7,6 +7,7 @@ the layer, never by Spark: `current_user()` and friends become string literals a
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Callable
 from pathlib import Path
 
@@ -75,6 +76,32 @@ def is_unknown_function(node: exp.Expression, name: str) -> bool:
     )
 
 
+def _time_travel(node: exp.Version) -> list[tuple[exp.Expression, exp.Expression]]:
+    """`VERSION AS OF n` takes a literal; `TIMESTAMP AS OF e` a constant expression
+    (Spark folds it once): no column, table read, aggregate or window. Its
+    `current_timestamp()` becomes the planning instant as a literal, so Spark's run and the
+    verifier's own analysis of the view resolve the same Delta version."""
+    kind = str(node.name).upper()
+    value = node.expression
+    if kind == "VERSION":
+        if not isinstance(value, exp.Literal):
+            raise Refused("VERSION AS OF takes a literal version number")
+        return []
+    if kind != "TIMESTAMP" or value is None:
+        raise Refused(f"time travel by {kind} is not governed")
+    now = dt.datetime.now(dt.UTC).isoformat(timespec="microseconds")
+    out: list[tuple[exp.Expression, exp.Expression]] = []
+    for sub in value.walk():
+        if isinstance(sub, exp.Column | exp.Star | exp.Query | exp.Subquery | exp.Table):
+            raise Refused("TIMESTAMP AS OF takes a constant expression (no columns or subqueries)")
+        if isinstance(sub, exp.AggFunc | exp.Window):
+            raise Refused("TIMESTAMP AS OF takes a constant expression (no aggregates or windows)")
+        if isinstance(sub, exp.CurrentTimestamp) or function_name(sub) == "now":
+            literal = exp.cast(exp.Literal.string(now), exp.DataType.build("timestamp"))
+            out.append((sub, literal))
+    return out
+
+
 def govern_expression(
     tree: exp.Expression,
     user: str,
@@ -91,6 +118,9 @@ def govern_expression(
                 f"the `table@{node.name}` time-travel spelling is not governed; "
                 "write VERSION AS OF / TIMESTAMP AS OF"
             )
+        if isinstance(node, exp.Version):
+            replacements += _time_travel(node)
+            continue
         if isinstance(node, exp.Placeholder | exp.Parameter | exp.SessionParameter):
             raise Refused(
                 f"parameters and variables ({node.sql('spark')}) in a {where} are "
