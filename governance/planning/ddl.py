@@ -271,6 +271,8 @@ def plan_alter(ctx: PlanningContext, stmt: exp.Alter) -> Planned:
     actions = stmt.args.get("actions") or []
     if not actions:
         raise Refused("ALTER TABLE without an action is not governed")
+    for a in actions:
+        _check_form(a)
     ref = _managed_table(ctx, stmt.this, "alter")
     info = ref.info
     hidden = {h.lower() for h in ctx.enforcer.table_access(ctx.ident, info).hidden_columns}
@@ -323,24 +325,44 @@ def _altered(ctx: PlanningContext, name: str, action: AlterTable) -> Planned:
     )
 
 
+def _check_form(action: exp.Expression) -> None:
+    """Only the allowed ALTER TABLE forms, refused alike for every user (before deciding)."""
+    if isinstance(action, exp.AlterSet):
+        props = action.expressions
+        if (
+            {k for k, v in action.args.items() if v} != {"expressions"}
+            or len(props) != 1
+            or not isinstance(props[0], exp.Properties)
+        ):
+            raise Refused(f"ALTER TABLE {action.sql('spark')[:80]!r} is not governed")
+        for p in props[0].expressions:
+            if not isinstance(p, exp.Property):
+                raise Refused("ALTER TABLE SET takes TBLPROPERTIES ('key' = 'value', ...)")
+            _property_key(p.this)
+            _property_value(p)
+    elif isinstance(action, exp.AlterColumn):
+        if {k for k, v in action.args.items() if v} != {"this", "comment"}:
+            raise Refused("ALTER TABLE ... ALTER COLUMN may only change a column's COMMENT")
+    elif not isinstance(action, exp.ColumnDef) and not (
+        isinstance(action, exp.Schema) and not action.this
+    ):
+        raise Refused(
+            f"ALTER TABLE {type(action).__name__} is not governed (allowed: SET TBLPROPERTIES, "
+            "ALTER COLUMN ... COMMENT, ADD COLUMNS)"
+        )
+
+
 def _alter_action(
     ctx: PlanningContext, action: exp.Expression, ref: TableRef, hidden: set[str]
 ) -> exp.Expression:
-    """One ALTER TABLE action, checked and rebuilt; anything else is refused."""
+    """One ALTER TABLE action (its form checked by `_check_form`), checked and rebuilt."""
     info = ref.info
     if isinstance(action, exp.AlterSet):
-        props = action.expressions
-        if set(action.args) - {"expressions"} or len(props) != 1:
-            raise Refused(f"ALTER TABLE {action.sql('spark')[:80]!r} is not governed")
         rebuilt = []
-        for p in props[0].expressions if isinstance(props[0], exp.Properties) else [None]:
-            if not isinstance(p, exp.Property):
-                raise Refused("ALTER TABLE SET takes TBLPROPERTIES ('key' = 'value', ...)")
+        for p in action.expressions[0].expressions:
             rebuilt.append(exp.Property(this=_property_key(p.this), value=_property_value(p)))
         return exp.AlterSet(expressions=[exp.Properties(expressions=rebuilt)])
     if isinstance(action, exp.AlterColumn):
-        if set(k for k, v in action.args.items() if v) != {"this", "comment"}:
-            raise Refused("ALTER TABLE ... ALTER COLUMN may only change a column's COMMENT")
         column = info.column(action.name)
         if column is None or column.name.lower() in hidden:
             raise AccessDenied(
@@ -356,14 +378,9 @@ def _alter_action(
             this=exp.to_identifier(column.name, quoted=True),
             comment=exp.Literal.string(comment.this),
         )
-    if isinstance(action, exp.Schema) and not action.this:
+    if isinstance(action, exp.Schema):
         return exp.Schema(expressions=[_new_column(c, info) for c in action.expressions])
-    if isinstance(action, exp.ColumnDef):
-        return _new_column(action, info)
-    raise Refused(
-        f"ALTER TABLE {type(action).__name__} is not governed (allowed: SET TBLPROPERTIES, "
-        "ALTER COLUMN ... COMMENT, ADD COLUMNS)"
-    )
+    return _new_column(action, info)
 
 
 def _property_key(key: exp.Expression) -> exp.Literal:
