@@ -91,9 +91,9 @@ def _describe_history(ctx: PlanningContext, node: exp.Expression) -> Planned:
         raise Refused("DESCRIBE HISTORY takes a table name")
     _, reads = ctx.reads(node)
     ref, access = reads[0]
-    planned = Planned(cmd="describe", target=access, target_name=ref.info.full_name)
     if ref.info.full_name in ctx.derived:
         raise Refused(f"DESCRIBE HISTORY is not available on {ref.info.full_name}")
+    planned = Planned(cmd="describe", target=access, target_name=ref.info.full_name)
     whole = not (access.row_filters or access.hidden_columns or access.masks)
     planned.history = ReadHistory(
         ref.info.location, parameters=whole, metrics=not access.row_filters
