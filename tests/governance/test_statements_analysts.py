@@ -10,6 +10,7 @@ only) and `v` may write it with `secret` hidden but no row filter.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import hashlib
 import os
 import re
@@ -409,3 +410,31 @@ def test_insert_source_naming_internal_aliases_keeps_its_meaning(lg, user, base,
     region = "EMEA" if user == "w" else "AMER"
     lg.session(user).sql("INSERT INTO st.s.ins (id, region, email) " + source.format(id=base))
     assert _stored(lg, f"id = {base}") == [(base, region, expected, None)]
+
+
+# Planned without Spark: what the new statements generate ---------------------------------------
+
+
+def test_alter_table_runs_on_the_delta_location_and_quotes_values_from_the_tree(planner):
+    planned = planner("root").plan(
+        "ALTER TABLE main.sales.orders SET TBLPROPERTIES ('note' = 'it\\'s`; DROP TABLE x')"
+    )
+    (action,) = planned.before
+    assert action.statement == (
+        "ALTER TABLE delta.`/wh/main/sales/orders` SET TBLPROPERTIES "
+        "('note'='it\\'s`; DROP TABLE x')"
+    )
+    assert planned.sql is None
+
+
+def test_timestamp_as_of_now_is_folded_to_one_utc_literal(planner):
+    before = dt.datetime.now(dt.UTC) - dt.timedelta(hours=36)
+    sql = (
+        planner("erin")
+        .plan("SELECT id FROM main.sales.orders TIMESTAMP AS OF now() - INTERVAL 1 DAY 12 HOURS")
+        .sql
+    )
+    after = dt.datetime.now(dt.UTC) - dt.timedelta(hours=36)
+    (stamp,) = re.findall(r"TIMESTAMP AS OF '([^']+)Z' AS __lg_v", sql)
+    folded = dt.datetime.fromisoformat(stamp).replace(tzinfo=dt.UTC)
+    assert before <= folded <= after
