@@ -1,5 +1,7 @@
 """The Spark edge of DDL: runs the declarative actions a plan carries (create a catalog or
-schema, register a table Spark just created, drop a table and its managed files).
+schema, register a table Spark just created, alter one, drop a table and its managed
+files), and
+reads a table's Delta history for DESCRIBE HISTORY.
 
 Planning decides and describes; only this module touches the catalog and the warehouse for
 a statement, and only after the session has put the statement's intent on record.
@@ -9,6 +11,7 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -16,14 +19,16 @@ from catalog.catalog import Catalog, CatalogError
 from governance.errors import LakegateError
 from governance.planning.planned import (
     Action,
+    AlterTable,
     CreateCatalog,
     CreateSchema,
     DropTable,
+    ReadHistory,
     RegisterTable,
 )
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 
 def execute_actions(actions: Sequence[Action], catalog: Catalog, spark: SparkSession) -> None:
@@ -47,8 +52,27 @@ def execute_actions(actions: Sequence[Action], catalog: Catalog, spark: SparkSes
                 catalog.drop_table(c, s, t)
                 if _owns_files(catalog, location, c, s, t):
                     remove_managed_files(catalog, location)
+            case AlterTable():
+                _alter_table(action, catalog, spark)
             case _:
                 raise LakegateError(f"internal: unknown action {type(action).__name__}")
+
+
+def _alter_table(action: AlterTable, catalog: Catalog, spark: SparkSession) -> None:
+    """ALTER the Delta table, then re-register it as it now is: the next statement (of any
+    server: the catalog generation moves) sees the new columns and comments."""
+    from catalog.delta import read_delta_table
+
+    if action.statement is not None:
+        spark.sql(action.statement)
+    old = catalog.table(action.catalog, action.schema, action.name)
+    if old is None:
+        raise LakegateError(f"table {action.catalog}.{action.schema}.{action.name} is gone")
+    comment = action.comment if action.set_comment else old.comment
+    info = read_delta_table(
+        spark, old.catalog, old.schema, old.name, old.location, domain=old.domain
+    )
+    catalog.register_table(replace(info, comment=comment, properties=old.properties), replace=True)
 
 
 def remove_managed_files(catalog: Catalog, location: str) -> None:
@@ -66,3 +90,34 @@ def _owns_files(catalog: Catalog, location: str, c: str, s: str, t: str) -> bool
         return catalog.check_managed(location) == own
     except CatalogError:
         return False
+
+
+#: DESCRIBE HISTORY's columns, in Delta's order; who may not learn them gets NULL. Left
+#: out: userId, userName, job, notebook, clusterId (who and where wrote, not the table's).
+_HISTORY_COLUMNS = (
+    ("version", None),
+    ("timestamp", None),
+    ("operation", None),
+    ("operationParameters", "parameters"),
+    ("readVersion", None),
+    ("isolationLevel", None),
+    ("isBlindAppend", None),
+    ("operationMetrics", "metrics"),
+    ("userMetadata", "parameters"),
+    ("engineInfo", None),
+)
+
+
+def read_history(history: ReadHistory, spark: SparkSession) -> DataFrame:
+    """The Delta commits of `history.location`, newest first, columns withheld as planned."""
+    from delta.tables import DeltaTable
+    from pyspark.sql import functions as F
+
+    df = DeltaTable.forPath(spark, history.location).history()
+    types = dict(df.dtypes)
+    cols = []
+    for name, needs in _HISTORY_COLUMNS:
+        shown = needs is None or getattr(history, needs)
+        col = F.col(name) if shown else F.lit(None).cast(types[name])
+        cols.append(col.alias(name))
+    return df.select(*cols)

@@ -7,6 +7,7 @@ the layer, never by Spark: `current_user()` and friends become string literals a
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Callable
 from pathlib import Path
 
@@ -75,6 +76,93 @@ def is_unknown_function(node: exp.Expression, name: str) -> bool:
     )
 
 
+def _time_travel(node: exp.Version) -> list[tuple[exp.Expression, exp.Expression]]:
+    """`VERSION AS OF` takes a literal. `TIMESTAMP AS OF` takes a timestamp literal, or
+    `current_timestamp()`/`now()` plus or minus INTERVAL literals, which is folded here into
+    one UTC timestamp literal: Delta time-travels a table read by its path only to a
+    literal, and the statement and the verifier's own analysis of the view then resolve
+    the same Delta version. Anything else (columns, subqueries, other functions) is refused."""
+    kind = str(node.name).upper()
+    value = node.expression
+    if kind == "VERSION":
+        if not isinstance(value, exp.Literal):
+            raise Refused("VERSION AS OF takes a literal version number")
+        return []
+    if kind != "TIMESTAMP" or value is None:
+        raise Refused(f"time travel by {kind} is not governed")
+    literal = _literal_timestamp(value)
+    if literal is not None:
+        return [] if literal is value else [(value, literal)]
+    try:
+        instant = _now_plus_intervals(value)
+    except OverflowError:
+        raise Refused(f"{_TT_HELP}; this one is out of range") from None
+    text = instant.strftime("%Y-%m-%d %H:%M:%S.%fZ")
+    return [(value, exp.Literal.string(text))]
+
+
+_TT_HELP = (
+    "TIMESTAMP AS OF takes a timestamp literal, or current_timestamp() plus or minus "
+    "INTERVAL literals"
+)
+_INTERVAL_UNITS = {
+    "MICROSECOND": dt.timedelta(microseconds=1),
+    "MILLISECOND": dt.timedelta(milliseconds=1),
+    "SECOND": dt.timedelta(seconds=1),
+    "MINUTE": dt.timedelta(minutes=1),
+    "HOUR": dt.timedelta(hours=1),
+    "DAY": dt.timedelta(days=1),
+    "WEEK": dt.timedelta(weeks=1),
+}
+
+
+def _literal_timestamp(value: exp.Expression) -> exp.Literal | None:
+    """A string literal as written; `TIMESTAMP '...'` as its string (the same value to
+    Delta, read in the session time zone), since sqlglot would write it as a CAST."""
+    if isinstance(value, exp.Literal) and value.is_string:
+        return value
+    if (
+        isinstance(value, exp.Cast)
+        and isinstance(value.this, exp.Literal)
+        and value.this.is_string
+        and value.to.is_type(exp.DataType.Type.TIMESTAMP, exp.DataType.Type.TIMESTAMPTZ)
+    ):
+        return exp.Literal.string(value.this.this)
+    return None
+
+
+def _now_plus_intervals(value: exp.Expression) -> dt.datetime:
+    """current_timestamp()/now() [(+|-) INTERVAL n unit ...], evaluated now, in UTC."""
+    if isinstance(value, exp.Paren):
+        return _now_plus_intervals(value.this)
+    if isinstance(value, exp.CurrentTimestamp) and not value.this:
+        return dt.datetime.now(dt.UTC)
+    if function_name(value) == "now" and not value.expressions:
+        return dt.datetime.now(dt.UTC)
+    if isinstance(value, exp.Add):
+        return _now_plus_intervals(value.this) + _interval(value.expression)
+    if isinstance(value, exp.Sub):
+        return _now_plus_intervals(value.this) - _interval(value.expression)
+    raise Refused(_TT_HELP)
+
+
+def _interval(value: exp.Expression) -> dt.timedelta:
+    """INTERVAL n unit (and sums of them) with a whole number and a fixed-length unit."""
+    if isinstance(value, exp.Paren):
+        return _interval(value.this)
+    if isinstance(value, exp.Add):
+        return _interval(value.this) + _interval(value.expression)
+    if isinstance(value, exp.Sub):
+        return _interval(value.this) - _interval(value.expression)
+    if isinstance(value, exp.Interval) and isinstance(value.this, exp.Literal):
+        unit = value.args["unit"].name.upper() if value.args.get("unit") else ""
+        step = _INTERVAL_UNITS.get(unit.removesuffix("S"))
+        number = value.this.this
+        if step is not None and number.lstrip("-").isdigit() and len(number) <= 12:
+            return int(number) * step
+    raise Refused(f"{_TT_HELP} (whole numbers of microseconds to weeks)")
+
+
 def govern_expression(
     tree: exp.Expression,
     user: str,
@@ -91,6 +179,9 @@ def govern_expression(
                 f"the `table@{node.name}` time-travel spelling is not governed; "
                 "write VERSION AS OF / TIMESTAMP AS OF"
             )
+        if isinstance(node, exp.Version):
+            replacements += _time_travel(node)
+            continue
         if isinstance(node, exp.Placeholder | exp.Parameter | exp.SessionParameter):
             raise Refused(
                 f"parameters and variables ({node.sql('spark')}) in a {where} are "

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from catalog.catalog import Catalog
-from governance.actions import execute_actions
+from governance.actions import execute_actions, read_history
 from governance.errors import AccessDenied, LakegateError
 from governance.planning.planned import ROW_FILTER_VIOLATION, Planned
 from governance.verify import Analyze, verify_plan
@@ -178,6 +178,8 @@ def run_planned(
     if planned.derived:
         refresh_derived()
     execute_actions(planned.before, catalog, spark)
+    if planned.history is not None:
+        return read_history(planned.history, spark)
     if planned.local_rows is not None:
         return spark.createDataFrame(planned.local_rows, planned.local_schema)
     assert planned.sql is not None

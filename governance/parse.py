@@ -78,6 +78,8 @@ def parse_statement(text: str | bytes) -> exp.Expression:
     try:
         tokens = _TOKENIZER().tokenize(text)
         _check_nesting(tokens)
+        if tokens and tokens[0].token_type == TokenType.TABLE:
+            return _table_statement(tokens, text)
         statements = Spark().parser(error_level=ErrorLevel.RAISE).parse(tokens, text)
     except SqlParseError:
         raise
@@ -99,6 +101,20 @@ def parse_statement(text: str | bytes) -> exp.Expression:
         word = str(stmt.this).split()[0].upper() if stmt.this else "?"
         raise Refused(f"statement kind {word} is not governed by Lakegate")
     return stmt
+
+
+def _table_statement(tokens: list, text: str) -> exp.Select:
+    """Spark's `TABLE t` is `SELECT * FROM t`; sqlglot would read it as a column named
+    TABLE aliased t, so the name after the keyword is parsed as a table and wrapped."""
+    rest = tokens[1:]
+    if rest and rest[-1].token_type == TokenType.SEMICOLON:
+        rest = rest[:-1]
+    if not rest:
+        raise SqlParseError("cannot parse statement: TABLE needs a table name")
+    table = Spark().parser(error_level=ErrorLevel.RAISE).parse_into(exp.Table, rest, text)[0]
+    if not isinstance(table, exp.Table) or set(table.args) - {"this", "db", "catalog"}:
+        raise SqlParseError("cannot parse statement: TABLE takes only a table name")
+    return exp.select(exp.Star()).from_(table, copy=False)
 
 
 def _restore_comma_joins(stmt: exp.Expression) -> None:

@@ -18,6 +18,7 @@ from sqlglot import exp
 from catalog.catalog import Catalog
 from catalog.model import TableInfo
 from catalog.names import InvalidName, check_name
+from governance.constructs import function_name
 from governance.errors import AccessDenied, Refused
 
 Role = Literal["read", "target"]
@@ -181,9 +182,10 @@ def resolve_tables(
             continue
         if isinstance(node, exp.Table):
             _classify(node, env, catalog, ns, user, targets, out)
-            # time travel / sample arguments can hold expressions but no tables we must skip
+            # time travel / sample arguments and a table function's arguments can hold
+            # subqueries: their tables are governed like any other read
             for key, child in node.args.items():
-                if key in ("this", "db", "catalog", "alias"):
+                if key in ("db", "catalog", "alias") or (key == "this" and _is_name(child)):
                     continue
                 _push(stack, child, env)
             continue
@@ -212,8 +214,8 @@ def _classify(
 ) -> None:
     if not isinstance(node.this, exp.Identifier):
         fn = node.this
-        name = fn.name.lower() if isinstance(fn, exp.Func | exp.Anonymous) else ""
-        if isinstance(fn, exp.Anonymous) and name in SAFE_TABLE_FUNCTIONS:
+        name = function_name(fn)
+        if name in SAFE_TABLE_FUNCTIONS:
             return
         shown = name or type(fn).__name__
         raise Refused(f"table-valued function {shown}(...) is not governed")
@@ -241,6 +243,11 @@ def _classify(
         raise denied_or_missing(user, "select", shown)
     if info is not None:
         out.refs.append(TableRef(node, info, role, ".".join(parts)))
+
+
+def _is_name(node: object) -> bool:
+    """A table's `this` is its name, or a table function whose arguments are walked."""
+    return not isinstance(node, exp.Func)
 
 
 def _rename_cte_ref(node: exp.Table, new: str) -> None:

@@ -1,5 +1,6 @@
-"""DDL (CREATE CATALOG/SCHEMA/TABLE [AS SELECT], DROP TABLE): decided here, effects
-returned as declarative actions that the session runs after the intent record.
+"""DDL (CREATE CATALOG/SCHEMA/TABLE [AS SELECT], DROP TABLE, ALTER TABLE, COMMENT ON
+TABLE): decided here, effects returned as declarative actions that the session runs after
+the intent record.
 """
 
 from __future__ import annotations
@@ -9,20 +10,36 @@ import re
 from sqlglot import exp
 
 from catalog.catalog import CatalogError
+from catalog.model import TableInfo
 from governance.errors import AccessDenied, LakegateError, Refused
 from governance.planning.context import PlanningContext, delta_table
 from governance.planning.planned import (
+    AlterTable,
     CreateCatalog,
     CreateSchema,
     DropTable,
     Planned,
     RegisterTable,
 )
-from governance.resolve import checked_parts, denied_or_missing, qualify_name, table_parts
+from governance.resolve import (
+    TableRef,
+    checked_parts,
+    denied_or_missing,
+    qualify_name,
+    table_parts,
+)
 
 #: CREATE CATALOG, which sqlglot does not parse; matched on the statement's text.
 CREATE_CATALOG = re.compile(
     r"^\s*CREATE\s+CATALOG\s+(IF\s+NOT\s+EXISTS\s+)?`?(\w+)`?\s*;?\s*$", re.IGNORECASE
+)
+#: A table property a manage holder may set: a plain dotted key outside the namespaces
+#: that change how the table is read or stored (Delta's features and protocol, Spark's
+#: reserved keys and data source options).
+_PROPERTY_KEY = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,254}")
+_RESERVED_PROPERTY_PREFIXES = ("delta.", "spark.", "option.", "parquet.", "hive.", "external.")
+_RESERVED_PROPERTIES = frozenset(
+    {"location", "provider", "owner", "comment", "external", "is_managed_location", "path"}
 )
 _ALLOWED_TABLE_PROPS = (
     exp.FileFormatProperty,
@@ -238,4 +255,176 @@ def _create_delta(
         props.append(partition.copy())
     return exp.Create(
         kind="TABLE", this=target, properties=exp.Properties(expressions=props), expression=query
+    )
+
+
+def plan_alter(ctx: PlanningContext, stmt: exp.Alter) -> Planned:
+    """ALTER TABLE: SET TBLPROPERTIES, ALTER COLUMN c COMMENT, ADD COLUMNS; MANAGE on the
+    table. The statement runs on the table's Delta location (generated from a tree) as an
+    action after the intent record, and the catalog entry is re-read from Delta."""
+    kind = (stmt.args.get("kind") or "").upper()
+    if kind != "TABLE":
+        raise Refused(f"ALTER {kind or '?'} is not governed by Lakegate")
+    for key in ("exists", "only", "cluster", "not_valid", "options", "partition", "cascade"):
+        if stmt.args.get(key):
+            raise Refused(f"ALTER TABLE with {key.upper().replace('_', ' ')} is not governed")
+    actions = stmt.args.get("actions") or []
+    if not actions:
+        raise Refused("ALTER TABLE without an action is not governed")
+    for a in actions:
+        _check_form(a)
+    ref = _managed_table(ctx, stmt.this, "alter")
+    info = ref.info
+    hidden = {h.lower() for h in ctx.enforcer.table_access(ctx.ident, info).hidden_columns}
+    governed = [_alter_action(ctx, a, ref, hidden) for a in actions]
+    alter = exp.Alter(this=delta_table(info.location), kind="TABLE", actions=governed)
+    action = AlterTable(info.catalog, info.schema, info.name, info.location, alter.sql("spark"))
+    return _altered(ctx, info.full_name, action)
+
+
+def plan_comment(ctx: PlanningContext, stmt: exp.Comment) -> Planned:
+    """COMMENT ON TABLE t IS '...': MANAGE on the table; the comment is the catalog's
+    (as CREATE TABLE ... COMMENT stores it), changed by an action."""
+    kind = (stmt.args.get("kind") or "").upper()
+    if kind != "TABLE" or stmt.args.get("materialized"):
+        raise Refused(f"COMMENT ON {kind or '?'} is not governed by Lakegate")
+    text = stmt.expression
+    if not (isinstance(text, exp.Literal) and text.is_string):
+        raise Refused("COMMENT ON TABLE takes a string literal")
+    comment = text.this
+    info = _managed_table(ctx, stmt.this, "comment").info
+    action = AlterTable(
+        info.catalog, info.schema, info.name, info.location, None, set_comment=True, comment=comment
+    )
+    return _altered(ctx, info.full_name, action)
+
+
+def _managed_table(ctx: PlanningContext, node: exp.Expression, cmd: str) -> TableRef:
+    """The table an ALTER names, resolved in the catalog; MANAGE on it, else the one
+    'denied or missing' answer."""
+    if not isinstance(node, exp.Table):
+        raise Refused(f"{cmd.upper()} target is not a table")
+    c, s, t = qualify_name(table_parts(node), ctx.ns)
+    name = f"{c}.{s}.{t}".lower()
+    ok, ids = ctx.enforcer.has_privilege(ctx.ident, "manage", c, s, t)
+    ctx.decided[name] = ids
+    if not ok or ctx.catalog.table(c, s, t) is None or name in ctx.derived:
+        raise denied_or_missing(ctx.user, "manage", name)
+    targets, _ = ctx.reads(node, {id(node)})
+    return targets[0]
+
+
+def _altered(ctx: PlanningContext, name: str, action: AlterTable) -> Planned:
+    return Planned(
+        cmd="alter",
+        before=(action,),
+        local_rows=[],
+        local_schema="result string",
+        target_name=name,
+        decided_by=ctx.decided.get(name, ()),
+    )
+
+
+def _check_form(action: exp.Expression) -> None:
+    """Only the allowed ALTER TABLE forms, refused alike for every user (before deciding)."""
+    if isinstance(action, exp.AlterSet):
+        props = action.expressions
+        if (
+            {k for k, v in action.args.items() if v} != {"expressions"}
+            or len(props) != 1
+            or not isinstance(props[0], exp.Properties)
+        ):
+            raise Refused(f"ALTER TABLE {action.sql('spark')[:80]!r} is not governed")
+        for p in props[0].expressions:
+            if not isinstance(p, exp.Property):
+                raise Refused("ALTER TABLE SET takes TBLPROPERTIES ('key' = 'value', ...)")
+            _property_key(p.this)
+            _property_value(p)
+    elif isinstance(action, exp.AlterColumn):
+        if {k for k, v in action.args.items() if v} != {"this", "comment"}:
+            raise Refused("ALTER TABLE ... ALTER COLUMN may only change a column's COMMENT")
+    elif not isinstance(action, exp.ColumnDef) and not (
+        isinstance(action, exp.Schema) and not action.this
+    ):
+        raise Refused(
+            f"ALTER TABLE {type(action).__name__} is not governed (allowed: SET TBLPROPERTIES, "
+            "ALTER COLUMN ... COMMENT, ADD COLUMNS)"
+        )
+
+
+def _alter_action(
+    ctx: PlanningContext, action: exp.Expression, ref: TableRef, hidden: set[str]
+) -> exp.Expression:
+    """One ALTER TABLE action (its form checked by `_check_form`), checked and rebuilt."""
+    info = ref.info
+    if isinstance(action, exp.AlterSet):
+        rebuilt = []
+        for p in action.expressions[0].expressions:
+            rebuilt.append(exp.Property(this=_property_key(p.this), value=_property_value(p)))
+        return exp.AlterSet(expressions=[exp.Properties(expressions=rebuilt)])
+    if isinstance(action, exp.AlterColumn):
+        column = info.column(action.name)
+        if column is None or column.name.lower() in hidden:
+            raise AccessDenied(
+                f"access denied: column {action.name} of {info.full_name} does not exist "
+                f"or is hidden from user {ctx.user}",
+                cmd="alter",
+                tables=(info.full_name,),
+            )
+        comment = action.args["comment"]
+        if not (isinstance(comment, exp.Literal) and comment.is_string):
+            raise Refused("a column COMMENT must be a string literal")
+        return exp.AlterColumn(
+            this=exp.to_identifier(column.name, quoted=True),
+            comment=exp.Literal.string(comment.this),
+        )
+    if isinstance(action, exp.Schema):
+        return exp.Schema(expressions=[_new_column(c, info) for c in action.expressions])
+    return _new_column(action, info)
+
+
+def _property_key(key: exp.Expression) -> exp.Literal:
+    text = key.this if isinstance(key, exp.Literal) and key.is_string else None
+    if text is None and isinstance(key, exp.Var | exp.Identifier | exp.Dot | exp.Column):
+        text = key.sql("spark").replace("`", "")
+    if text is None or not _PROPERTY_KEY.fullmatch(text):
+        raise Refused(f"table property key {key.sql('spark')[:80]!r} is not allowed")
+    low = text.lower()
+    if low in _RESERVED_PROPERTIES or low.startswith(_RESERVED_PROPERTY_PREFIXES):
+        raise Refused(
+            f"table property {text!r} is refused: it would change how the table is stored or "
+            "read (delta.*, spark.*, option.* and Spark's reserved keys)"
+        )
+    return exp.Literal.string(text)
+
+
+def _property_value(prop: exp.Property) -> exp.Literal:
+    value = prop.args.get("value")
+    if isinstance(value, exp.Literal):
+        return exp.Literal.string(str(value.this))
+    if isinstance(value, exp.Boolean):
+        return exp.Literal.string("true" if value.this else "false")
+    raise Refused("a table property value must be a literal")
+
+
+def _new_column(cd: exp.Expression, info: TableInfo) -> exp.ColumnDef:
+    """An added column: a valid name not in the table, a type, at most a COMMENT."""
+    if not isinstance(cd, exp.ColumnDef) or not isinstance(cd.this, exp.Identifier):
+        raise Refused("ADD COLUMNS takes column definitions (name type [COMMENT '...'])")
+    name = checked_parts([cd.this.this])[0]
+    if info.column(name) is not None:
+        raise LakegateError(f"column {name} already exists")
+    kind = cd.args.get("kind")
+    if not isinstance(kind, exp.DataType):
+        raise Refused(f"ADD COLUMNS: column {name} needs a type")
+    constraints = []
+    for con in cd.args.get("constraints") or []:
+        comment = con.kind if isinstance(con, exp.ColumnConstraint) else None
+        if not isinstance(comment, exp.CommentColumnConstraint):
+            raise Refused(f"column constraint {con.sql('spark')!r} is not governed in ADD COLUMNS")
+        constraints.append(con.copy())
+    if set(k for k, v in cd.args.items() if v) - {"this", "kind", "constraints"}:
+        raise Refused(f"ADD COLUMNS: column {name} has clauses that are not governed")
+    return exp.ColumnDef(
+        this=exp.to_identifier(name, quoted=True), kind=kind.copy(), constraints=constraints
     )

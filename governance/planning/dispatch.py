@@ -1,7 +1,8 @@
 """The statement kinds Lakegate governs, as a table: statement type -> (audit cmd, planner).
 
 The kinds are an allow-list: queries, INSERT, UPDATE, DELETE, MERGE, CREATE
-CATALOG/SCHEMA/TABLE [AS SELECT], DROP TABLE, USE, DESCRIBE, SHOW. Everything else is
+CATALOG/SCHEMA/TABLE [AS SELECT], DROP TABLE, ALTER TABLE, COMMENT ON TABLE, USE, DESCRIBE,
+SHOW. Everything else is
 refused, never passed through. A new kind is one new family module and one entry below.
 """
 
@@ -44,10 +45,13 @@ PLANNERS: dict[type[exp.Expression], Kind] = {
     exp.Drop: Kind("drop", ddl.plan_drop),
     exp.Use: Kind("use", metadata.plan_use),
     exp.Describe: Kind("describe", metadata.plan_describe),
+    exp.Alter: Kind("alter", ddl.plan_alter),
+    exp.Comment: Kind("alter", ddl.plan_comment),
 }
 #: Statements sqlglot does not parse into a tree, matched on their whole text first.
 TEXT_PLANNERS: tuple[tuple[re.Pattern[str], Kind], ...] = (
     (metadata.SHOW, Kind("show", metadata.plan_show)),
+    (metadata.SHOW_COLUMNS, Kind("show", metadata.plan_show_columns)),
     (ddl.CREATE_CATALOG, Kind("create", ddl.plan_create_catalog)),
 )
 # Statement classes named in a refusal by their type; anything else by its first word.

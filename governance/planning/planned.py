@@ -60,9 +60,36 @@ class DropTable:
     location: str
 
 
+@dataclass(frozen=True)
+class AlterTable:
+    """Run `statement` (an ALTER TABLE on the table's Delta location, generated from a
+    tree; None: catalog only), then re-read the table's schema into the catalog, its
+    comment replaced by `comment` when `set_comment`."""
+
+    catalog: str
+    schema: str
+    name: str
+    location: str
+    statement: str | None
+    set_comment: bool = False
+    comment: str | None = None
+
+
+@dataclass(frozen=True)
+class ReadHistory:
+    """DESCRIBE HISTORY: the table's Delta commits, with what the user may not learn left
+    out: `parameters` (predicate texts quote values of any column) only for a user who sees
+    every row and column unmasked, `metrics` (row counts) and user metadata only for a user
+    with no row filter on the table."""
+
+    location: str
+    parameters: bool
+    metrics: bool
+
+
 # A DDL effect as plain data: the session executes it (governance/actions.py), so planning
 # needs no handle on the session or Spark.
-Action = CreateCatalog | CreateSchema | RegisterTable | DropTable
+Action = CreateCatalog | CreateSchema | RegisterTable | DropTable | AlterTable
 
 
 @dataclass
@@ -83,6 +110,7 @@ class Planned:
     namespace: Namespace | None = None
     derived: set[str] = field(default_factory=set)  # derived tables read (need a temp view)
     decided_by: tuple[str, ...] = ()  # policies that allowed a DDL statement
+    history: ReadHistory | None = None  # DESCRIBE HISTORY: the result, read at the Spark edge
 
     @property
     def placeholders(self) -> list[str]:

@@ -35,14 +35,18 @@ def plan_insert(ctx: PlanningContext, stmt: exp.Insert) -> Planned:
     planned = Planned(cmd="insert", target=access, target_name=info.full_name)
     hidden = {h.lower() for h in access.hidden_columns}
     if column_list is None:
-        if hidden:
+        # as in Trino: the columns the user sees, in order (what DESCRIBE shows them); a
+        # hidden column gets NULL, so its value, position and count stay unknown
+        if not access.visible_columns or any(
+            not c.nullable for c in info.columns if c.name.lower() in hidden
+        ):
             raise AccessDenied(
-                f"access denied: INSERT into {info.full_name} without a column list would "
-                f"write columns hidden from user {ctx.user}; name the columns",
+                f"access denied: INSERT into {info.full_name} without a column list cannot "
+                f"fill the columns hidden from user {ctx.user}; ask the table's owner",
                 cmd="insert",
                 tables=(info.full_name,),
             )
-        column_list = [c.name for c in info.columns]
+        column_list = list(access.visible_columns)
     for c in column_list:
         if info.column(c) is None:
             raise LakegateError(f"column {c} does not exist in {info.full_name}")

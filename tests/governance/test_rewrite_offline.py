@@ -423,8 +423,8 @@ REFUSED_KIND = [
     "EXPLAIN SELECT * FROM main.sales.orders",
     "OPTIMIZE main.sales.orders",
     "VACUUM main.sales.orders",
-    "ALTER TABLE main.sales.orders ADD COLUMNS (x INT)",
-    "DESCRIBE HISTORY main.sales.orders",
+    "ALTER TABLE main.sales.orders DROP COLUMN region",
+    "ALTER TABLE main.sales.orders RENAME TO main.sales.o2",
     "DROP VIEW v",
 ]
 REFUSED_OR_UNPARSED = [
