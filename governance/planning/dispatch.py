@@ -17,7 +17,7 @@ from sqlglot import exp
 from catalog.catalog import Catalog
 from governance.errors import Refused
 from governance.parse import parse_statement
-from governance.planning import ddl, metadata, queries, writes
+from governance.planning import ddl, metadata, queries, views, writes
 from governance.planning.context import PlanningContext
 from governance.planning.planned import Planned
 from governance.policy.enforcer import AmbiguousMask, PolicyEnforcer
@@ -76,9 +76,12 @@ class Planner:
         user: str,
         namespace: Namespace,
         derived: dict[str, str] | None = None,
+        temp_views: views.TempViews | None = None,
     ) -> None:
         """`derived`: full table name -> the SQL relation it is read from (layer-owned temp
-        views, e.g. the audit log), instead of its Delta location."""
+        views, e.g. the audit log), instead of its Delta location; `temp_views`: the
+        session's temporary views (None: the caller has no session, views are refused)."""
+        self.temp_views = temp_views
         self.ctx = PlanningContext(
             catalog=catalog,
             enforcer=enforcer,
@@ -116,6 +119,9 @@ class Planner:
         stmt = parse_statement(statement)
         for hint in list(stmt.find_all(exp.Hint)):
             hint.pop()  # hints name tables; they only tune plans, so they are dropped
+        if views.is_view_statement(stmt):
+            return views.plan_view_statement(ctx, stmt, self.temp_views)
+        stmt = views.expand(stmt, self.temp_views)
         kind = PLANNERS.get(type(stmt))
         if kind is None:
             ctx.cmd = "refused"
