@@ -28,8 +28,8 @@ from governance.resolve import resolve_tables, table_parts
 #: Temporary views one session may hold.
 MAX_TEMP_VIEWS = 100
 NO_SESSION = (
-    "temporary views need a session that outlives the statement; the REST statement API "
-    "runs each statement on its own (use the embedded session or Spark Connect)"
+    "temporary views need a governed session that outlives the statement (the embedded "
+    "session or Spark Connect); REST statements and one-off plans have none"
 )
 #: Table arguments a temp view reference may carry; anything else (time travel, samples,
 #: pivots) is refused rather than guessed at.

@@ -207,7 +207,7 @@ def test_a_view_over_a_table_its_creator_may_not_read_is_refused(lakehouse):
 
 def test_rest_statements_have_no_session_to_keep_a_view(lakehouse):
     rest = lakehouse.session("alice", proto="rest")
-    with pytest.raises(Refused, match="REST statement API"):
+    with pytest.raises(Refused, match="REST statements and one-off plans have none"):
         rest.sql("CREATE TEMP VIEW r AS SELECT 1 AS n")
 
 
