@@ -35,6 +35,7 @@ from governance.constructs import (
 from governance.errors import Refused
 from governance.parse import MAX_STATEMENT_CHARS, parse_statement
 from governance.planning.views import TempView, expand, view_name
+from governance.resolve import checked_parts, qualify_name
 from governance.verify import Expected, verify_plan
 
 if TYPE_CHECKING:
@@ -190,6 +191,13 @@ class PlanGovernor:
             view = self._view(msg) if kind == "read" else None
             if view is not None:
                 self._substitute(msg, view)
+                return
+            if kind == "read" and msg.read.WhichOneof("read_type") == "named_table":
+                # qualified now, as a SQL view's tables are: a later USE or a later view of
+                # the same name must not change what the stored relation reads
+                named = msg.read.named_table
+                parts = checked_parts(named.unparsed_identifier.split("."))
+                named.unparsed_identifier = ".".join(qualify_name(parts, self.session.namespace))
                 return
             if kind == "sql" and not (msg.sql.args or msg.sql.pos_args):
                 tree = parse_statement(msg.sql.query)

@@ -75,3 +75,13 @@ def test_creating_a_dataframe_view_records_the_tables_it_reads(remote, audit_dir
         ln["cmd"] == "create" and ln["src"] == "main.sales.orders" and ln["ugi"].startswith("dana")
         for ln in new
     )
+
+
+def test_a_dataframe_view_reads_the_tables_of_the_namespace_it_was_created_in(
+    remote, embedded
+) -> None:
+    s = remote("alice")
+    s.sql("USE main.sales")
+    s.table("orders").select("id").createOrReplaceTempView("ids")
+    s.sql("USE main.hr")
+    assert rows(s.table("ids")) == embedded("alice", "SELECT id FROM main.sales.orders")
