@@ -1,8 +1,10 @@
 """The statement kinds Lakegate governs, as a table: statement type -> (audit cmd, planner).
 
 The kinds are an allow-list: queries, INSERT, UPDATE, DELETE, MERGE, CREATE
-CATALOG/SCHEMA/TABLE [AS SELECT], DROP TABLE, USE, DESCRIBE, SHOW. Everything else is
-refused, never passed through. A new kind is one new family module and one entry below.
+CATALOG/SCHEMA/TABLE [AS SELECT], DROP TABLE, USE, DESCRIBE, SHOW, and the session's
+temporary views (views.py: CREATE TEMP VIEW / DROP VIEW, and their expansion before any
+other kind is planned). Everything else is refused, never passed through. A new kind is
+one new family module and one entry below.
 """
 
 from __future__ import annotations
