@@ -41,6 +41,7 @@ from governance.execute import failure_message as failure_message
 from governance.identity import InvalidName, canonical_user
 from governance.planning.dispatch import Planner
 from governance.planning.planned import Planned
+from governance.planning.views import TempViews, ViewPlanned
 from governance.policy.enforcer import PolicyEnforcer
 from governance.policy.loader import is_policy_file, load_policy_dir, load_policy_text
 from governance.policy.model import PolicySet
@@ -404,6 +405,9 @@ class GovernedSession:
         self.last_planned: Planned | None = None
         self._policy_version: str | None = None  # of the set that planned the statement
         self._phase: str | None = None  # audit phase of the statement's next record
+        # this session's temporary views (never Spark's, which every user shares); a REST
+        # statement runs in a session of its own, so there they are refused
+        self.temp_views: TempViews | None = None if proto == "rest" else TempViews()
 
     # public API -------------------------------------------------------------------------
 
@@ -433,6 +437,7 @@ class GovernedSession:
             user=self.user,
             namespace=self.namespace,
             derived={AUDIT_TABLE: self.lg.audit_view},
+            temp_views=self.temp_views,
         )
 
     def _run(self, statement: str | bytes) -> DataFrame:
@@ -457,6 +462,8 @@ class GovernedSession:
             if planned.cmd not in READ_ONLY_CMDS:
                 self._audit_intent(planned, query_id, stmt_hash)
             df = self._execute(planned)
+            if isinstance(planned, ViewPlanned):
+                df = self._apply_view(planned)
         except AccessDenied as e:
             self._audit_denied(e, query_id, stmt_hash, started, planner)
             raise
@@ -474,6 +481,13 @@ class GovernedSession:
         if planned.namespace is not None:
             self.namespace = planned.namespace
         return governed_frame(df, query_id, self.user)
+
+    def _apply_view(self, planned: ViewPlanned) -> DataFrame:
+        """A temp view changes once its intent is on record and its query was analysed and
+        verified; the statement's result is empty, as Spark's is."""
+        assert self.temp_views is not None
+        planned.apply(self.temp_views)
+        return self.lg.spark.createDataFrame([], "result string")
 
     def _check_audit(self) -> None:
         """Fail before running anything if the audit log cannot take the record."""

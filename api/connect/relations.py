@@ -5,7 +5,9 @@ passed through. Each walk visits every field of an allowed message (by its descr
 no relation or expression can hide in a field the walker does not know. Table reads become
 governed SQL: a `sql` relation is planned by the user's `GovernedSession` (the same planner,
 audit lines and verifier as `s.sql`) and replaced by the rewritten SQL; `read.named_table`
-(`spark.table`, `spark.read.table`) becomes the governed `SELECT *` of that table. Function
+(`spark.table`, `spark.read.table`) becomes the governed `SELECT *` of that table, or, when
+its one-part name is a temporary view of the session, the view's stored relation, governed
+here like any other (see `create_view`). Function
 calls follow governance.constructs' rules (identity functions become literals of the
 verified user; denied and non-built-in functions are refused); expression strings
 (`selectExpr`, `filter("...")`, `expr(...)`) are parsed with sqlglot, refused when they read
@@ -31,7 +33,9 @@ from governance.constructs import (
     govern_expression,
 )
 from governance.errors import Refused
-from governance.parse import parse_statement
+from governance.parse import MAX_STATEMENT_CHARS, parse_statement
+from governance.planning.views import TempView, expand, view_name
+from governance.resolve import checked_parts, qualify_name
 from governance.verify import Expected, verify_plan
 
 if TYPE_CHECKING:
@@ -130,6 +134,108 @@ class PlanGovernor:
         self.session = session
         self.expected = Expected()
         self._is_member = session.lg.enforcer.identity(session.user).is_member
+        self._expanded = 0  # bytes of DataFrame views substituted into this request
+
+    # temporary views --------------------------------------------------------------------
+
+    def create_view(
+        self, name: str, rel: Relation, replace: bool, backend: Backend, session_id: str
+    ) -> None:
+        """df.createOrReplaceTempView(name): kept in the user's governed session, never in
+        the backend. A `spark.sql(...)` or `spark.table(...)` DataFrame becomes a SQL temp
+        view (`CREATE TEMP VIEW` planned, audited and analysed by the session, readable by
+        spark.sql too); any other relation is stored as the user's own proto relation, its
+        temp-view reads substituted, and governed and verified now and again at each read."""
+        views = self.session.temp_views
+        if views is None:
+            raise Refused("temporary views need a session")
+        name = view_name(exp.Table(this=exp.to_identifier(name)))
+        views.check_new(name, replace)
+        stored = Relation()
+        stored.CopyFrom(rel)
+        self._expand(stored, 0)
+        query = _as_query(stored)
+        if query is not None:
+            create = exp.Create(
+                kind="VIEW",
+                this=exp.Table(this=exp.to_identifier(name)),
+                replace=replace,
+                properties=exp.Properties(expressions=[exp.TemporaryProperty()]),
+                expression=query,
+            )
+            self.session.sql(create.sql("spark"))
+            return
+        size = stored.ByteSize()
+        if size > MAX_STATEMENT_CHARS:
+            raise Refused(f"a temporary view's plan may be at most {MAX_STATEMENT_CHARS} bytes")
+        self.verify(self.relation(stored), backend, session_id)
+        views.put(TempView(name, relation=stored.SerializeToString(), size=size), replace)
+
+    def _view(self, rel: Relation) -> TempView | None:
+        """The session's temp view a plain one-part `read.named_table` names, if any."""
+        r = rel.read
+        views = self.session.temp_views
+        if views is None or r.WhichOneof("read_type") != "named_table" or r.is_streaming:
+            return None
+        ident = r.named_table.unparsed_identifier
+        return None if "." in ident or r.named_table.options else views.get(ident)
+
+    def _expand(self, msg: Any, depth: int) -> None:
+        """Temp views in a relation about to be stored, replaced by their definitions now
+        (as Spark captures them): DataFrame views by their relation, SQL views and SQL text
+        by SQL with the views expanded. The stored relation then names no temp view."""
+        if depth > MAX_DEPTH:
+            raise Refused(f"plan nests more than {MAX_DEPTH} levels; refused")
+        if isinstance(msg, Relation):
+            kind = msg.WhichOneof("rel_type")
+            view = self._view(msg) if kind == "read" else None
+            if view is not None:
+                self._substitute(msg, view)
+                return
+            if kind == "read" and msg.read.WhichOneof("read_type") == "named_table":
+                # qualified now, as a SQL view's tables are: a later USE or a later view of
+                # the same name must not change what the stored relation reads
+                named = msg.read.named_table
+                parts = checked_parts(named.unparsed_identifier.split("."))
+                named.unparsed_identifier = ".".join(qualify_name(parts, self.session.namespace))
+                return
+            if kind == "sql" and not (msg.sql.args or msg.sql.pos_args):
+                tree = parse_statement(msg.sql.query)
+                msg.sql.query = expand(tree, self.session.temp_views).sql("spark")
+                return
+        for field, value in msg.ListFields():
+            if field.type != FieldDescriptor.TYPE_MESSAGE:
+                continue
+            if field.message_type.GetOptions().map_entry:
+                children = [v for v in value.values() if not isinstance(v, str | bytes)]
+            else:
+                children = list(value) if _repeated(field) else [value]
+            for child in children:
+                self._expand(child, depth + 1)
+
+    def _substitute(self, rel: Relation, view: TempView) -> None:
+        """`rel` (a read of `view`) becomes the view's definition, ungoverned: the caller
+        governs the result (no read of a view ever escapes `_relation`)."""
+        if view.relation is not None:
+            self._expanded += view.size
+            if self._expanded > MAX_STATEMENT_CHARS:
+                raise Refused(
+                    f"the plan's temporary views expand beyond {MAX_STATEMENT_CHARS} bytes"
+                )
+            stored = Relation.FromString(view.relation)
+        else:
+            assert view.query is not None
+            query = exp.Select(expressions=[exp.Star()]).from_(
+                exp.Subquery(
+                    this=view.query.copy(),
+                    alias=exp.TableAlias(this=exp.to_identifier(view.name)),
+                )
+            )
+            stored = Relation(sql=relations_pb2.SQL(query=query.sql("spark")))
+        if rel.HasField("common"):
+            stored.common.CopyFrom(rel.common)
+        rel.Clear()
+        rel.MergeFrom(stored)
 
     # relations --------------------------------------------------------------------------
 
@@ -147,7 +253,7 @@ class PlanGovernor:
         if kind == "sql":
             self._sql(rel)
         elif kind == "read":
-            self._read(rel)
+            self._read(rel, depth)
         elif kind in RELATIONS:
             self._walk(getattr(rel, kind), depth + 1)
         elif kind in REFUSED_RELATIONS:
@@ -170,7 +276,12 @@ class PlanGovernor:
         planned = self._plan(self.session.sql, q.query)
         rel.sql.query = planned
 
-    def _read(self, rel: Relation) -> None:
+    def _read(self, rel: Relation, depth: int) -> None:
+        view = self._view(rel)
+        if view is not None and view.relation is not None:  # SQL views: session.table
+            self._substitute(rel, view)
+            self._relation(rel, depth + 1)
+            return
         r = rel.read
         if r.is_streaming:
             raise Refused("streaming reads are refused through the Lakegate gateway")
@@ -308,6 +419,32 @@ class PlanGovernor:
             return
         plan = backend.analyze(rel.SerializeToString(), self.session.user, session_id)
         verify_plan(plan, self.expected, self.session.lg.analyze_view)
+
+
+def _as_query(rel: Relation) -> exp.Expression | None:
+    """A DataFrame that is plain SQL (`spark.sql`) or a plain table read (`spark.table`) as a
+    query tree; None for any other relation."""
+    kind = rel.WhichOneof("rel_type")
+    if kind == "sql" and not (rel.sql.args or rel.sql.pos_args):
+        tree = parse_statement(rel.sql.query)
+        return tree if isinstance(tree, exp.Query | exp.Values) else None
+    r = rel.read
+    if (
+        kind == "read"
+        and r.WhichOneof("read_type") == "named_table"
+        and not r.is_streaming
+        and not r.named_table.options
+    ):
+        parts = [exp.to_identifier(p) for p in r.named_table.unparsed_identifier.split(".")]
+        if len(parts) > 3:
+            raise Refused("a table name has at most 3 parts")
+        table = exp.Table(
+            this=parts[-1],
+            db=parts[-2] if len(parts) > 1 else None,
+            catalog=parts[-3] if len(parts) > 2 else None,
+        )
+        return exp.Select(expressions=[exp.Star()]).from_(table)
+    return None
 
 
 def _repeated(field: FieldDescriptor) -> bool:

@@ -76,8 +76,6 @@ READABLE_CONF = SETTABLE_CONF | {
 REFUSED_COMMANDS = {
     "register_function": "Python and Scala UDFs are refused",
     "register_table_function": "user-defined table functions are refused",
-    "create_dataframe_view": "temporary views are refused (a later spark.table of the name "
-    "would resolve outside the catalog); keep the DataFrame",
     "write_operation": "DataFrame writes (df.write) are refused; write with "
     "spark.sql('INSERT INTO ...'), which follows the governed write rules",
     "write_operation_v2": "DataFrame writes (df.writeTo) are refused; write with "
@@ -146,6 +144,11 @@ class ConnectService(base_pb2_grpc.SparkConnectServiceServicer):
             op = plan.WhichOneof("op_type")
             if op == "command" and plan.command.WhichOneof("command_type") == "sql_command":
                 answers = self._sql_command(call, request)
+            elif (
+                op == "command"
+                and plan.command.WhichOneof("command_type") == "create_dataframe_view"
+            ):
+                answers = self._create_view(call, request)
             elif op == "command":
                 kind = plan.command.WhichOneof("command_type")
                 raise AccessDenied(
@@ -351,20 +354,49 @@ class ConnectService(base_pb2_grpc.SparkConnectServiceServicer):
                 if data is not None:  # Spark takes an empty result by its schema alone
                     result.relation.local_relation.data = data
                 result.relation.local_relation.schema = df.schema.json()
+        return self._answers(call, request, result)
+
+    def _create_view(self, call: _Call, request: Any) -> list[Any]:
+        """df.createOrReplaceTempView / createTempView: the view is kept in this user's
+        governed session for this Connect session id, never in the backend, whose catalog
+        every user shares; global temporary views are refused."""
+        cmd = request.plan.command.create_dataframe_view
+        if cmd.is_global:
+            raise AccessDenied(
+                "global temporary views are refused: global_temp is shared by every user of "
+                "the backend; use createOrReplaceTempView"
+            )
+        session, lock = self._session(call)
+        with lock:
+            PlanGovernor(session).create_view(
+                cmd.name, cmd.input, cmd.replace, self.backend, call.session_id
+            )
+            if session.last_query_id:
+                call.query_id = session.last_query_id
+        return self._answers(call, request, None)
+
+    def _answers(self, call: _Call, request: Any, result: Any) -> list[Any]:
+        """A command answered here: its result (if any) and completion; the operation id is
+        remembered so that ReleaseExecute is answered here too."""
         op_id = request.operation_id or str(uuid.uuid4())
         with self._lock:
             self._local_ops.add((call.user, call.session_id, op_id))
         head = dict(session_id=call.session_id, operation_id=op_id)
-        return [
-            base_pb2.ExecutePlanResponse(
-                **head, response_id=str(uuid.uuid4()), sql_command_result=result
-            ),
+        out = []
+        if result is not None:
+            out.append(
+                base_pb2.ExecutePlanResponse(
+                    **head, response_id=str(uuid.uuid4()), sql_command_result=result
+                )
+            )
+        out.append(
             base_pb2.ExecutePlanResponse(
                 **head,
                 response_id=str(uuid.uuid4()),
                 result_complete=base_pb2.ExecutePlanResponse.ResultComplete(),
-            ),
-        ]
+            )
+        )
+        return out
 
     # calls, audit, errors ---------------------------------------------------------------
 

@@ -2,8 +2,9 @@
 
 The kinds are an allow-list: queries, INSERT, UPDATE, DELETE, MERGE, CREATE
 CATALOG/SCHEMA/TABLE [AS SELECT], DROP TABLE, ALTER TABLE, COMMENT ON TABLE, USE, DESCRIBE,
-SHOW. Everything else is
-refused, never passed through. A new kind is one new family module and one entry below.
+SHOW, and the session's temporary views (views.py: CREATE TEMP VIEW / DROP VIEW, and their
+expansion before any other kind is planned). Everything else is refused, never passed
+through. A new kind is one new family module and one entry below.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from sqlglot import exp
 from catalog.catalog import Catalog
 from governance.errors import Refused
 from governance.parse import parse_statement
-from governance.planning import ddl, metadata, queries, writes
+from governance.planning import ddl, metadata, queries, views, writes
 from governance.planning.context import PlanningContext
 from governance.planning.planned import Planned
 from governance.policy.enforcer import AmbiguousMask, PolicyEnforcer
@@ -80,9 +81,12 @@ class Planner:
         user: str,
         namespace: Namespace,
         derived: dict[str, str] | None = None,
+        temp_views: views.TempViews | None = None,
     ) -> None:
         """`derived`: full table name -> the SQL relation it is read from (layer-owned temp
-        views, e.g. the audit log), instead of its Delta location."""
+        views, e.g. the audit log), instead of its Delta location; `temp_views`: the
+        session's temporary views (None: the caller has no session, views are refused)."""
+        self.temp_views = temp_views
         self.ctx = PlanningContext(
             catalog=catalog,
             enforcer=enforcer,
@@ -120,6 +124,9 @@ class Planner:
         stmt = parse_statement(statement)
         for hint in list(stmt.find_all(exp.Hint)):
             hint.pop()  # hints name tables; they only tune plans, so they are dropped
+        if views.is_view_statement(stmt):
+            return views.plan_view_statement(ctx, stmt, self.temp_views)
+        stmt = views.expand(stmt, self.temp_views)
         kind = PLANNERS.get(type(stmt))
         if kind is None:
             ctx.cmd = "refused"

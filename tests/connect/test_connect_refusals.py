@@ -77,9 +77,9 @@ REFUSALS: list[tuple[str, Callable[[Any], Any], str]] = [
         "reflect",
     ),
     (
-        "temp view",
-        lambda s: s.table("main.sales.orders").createOrReplaceTempView("v"),
-        "temporary views",
+        "global temp view",
+        lambda s: s.table("main.sales.orders").createOrReplaceGlobalTempView("v"),
+        "global temporary views",
     ),
     (
         "DataFrame saveAsTable",

@@ -1171,9 +1171,11 @@ PATHS_AND_ENGINES = [
         Case(f"view-{i}", user, sql, REFUSED)
         for i, (user, sql) in enumerate(
             [
-                ("alice", "CREATE TEMP VIEW v AS SELECT * FROM main.sales.customers"),
-                ("alice", "CREATE TEMPORARY VIEW v AS SELECT 1"),
-                ("alice", "CREATE OR REPLACE TEMPORARY VIEW v AS SELECT 1"),
+                # session temp views are governed (tests/governance/test_temp_views.py);
+                # these escape the session or read a path
+                ("alice", "CREATE TEMP VIEW v AS SELECT * FROM delta.`@LOC_customers@`"),
+                ("alice", "CREATE TEMPORARY VIEW global_temp.v AS SELECT 1"),
+                ("alice", "CREATE OR REPLACE TEMPORARY VIEW main.sales.v AS SELECT 1"),
                 ("alice", "CREATE GLOBAL TEMPORARY VIEW v AS SELECT 1"),
                 (
                     "alice",
@@ -1185,8 +1187,8 @@ PATHS_AND_ENGINES = [
                     "alice",
                     "CREATE TEMPORARY TABLE v USING parquet OPTIONS (path '@LOC_customers@')",
                 ),
-                ("alice", "DROP VIEW v"),
-                ("alice", "DROP TEMPORARY VIEW IF EXISTS v"),
+                ("alice", "DROP VIEW global_temp.v"),
+                ("alice", "DROP VIEW IF EXISTS main.sales.v"),
                 ("alice", "ALTER VIEW v AS SELECT 1"),
             ]
         )
