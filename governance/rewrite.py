@@ -186,9 +186,9 @@ class PolicySql:
         for name, (ids, cols) in found.items():
             info = self.catalog.table(*name.split(".")) if self.catalog is not None else None
             if info is None:
-                raise Refused(
-                    f"policy {ids[0]} on {access.table.full_name} reads mapping table {name}, "
-                    "which is not in the catalog; statement refused"
+                raise Refused(  # the mapping table's name is not the caller's to see
+                    f"policy {ids[0]} on {access.table.full_name} reads a mapping table that "
+                    "is not in the catalog; statement refused (run lakegate policy validate)"
                 )
             named = {c.lower() for c in cols}
             columns = tuple(c.name for c in info.columns if c.name.lower() in named)

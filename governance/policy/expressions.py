@@ -482,8 +482,12 @@ def mapping_issues(
 
 
 def _reads(text: str, kind: str) -> tuple[str, ...]:
+    """The well-formed mapping-table names an expression reads (the rest are refused)."""
     tree, _ = parse_expression(text, kind)
-    return mapping_tables(tree) if tree is not None else ()
+    if tree is None:
+        return ()
+    tables = [t for t in tree.find_all(exp.Table) if _check_table(t, kind) is None]
+    return tuple(dict.fromkeys(mapping_name(t) for t in tables))
 
 
 def _cycle(

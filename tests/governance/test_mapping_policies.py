@@ -183,8 +183,8 @@ def test_a_mapping_table_missing_from_the_catalog_refuses_the_statement(lg) -> N
     with pytest.raises(Refused) as exc:
         lg.session("ghost").sql("SELECT id FROM m.s.sales").collect()
     assert str(exc.value) == (
-        "policy ghost-missing on m.s.sales reads mapping table m.acl.gone, which is not in "
-        "the catalog; statement refused"
+        "policy ghost-missing on m.s.sales reads a mapping table that is not in the catalog; "
+        "statement refused (run lakegate policy validate)"
     )
 
 
