@@ -1,0 +1,165 @@
+"""Mapping-table row filter on a TPC-DS fact table (issue 15, item 1): C/A target <= 1.10.
+
+`store_sales` is filtered for the bench user through a 10,000-user mapping table
+(`user_name -> store_sk`, a few stores per user) read in an `IN (SELECT ...)` subquery with
+the policy's rights. C runs the query through the governed session; A runs the same query on
+the raw Delta table with the user's stores written in by hand (`ss_store_sk IN (...)`).
+Modes are interleaved per round (harness.rotations), the median of each is compared, and the
+executed plan of C is checked for one broadcast of the lookup per statement.
+
+    python benchmarks/mapping.py --sf 0.05 --rounds 7
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks import harness
+from benchmarks.tpcds_delta import prepare_data
+
+TARGET_C_OVER_A = 1.10
+CATALOG, SCHEMA = "tpcds", "sf"
+MAPPING = "tpcds.acl.user_stores"
+USER = "u00042"
+QUERIES = {
+    "by-store": "SELECT ss_store_sk, count(*) AS n, sum(ss_net_paid) AS paid "
+    "FROM {t} GROUP BY ss_store_sk ORDER BY ss_store_sk",
+    "top-items": "SELECT ss_item_sk, sum(ss_quantity) AS q FROM {t} "
+    "GROUP BY ss_item_sk ORDER BY q DESC, ss_item_sk LIMIT 20",
+}
+POLICIES = f"""\
+groups:
+  admins: [admin]
+grants:
+  - id: admin-all
+    principals: [group:admins]
+    privileges: [manage]
+    on: "*.*.*"
+  - id: bench-reads-sales
+    principals: [{USER}]
+    privileges: [select]
+    on: {CATALOG}.{SCHEMA}.store_sales
+row_filters:
+  - id: stores-by-user
+    on: {CATALOG}.{SCHEMA}.store_sales
+    principals: [{USER}]
+    kind: restrictive
+    where: >-
+      ss_store_sk IN (SELECT store_sk FROM {MAPPING} WHERE user_name = current_user())
+"""
+
+
+def stores_of(user_index: int, stores: list[int], per_user: int) -> list[int]:
+    """The stores a user is mapped to: `per_user` of them, spread over all stores."""
+    return sorted({stores[(user_index * 7 + k) % len(stores)] for k in range(per_user)})
+
+
+def build_mapping(spark: Any, path: str, users: int, stores: list[int], per_user: int) -> None:
+    rows = [(f"u{i:05d}", s) for i in range(users) for s in stores_of(i, stores, per_user)]
+    df = spark.createDataFrame(rows, "user_name STRING, store_sk INT").coalesce(1)
+    df.write.format("delta").mode("overwrite").save(path)
+
+
+def broadcasts(df: Any) -> int:
+    """BroadcastExchange nodes in the executed plan (a reused exchange is not counted)."""
+    return str(df._jdf.queryExecution().executedPlan().toString()).count("BroadcastExchange")
+
+
+def scenario(args: argparse.Namespace) -> int:
+    from governance.demo import write_config
+    from governance.session import Lakegate
+    from governance.spark import build_spark
+
+    root = Path(args.workdir or tempfile.mkdtemp(prefix="lakegate-mapping-")).resolve()
+    root.mkdir(parents=True, exist_ok=True)
+    spark = build_spark(args.master, {"spark.sql.shuffle.partitions": "4"})
+    delta, _ = prepare_data(spark, root, args.sf, 4, args.reuse, ("store_sales", "store"))
+    fact = delta["store_sales"]
+    stores = sorted(
+        r[0]
+        for r in spark.sql(f"SELECT DISTINCT ss_store_sk FROM delta.`{fact}`").collect()
+        if r[0] is not None
+    )
+    mapping_path = str(root / "acl" / "user_stores")
+    build_mapping(spark, mapping_path, args.users, stores, args.per_user)
+    pol = root / "policies-src"
+    shutil.rmtree(pol, ignore_errors=True)
+    pol.mkdir(parents=True)
+    (pol / "mapping.yaml").write_text(POLICIES)
+    lake = root / "lakegate"
+    shutil.rmtree(lake, ignore_errors=True)
+    lg = Lakegate.open(write_config(lake, pol), spark=spark)
+    lg.register_table(f"{CATALOG}.{SCHEMA}.store_sales", fact)
+    lg.register_table(MAPPING, mapping_path)
+    session = lg.session(USER)
+    mine = stores_of(int(USER[1:]), stores, args.per_user)
+    by_hand = f"delta.`{fact}` WHERE ss_store_sk IN ({', '.join(map(str, mine))})"
+    print(
+        f"mapping: {args.users} users x {args.per_user} of {len(stores)} stores; "
+        f"{USER} -> stores {mine}; load before {os.getloadavg()[0]:.1f}",
+        flush=True,
+    )
+    ok = True
+    for name, q in QUERIES.items():
+        governed = q.format(t=f"{CATALOG}.{SCHEMA}.store_sales")
+        # A: the same query over the raw table, the user's stores written in by hand
+        tree = q.format(t=f"(SELECT * FROM {by_hand}) AS store_sales")
+        runs: dict[str, list[float]] = {"A": [], "C": []}
+        results: dict[str, list[Any]] = {}
+        for order in harness.rotations(["A", "C"], args.rounds + 1):
+            for mode in order:
+                t0 = time.perf_counter()
+                df = spark.sql(tree) if mode == "A" else session.sql(governed)
+                rows = [tuple(r) for r in df.collect()]
+                ms = (time.perf_counter() - t0) * 1000
+                results[mode] = rows
+                runs[mode].append(ms)
+        if results["A"] != results["C"]:
+            raise harness.ScenarioFailed(f"{name}: C and A return different rows")
+        c_df = session.sql(governed)
+        c_df.collect()
+        once = broadcasts(c_df)
+        a = harness.percentile(runs["A"][1:], 0.5)  # the first round warms up
+        c = harness.percentile(runs["C"][1:], 0.5)
+        ratio = c / a
+        met = ratio <= TARGET_C_OVER_A
+        ok = ok and met and once == 1
+        print(
+            f"{name:10} A p50 {a:8.1f} ms   C p50 {c:8.1f} ms   C/A {ratio:5.2f} "
+            f"(target <= {TARGET_C_OVER_A:.2f}: {'met' if met else 'NOT met'})   "
+            f"broadcasts of the lookup: {once}",
+            flush=True,
+        )
+    print(f"load after {os.getloadavg()[0]:.1f} (2 cores shared: figures are noisy)", flush=True)
+    lg.close()
+    if not args.workdir:
+        shutil.rmtree(root, ignore_errors=True)
+    return 0 if ok or not args.strict else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=textwrap.dedent(__doc__ or "").splitlines()[0])
+    ap.add_argument("--sf", type=float, default=0.05, help="TPC-DS scale factor")
+    ap.add_argument("--rounds", type=int, default=7, help="interleaved rounds (after warm-up)")
+    ap.add_argument("--users", type=int, default=10_000, help="users in the mapping table")
+    ap.add_argument("--per-user", type=int, default=1, help="stores each user is mapped to")
+    ap.add_argument("--workdir", help="keep data here (default: a temporary directory)")
+    ap.add_argument("--reuse", action="store_true", help="reuse Delta tables in --workdir")
+    ap.add_argument("--master", default="local[2]")
+    ap.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
+    args = ap.parse_args(argv)
+    return harness.main("mapping", lambda: scenario(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
