@@ -1,9 +1,11 @@
 """Mapping-table row filter on a TPC-DS fact table (issue 15, item 1): C/A target <= 1.10.
 
 `store_sales` is filtered for the bench user through a 10,000-user mapping table
-(`user_name -> store_sk`, a few stores per user) read in an `IN (SELECT ...)` subquery with
-the policy's rights. C runs the query through the governed session; A runs the same query on
-the raw Delta table with the user's stores written in by hand (`ss_store_sk IN (...)`).
+(`user_name -> key`, `--per-user` keys each) read in an `IN (SELECT ...)` subquery with the
+policy's rights. The key is a region-like column (`--key`, default `ss_hdemo_sk`: 7,200
+values at every scale, where `ss_store_sk` has a single store at small scale factors). C
+runs the query through the governed session; A runs the same query on the raw Delta table
+with the user's keys written in by hand (`<key> IN (...)`).
 Modes are interleaved per round (harness.rotations), the median of each is compared, and the
 executed plan of C is checked for one broadcast of the lookup per statement.
 
@@ -29,15 +31,15 @@ from benchmarks.tpcds_delta import prepare_data
 
 TARGET_C_OVER_A = 1.10
 CATALOG, SCHEMA = "tpcds", "sf"
-MAPPING = "tpcds.acl.user_stores"
+MAPPING = "tpcds.acl.user_keys"
 USER = "u00042"
 QUERIES = {
-    "by-store": "SELECT ss_store_sk, count(*) AS n, sum(ss_net_paid) AS paid "
-    "FROM {t} GROUP BY ss_store_sk ORDER BY ss_store_sk",
+    "by-key": "SELECT {k}, count(*) AS n, sum(ss_net_paid) AS paid "
+    "FROM {t} GROUP BY {k} ORDER BY {k}",
     "top-items": "SELECT ss_item_sk, sum(ss_quantity) AS q FROM {t} "
     "GROUP BY ss_item_sk ORDER BY q DESC, ss_item_sk LIMIT 20",
 }
-POLICIES = f"""\
+POLICIES = """\
 groups:
   admins: [admin]
 grants:
@@ -46,33 +48,35 @@ grants:
     privileges: [manage]
     on: "*.*.*"
   - id: bench-reads-sales
-    principals: [{USER}]
+    principals: [{user}]
     privileges: [select]
-    on: {CATALOG}.{SCHEMA}.store_sales
+    on: {table}
 row_filters:
-  - id: stores-by-user
-    on: {CATALOG}.{SCHEMA}.store_sales
-    principals: [{USER}]
+  - id: keys-by-user
+    on: {table}
+    principals: [{user}]
     kind: restrictive
     where: >-
-      ss_store_sk IN (SELECT store_sk FROM {MAPPING} WHERE user_name = current_user())
+      {key} IN (SELECT mapped_key FROM {mapping} WHERE user_name = current_user())
 """
 
 
-def stores_of(user_index: int, stores: list[int], per_user: int) -> list[int]:
-    """The stores a user is mapped to: `per_user` of them, spread over all stores."""
-    return sorted({stores[(user_index * 7 + k) % len(stores)] for k in range(per_user)})
+def keys_of(user_index: int, keys: list[int], per_user: int) -> list[int]:
+    """The keys a user is mapped to: `per_user` of them, spread over all keys."""
+    return sorted({keys[(user_index * 7919 + k * 13) % len(keys)] for k in range(per_user)})
 
 
-def build_mapping(spark: Any, path: str, users: int, stores: list[int], per_user: int) -> None:
-    rows = [(f"u{i:05d}", s) for i in range(users) for s in stores_of(i, stores, per_user)]
-    df = spark.createDataFrame(rows, "user_name STRING, store_sk INT").coalesce(1)
+def build_mapping(spark: Any, path: str, users: int, keys: list[int], per_user: int) -> None:
+    rows = [(f"u{i:05d}", s) for i in range(users) for s in keys_of(i, keys, per_user)]
+    df = spark.createDataFrame(rows, "user_name STRING, mapped_key INT").coalesce(1)
     df.write.format("delta").mode("overwrite").save(path)
 
 
 def broadcasts(df: Any) -> int:
-    """BroadcastExchange nodes in the executed plan (a reused exchange is not counted)."""
-    return str(df._jdf.queryExecution().executedPlan().toString()).count("BroadcastExchange")
+    """BroadcastExchange nodes in the executed plan (a reused exchange is not counted; an
+    adaptive plan's text repeats its initial plan after the final one, which is cut)."""
+    text = str(df._jdf.queryExecution().executedPlan().toString())
+    return text.split("== Initial Plan ==")[0].count("BroadcastExchange")
 
 
 def scenario(args: argparse.Namespace) -> int:
@@ -85,35 +89,38 @@ def scenario(args: argparse.Namespace) -> int:
     spark = build_spark(args.master, {"spark.sql.shuffle.partitions": "4"})
     delta, _ = prepare_data(spark, root, args.sf, 4, args.reuse, ("store_sales", "store"))
     fact = delta["store_sales"]
-    stores = sorted(
+    keys = sorted(
         r[0]
-        for r in spark.sql(f"SELECT DISTINCT ss_store_sk FROM delta.`{fact}`").collect()
+        for r in spark.sql(f"SELECT DISTINCT {args.key} FROM delta.`{fact}`").collect()
         if r[0] is not None
     )
-    mapping_path = str(root / "acl" / "user_stores")
-    build_mapping(spark, mapping_path, args.users, stores, args.per_user)
+    mapping_path = str(root / "acl" / "user_keys")
+    build_mapping(spark, mapping_path, args.users, keys, args.per_user)
     pol = root / "policies-src"
     shutil.rmtree(pol, ignore_errors=True)
     pol.mkdir(parents=True)
-    (pol / "mapping.yaml").write_text(POLICIES)
+    table = f"{CATALOG}.{SCHEMA}.store_sales"
+    (pol / "mapping.yaml").write_text(
+        POLICIES.format(user=USER, table=table, key=args.key, mapping=MAPPING)
+    )
     lake = root / "lakegate"
     shutil.rmtree(lake, ignore_errors=True)
     lg = Lakegate.open(write_config(lake, pol), spark=spark)
-    lg.register_table(f"{CATALOG}.{SCHEMA}.store_sales", fact)
+    lg.register_table(table, fact)
     lg.register_table(MAPPING, mapping_path)
     session = lg.session(USER)
-    mine = stores_of(int(USER[1:]), stores, args.per_user)
-    by_hand = f"delta.`{fact}` WHERE ss_store_sk IN ({', '.join(map(str, mine))})"
+    mine = keys_of(int(USER[1:]), keys, args.per_user)
+    by_hand = f"delta.`{fact}` WHERE {args.key} IN ({', '.join(map(str, mine))})"
     print(
-        f"mapping: {args.users} users x {args.per_user} of {len(stores)} stores; "
-        f"{USER} -> stores {mine}; load before {os.getloadavg()[0]:.1f}",
+        f"mapping: {args.users} users x {args.per_user} of {len(keys)} {args.key} values; "
+        f"load before {os.getloadavg()[0]:.1f}",
         flush=True,
     )
     ok = True
     for name, q in QUERIES.items():
-        governed = q.format(t=f"{CATALOG}.{SCHEMA}.store_sales")
-        # A: the same query over the raw table, the user's stores written in by hand
-        tree = q.format(t=f"(SELECT * FROM {by_hand}) AS store_sales")
+        governed = q.format(t=table, k=args.key)
+        # A: the same query over the raw table, the user's keys written in by hand
+        tree = q.format(t=f"(SELECT * FROM {by_hand}) AS store_sales", k=args.key)
         runs: dict[str, list[float]] = {"A": [], "C": []}
         results: dict[str, list[Any]] = {}
         for order in harness.rotations(["A", "C"], args.rounds + 1):
@@ -152,7 +159,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sf", type=float, default=0.05, help="TPC-DS scale factor")
     ap.add_argument("--rounds", type=int, default=7, help="interleaved rounds (after warm-up)")
     ap.add_argument("--users", type=int, default=10_000, help="users in the mapping table")
-    ap.add_argument("--per-user", type=int, default=1, help="stores each user is mapped to")
+    ap.add_argument("--key", default="ss_hdemo_sk", help="store_sales column the mapping keys")
+    ap.add_argument("--per-user", type=int, default=20, help="keys each user is mapped to")
     ap.add_argument("--workdir", help="keep data here (default: a temporary directory)")
     ap.add_argument("--reuse", action="store_true", help="reuse Delta tables in --workdir")
     ap.add_argument("--master", default="local[2]")
