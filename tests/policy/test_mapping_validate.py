@@ -194,3 +194,28 @@ def test_diff_shows_a_change_of_mapping_tables_read() -> None:
         "by-region now reads mapping table main.acl.team_regions",
         "by-region no longer reads mapping table main.acl.user_regions",
     }
+
+
+def test_cli_validate_with_a_config_checks_mapping_tables_in_its_catalog(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from catalog.catalog import Catalog
+    from catalog.model import ColumnInfo, TableInfo
+    from catalog.store import open_store
+    from governance.config import Config
+    from governance.demo import write_config
+
+    d = _policy_dir(tmp_path, FILTER)
+    cfg_path = write_config(tmp_path / "lakehouse", d)
+    cfg = Config.load(cfg_path)
+    cat = Catalog(open_store(cfg.catalog), cfg.warehouse)
+    cat.create_catalog("main")
+    cat.create_schema("main", "s")
+    cat.register_table(TableInfo("main", "s", "sales", "/wh/s", (ColumnInfo("region", "string"),)))
+    assert main(["--config", str(cfg_path), "policy", "validate", str(d)]) == 1
+    assert "mapping-table-missing" in capsys.readouterr().out
+    cat.create_schema("main", "acl")
+    cat.register_table(
+        TableInfo("main", "acl", "user_regions", "/wh/u", (ColumnInfo("region", "string"),))
+    )
+    assert main(["--config", str(cfg_path), "policy", "validate", str(d)]) == 0
