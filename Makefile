@@ -26,6 +26,7 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) benchmarks/run_all.py $(BENCH_ARGS)
+	$(PY) benchmarks/mapping.py $(MAPPING_ARGS)
 
 # The issue 14 run: TPC-DS at scale factor 1 over all 99 queries (an hour or more on 2 cores;
 # Delta tables kept in bench-sf1/ and reused by the next run at the same scale).

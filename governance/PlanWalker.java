@@ -4,7 +4,9 @@
 //
 // apply(plan, spec) returns Object[]: [0] a description, one line per node:
 //   id TAB parent TAB kind TAB inTarget TAB leaf TAB paths(US-separated) TAB columns(US)
+//   TAB holder
 // parent is -1 where a fresh ancestry starts (the root, a subquery, a plan held in a field);
+// holder is the id of the node whose expressions hold a subquery's plan (-1 otherwise);
 // leaf is 1 when the node has no children besides its plan fields; paths are the relation's
 // root paths (Delta V1/V2 and file relations), columns a Project's output names; both
 // escaped (\\ \t \n \r, and \s for US) so that no name can forge a field or a line.
@@ -50,12 +52,13 @@ public class PlanWalker implements java.util.function.BiFunction {
         StringBuilder out = new StringBuilder();
         List nodes = new ArrayList();
         List stack = new ArrayList();
-        stack.add(new Object[] {plan, Integer.valueOf(-1), Boolean.FALSE});
+        stack.add(new Object[] {plan, Integer.valueOf(-1), Boolean.FALSE, Integer.valueOf(-1)});
         while (!stack.isEmpty()) {
             Object[] item = (Object[]) stack.remove(stack.size() - 1);
             Object node = item[0];
             int parent = ((Integer) item[1]).intValue();
             boolean inTarget = ((Boolean) item[2]).booleanValue();
+            int holder = ((Integer) item[3]).intValue();
             int id = nodes.size();
             if (id >= limit) {
                 return new Object[] {"TOO_LARGE"};
@@ -67,7 +70,8 @@ public class PlanWalker implements java.util.function.BiFunction {
             }
             scala.collection.Seq subs = (scala.collection.Seq) call(node, "subqueries");
             for (int i = 0; i < subs.size(); i++) {
-                stack.add(new Object[] {subs.apply(i), Integer.valueOf(-1), Boolean.FALSE});
+                stack.add(new Object[] {subs.apply(i), Integer.valueOf(-1), Boolean.FALSE,
+                    Integer.valueOf(id)});
             }
             List held = new ArrayList();
             String[][] spec = (String[][]) fields.get(kind);
@@ -76,7 +80,7 @@ public class PlanWalker implements java.util.function.BiFunction {
                     Object sub = call(node, spec[i][0]);
                     held.add(sub);
                     stack.add(new Object[] {sub, Integer.valueOf(-1),
-                        Boolean.valueOf("1".equals(spec[i][1]))});
+                        Boolean.valueOf("1".equals(spec[i][1])), Integer.valueOf(-1)});
                 }
             }
             scala.collection.Seq children = (scala.collection.Seq) call(node, "children");
@@ -91,13 +95,15 @@ public class PlanWalker implements java.util.function.BiFunction {
                 }
                 if (!isField) {
                     kept++;
-                    stack.add(new Object[] {c, Integer.valueOf(id), Boolean.valueOf(inTarget)});
+                    stack.add(new Object[] {c, Integer.valueOf(id), Boolean.valueOf(inTarget),
+                        Integer.valueOf(-1)});
                 }
             }
             out.append(id).append('\t').append(parent).append('\t').append(kind).append('\t')
                 .append(inTarget ? '1' : '0').append('\t').append(kept == 0 ? '1' : '0')
                 .append('\t').append(kept == 0 ? paths(node, kind) : "").append('\t')
-                .append("Project".equals(kind) ? columns(node) : "").append('\n');
+                .append("Project".equals(kind) ? columns(node) : "").append('\t')
+                .append(holder).append('\n');
         }
         Object[] result = new Object[nodes.size() + 1];
         result[0] = out.toString();

@@ -21,12 +21,13 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
+from catalog.catalog import Catalog
 from catalog.model import TableInfo
 from governance.constructs import govern_expression
 from governance.errors import AccessDenied, Refused
 from governance.masks import mask_expr, quote_ident
 from governance.policy.enforcer import Identity, PolicyEnforcer, TableAccess
-from governance.policy.expressions import checked_expression
+from governance.policy.expressions import checked_expression, mapping_name, mapping_tables
 from governance.resolve import TableRef
 
 # The relation inside a view body is always explicitly aliased, so nothing after it (WHERE
@@ -42,6 +43,15 @@ def quote_path(location: str) -> str:
     ).sql("spark")
 
 
+@dataclass(frozen=True)
+class PolicyRead:
+    """A mapping table a policy on a governed table reads with the policy's rights."""
+
+    table: TableInfo
+    policies: tuple[str, ...]  # ids of the filters/masks (applied to this user) reading it
+    columns: tuple[str, ...]  # the mapping table's columns those policies name
+
+
 @dataclass
 class ReadView:
     """One governed read: where it sits in the statement and what it exposes."""
@@ -55,11 +65,39 @@ class ReadView:
 _MAX_CACHED = 100_000  # entries per cache; a re-registered table adds new ones
 
 
-def _key(ident: Identity, table: TableInfo) -> tuple:
+def _key(ident: Identity, table: TableInfo, reads: tuple[PolicyRead, ...] = ()) -> tuple:
     """A view depends on the user and on the table as registered: its columns and types
     change only by re-registering, which moves `updated_at` (the table's catalog version) and
-    may move its location; the policies are fixed for this PolicySql's enforcer."""
-    return (ident.user, table.full_name, table.updated_at, table.location)
+    may move its location; the policies are fixed for this PolicySql's enforcer. A mapping
+    table's registration (its location) is part of the view too; its rows are not (they
+    are read at run time, so a change takes effect at the next statement)."""
+    mapped = tuple((r.table.full_name, r.table.updated_at, r.table.location) for r in reads)
+    return (ident.user, table.full_name, table.updated_at, table.location, mapped)
+
+
+def _raw_read(tree: exp.Expression, tables: dict[str, TableInfo]) -> exp.Expression:
+    """Each mapping table in a policy expression becomes a path read of its current version
+    (the policy's rights: no grant, row filter or mask of the reader applies), aliased by
+    its own name (or the policy's alias) so the policy's column references still resolve."""
+    for node in list(tree.find_all(exp.Table)):
+        name = mapping_name(node)
+        info = tables[name]
+        alias = node.args.get("alias")
+        if alias is None:
+            alias = exp.TableAlias(this=exp.to_identifier(node.name))
+        node.replace(
+            exp.Table(
+                this=exp.to_identifier(info.location, quoted=True),
+                db=exp.to_identifier("delta"),
+                alias=alias.copy(),
+            )
+        )
+    qualified = {tuple(n.split(".")[1:]) for n in tables}
+    for col in tree.find_all(exp.Column):
+        if col.args.get("db") is not None and (col.db.lower(), col.table.lower()) in qualified:
+            col.set("db", None)  # `acl.user_regions.region` reads the alias `user_regions`
+            col.set("catalog", None)
+    return tree
 
 
 class PolicySql:
@@ -72,8 +110,11 @@ class PolicySql:
     the statement around it.
     """
 
-    def __init__(self, enforcer: PolicyEnforcer) -> None:
+    def __init__(self, enforcer: PolicyEnforcer, catalog: Catalog | None = None) -> None:
+        """`catalog` resolves the mapping tables policies read; without one, a policy that
+        reads a mapping table refuses the statement."""
         self.enforcer = enforcer
+        self.catalog = catalog
         self._parsed: dict[tuple[str, str], exp.Expression] = {}
         # keyed like the enforcer's TableAccess cache (see _key): a view is cached exactly as
         # long as the access it is built from
@@ -93,17 +134,79 @@ class PolicySql:
             self._parsed[(key, text)] = tree
         return tree
 
-    def governed_expr(self, key: str, text: str, ident: Identity) -> exp.Expression:
+    def governed_expr(
+        self, key: str, text: str, ident: Identity, tables: dict[str, TableInfo]
+    ) -> exp.Expression:
+        """The policy's tree for this user: identity functions resolved (inside subqueries
+        too), mapping tables read raw from `tables` (name -> catalog entry)."""
         tree = self._expr(key, text).copy()
-        return govern_expression(tree, ident.user, ident.is_member, where=f"policy {key}")
+        tree = govern_expression(tree, ident.user, ident.is_member, where=f"policy {key}")
+        return _raw_read(tree, tables)
 
-    def filter_expr(self, key: str, text: str, ident: Identity) -> exp.Expression:
+    def filter_expr(
+        self, key: str, text: str, ident: Identity, tables: dict[str, TableInfo]
+    ) -> exp.Expression:
         """A row filter's tree; a bare NULL is typed BOOLEAN (Spark rejects a VOID filter),
         and like any filter that evaluates to NULL it lets no row through."""
-        tree = self.governed_expr(key, text, ident)
+        tree = self.governed_expr(key, text, ident, tables)
         if isinstance(tree.unnest(), exp.Null):
             return exp.cast(exp.null(), exp.DataType.build("boolean"))
         return tree
+
+    def _applied(self, access: TableAccess) -> list[tuple[str, str]]:
+        """(key, text) of every filter and custom mask applied on this access."""
+        out = [(f.id, f.where) for f in access.row_filters]
+        for name in access.visible_columns:
+            applied = access.masks.get(name.lower())
+            if applied is not None and applied.mask.mask == "custom":
+                m = applied.mask
+                out.append(
+                    (f"{m.id}:{name}", (m.expression or "").replace("{col}", quote_ident(name)))
+                )
+        return out
+
+    def policy_reads(
+        self, access: TableAccess, *, row_filters_only: bool = False
+    ) -> tuple[PolicyRead, ...]:
+        """The mapping tables the policies applied on this access read, resolved in the
+        catalog now; a name that does not resolve refuses the statement."""
+        found: dict[str, tuple[list[str], list[str]]] = {}
+        applied = self._applied(access)
+        if row_filters_only:
+            applied = applied[: len(access.row_filters)]
+        for key, text in applied:
+            tree = self._expr(key, text)
+            for name in mapping_tables(tree):
+                ids, cols = found.setdefault(name, ([], []))
+                policy = key.split(":", 1)[0]
+                if policy not in ids:
+                    ids.append(policy)
+                cols += [c.name.lower() for c in tree.find_all(exp.Column) if c.name]
+        reads = []
+        for name, (ids, cols) in found.items():
+            info = self.catalog.table(*name.split(".")) if self.catalog is not None else None
+            if info is None:
+                raise Refused(  # the mapping table's name is not the caller's to see
+                    f"policy {ids[0]} on {access.table.full_name} reads a mapping table that "
+                    "is not in the catalog; statement refused (run lakegate policy validate)"
+                )
+            named = {c.lower() for c in cols}
+            columns = tuple(c.name for c in info.columns if c.name.lower() in named)
+            reads.append(PolicyRead(info, tuple(ids), columns))
+        return tuple(reads)
+
+    def refuse_in_write_condition(self, access: TableAccess, cmd: str) -> None:
+        """A write under a row filter that reads a mapping table is refused: Delta evaluates
+        no subquery in an UPDATE/DELETE/MERGE condition (so the filter could not guard the
+        user's expressions), and an INSERT's row check is not a governed view the plan
+        verifier can match, so its raw mapping read could not be proven the policy's."""
+        reads = self.policy_reads(access, row_filters_only=True)
+        if reads:
+            raise Refused(
+                f"{cmd.upper()} on {access.table.full_name} is not available: its row filter "
+                f"{reads[0].policies[0]} reads mapping table {reads[0].table.full_name}, and "
+                "writes are not governed under mapping-table filters"
+            )
 
     def view(
         self,
@@ -113,10 +216,12 @@ class PolicySql:
         """(projection, filter) trees for this user on this table; filter may be None.
 
         Callers must copy before changing them: they are shared through the cache."""
-        key = _key(ident, access.table)
+        reads = self.policy_reads(access)
+        key = _key(ident, access.table, reads)
         hit = self._views.get(key)
         if hit is not None:
             return hit
+        tables = {r.table.full_name: r.table for r in reads}
         proj: list[exp.Expression] = []
         table = access.table
         for name in access.visible_columns:
@@ -132,6 +237,7 @@ class PolicySql:
                     f"{m.id}:{name}",
                     (m.expression or "").replace("{col}", quote_ident(name)),
                     ident,
+                    tables,
                 )
             proj.append(
                 exp.alias_(
@@ -147,14 +253,18 @@ class PolicySql:
             parts.append(
                 exp.paren(
                     exp.or_(
-                        *(exp.paren(self.filter_expr(f.id, f.where, ident)) for f in permissive),
+                        *(
+                            exp.paren(self.filter_expr(f.id, f.where, ident, tables))
+                            for f in permissive
+                        ),
                         copy=False,
                     ),
                     copy=False,
                 )
             )
         parts += [
-            exp.paren(self.filter_expr(f.id, f.where, ident), copy=False) for f in restrictive
+            exp.paren(self.filter_expr(f.id, f.where, ident, tables), copy=False)
+            for f in restrictive
         ]
         where = exp.and_(*parts, copy=False) if parts else None
         out = (proj, where)
@@ -166,7 +276,7 @@ class PolicySql:
 
     def body(self, ident: Identity, access: TableAccess) -> str:
         """The view body's SQL with SOURCE_MARK where the Delta relation goes."""
-        key = _key(ident, access.table)
+        key = _key(ident, access.table, self.policy_reads(access))
         hit = self._bodies.get(key)
         if hit is not None:
             return hit
@@ -207,7 +317,7 @@ class PolicySql:
         filt = where.copy()
         if alias:
             for col in filt.find_all(exp.Column):
-                if not col.table:
+                if not col.table and col.find_ancestor(exp.Query) is None:  # the row's own
                     col.set("table", exp.to_identifier(alias))
         return exp.func("coalesce", filt, exp.false())
 

@@ -184,7 +184,9 @@ class Lakegate:
                     )
                     return False
                 if self._policy_stamp() == stamp:
-                    self._policy = _PolicyState(enforcer, PolicySql(enforcer), stamp, version)
+                    self._policy = _PolicyState(
+                        enforcer, PolicySql(enforcer, self.catalog), stamp, version
+                    )
                     self._seen = None
                     self._audit_reload(True, None, ps.content_hash, version)
                     return True

@@ -12,7 +12,11 @@ unless every leaf that reads data is one the rewriter built:
 - a write target (INSERT's table, UPDATE/DELETE/MERGE's target) is a catalog location the
   rewriter chose, in target position only;
 - a derived table (the audit log) reads only files under its directory, under its
-  governed projection.
+  governed projection;
+- a mapping table a row filter or mask reads (policy rights) is read raw only inside a
+  subquery held by a governed view that matched and whose policies name that table; the
+  match covers the subquery (sameResult compares subquery plans), so the read is exactly
+  the one the rewriter generated.
 
 Anything else that reads data is refused.
 """
@@ -85,6 +89,7 @@ class _Node:
     leaf: bool
     paths: list[str]
     columns: tuple[str, ...]  # a Project's output names, lower-case
+    holder: int  # for a subquery's root: the node whose expressions hold it; else -1
 
 
 _walkers: dict[int, Any] = {}
@@ -126,7 +131,7 @@ def describe_plan(plan: Any) -> tuple[list[_Node], Any]:
         raise Refused("plan is too large to verify")
     nodes = []
     for line in text.splitlines():
-        nid, parent, kind, target, leaf, paths, columns = line.split("\t")
+        nid, parent, kind, target, leaf, paths, columns, holder = line.split("\t")
         nodes.append(
             _Node(
                 int(nid),
@@ -136,6 +141,7 @@ def describe_plan(plan: Any) -> tuple[list[_Node], Any]:
                 leaf == "1",
                 [normalise_location(_unescape(p)) for p in paths.split("\x1f")] if paths else [],
                 tuple(_unescape(c).lower() for c in columns.split("\x1f")) if columns else (),
+                int(holder),
             )
         )
     return nodes, out
@@ -144,10 +150,9 @@ def describe_plan(plan: Any) -> tuple[list[_Node], Any]:
 def verify_plan(plan: Any, expected: Expected, analyze: Analyze) -> None:
     """Raise Refused unless the analyzed plan reads exactly what the rewriter built."""
     nodes, handles = describe_plan(plan)
-    pending = {loc: list(views) for loc, views in expected.views.items()}
-    built: dict[str, list[Any]] = {}  # location -> analyzed expected views, made on demand
-    targets = Counter(expected.targets)
-    derived = {k: list(v) for k, v in expected.derived.items()}
+    check = _Check(nodes, handles, expected, analyze)
+    mapped = expected.mapping_locations
+    deferred: list[_Node] = []
     for node in nodes:
         fields = _PLAN_FIELDS.get(node.kind, ())
         if not node.leaf or node.kind in _HARMLESS_LEAVES or fields:
@@ -157,30 +162,86 @@ def verify_plan(plan: Any, expected: Expected, analyze: Analyze) -> None:
                 f"plan verification: a {node.kind} leaf reads data the rewriter "
                 "did not build; statement refused"
             )
-        paths = node.paths
-        if not paths:
+        if not node.paths:
             raise Refused("plan verification: a relation with no known location")
         if node.in_target:
-            if len(paths) == 1 and targets.get(paths[0], 0) > 0:
-                targets[paths[0]] -= 1
-                continue
-            raise Refused(
-                "plan verification: a write goes to a location the rewriter did "
-                "not choose; statement refused"
-            )
-        ancestors = _ancestors(nodes, node)
-        if len(paths) == 1 and paths[0] in pending:
+            check.target(node)
+        elif len(node.paths) == 1 and node.paths[0] in mapped and _held(nodes, node) >= 0:
+            deferred.append(node)  # a policy's read, once every view has been matched
+        else:
+            check.read(node)
+    for node in deferred:
+        if not check.policy_read(node):
+            check.read(node)
+
+
+class _Check:
+    """The verifier's bookkeeping: views still to place, targets, derived reads, and the
+    nodes of the views matched so far (with the mapping tables their policies read)."""
+
+    def __init__(self, nodes: list[_Node], handles: Any, expected: Expected, analyze: Analyze):
+        self.nodes, self.handles, self.analyze = nodes, handles, analyze
+        self.pending = {loc: list(views) for loc, views in expected.views.items()}
+        self.built: dict[str, list[Any]] = {}  # location -> analyzed views, made on demand
+        self.targets = Counter(expected.targets)
+        self.derived = {k: list(v) for k, v in expected.derived.items()}
+        self.reads_of = expected.policy_reads
+        self.inside: dict[int, frozenset[str]] = {}  # matched view node id -> mapping reads
+
+    def target(self, node: _Node) -> None:
+        paths = node.paths
+        if len(paths) == 1 and self.targets.get(paths[0], 0) > 0:
+            self.targets[paths[0]] -= 1
+            return
+        raise Refused(
+            "plan verification: a write goes to a location the rewriter did "
+            "not choose; statement refused"
+        )
+
+    def read(self, node: _Node) -> None:
+        paths = node.paths
+        ancestors = _ancestors(self.nodes, node)
+        if len(paths) == 1 and paths[0] in self.pending:
             root = _view_root(ancestors)
-            if root is not None and _match_view(
-                handles[1 + root.id], root.columns, paths[0], pending, built, analyze
-            ):
-                continue
-        elif _derived_ok(paths, ancestors, derived):
-            continue
+            if root is not None:
+                body = _match_view(
+                    self.handles[1 + root.id],
+                    root.columns,
+                    paths[0],
+                    self.pending,
+                    self.built,
+                    self.analyze,
+                )
+                if body is not None:
+                    reads = self.reads_of.get(body, frozenset())
+                    for n in ancestors[: ancestors.index(root) + 1]:
+                        self.inside[n.id] = reads
+                    return
+        elif _derived_ok(paths, ancestors, self.derived):
+            return
         raise Refused(
             "plan verification: a table location is read outside its governed "
             "view; statement refused"
         )
+
+    def policy_read(self, node: _Node) -> bool:
+        """The relation sits in a subquery (nested at any depth) held by a matched view
+        whose policies read this location."""
+        holder = _held(self.nodes, node)
+        for _ in range(64):
+            if holder < 0:
+                return False
+            if holder in self.inside:
+                return node.paths[0] in self.inside[holder]
+            holder = _held(self.nodes, self.nodes[holder])
+        return False
+
+
+def _held(nodes: list[_Node], node: _Node) -> int:
+    """The holder of the subquery `node` sits in (-1 when its ancestry is no subquery)."""
+    while node.parent >= 0:
+        node = nodes[node.parent]
+    return node.holder
 
 
 def _ancestors(nodes: list[_Node], node: _Node, depth: int = 16) -> list[_Node]:
@@ -209,18 +270,20 @@ def _match_view(
     pending: dict[str, list[tuple[str, tuple[str, ...]]]],
     built: dict[str, list[Any]],
     analyze: Analyze,
-) -> bool:
-    """Match against cached analyses first; a miss is re-checked against fresh ones (the
-    table may have changed since the cache entry) before it counts."""
+) -> str | None:
+    """The body of the pending view the projection is, by sameResult, or None. Cached
+    analyses first; a miss is re-checked against fresh ones (the table may have changed
+    since the cache entry) before it counts."""
     for fresh in (False, True):
         if fresh or loc not in built:
             built[loc] = [analyze(body, fresh) for body, _ in pending[loc]]
         for i, view in enumerate(built[loc]):
             if columns == pending[loc][i][1] and root.sameResult(view):
+                body = pending[loc][i][0]
                 del built[loc][i]
                 del pending[loc][i]
-                return True
-    return False
+                return body
+    return None
 
 
 def _derived_ok(

@@ -315,6 +315,7 @@ class PlanGovernor:
             )
         for loc, views in planned.expected.views.items():
             self.expected.views.setdefault(loc, []).extend(views)
+        self.expected.policy_reads.update(planned.expected.policy_reads)
         return planned.sql
 
     # expressions ------------------------------------------------------------------------

@@ -49,7 +49,8 @@ def cmd_validate(directory: str, output: str, strict: bool) -> int:
     if not path.is_dir():
         fail(f"policy directory {path} not found")
         return EXIT_USAGE
-    problems = validate_policy_dir(path)
+    catalog = _catalog_tables()
+    problems = validate_policy_dir(path, None if catalog is None else set(catalog))
     if strict:
         problems = [replace(p, severity="error") for p in problems]
     errors = [p for p in problems if p.severity == "error"]
@@ -106,18 +107,24 @@ def cmd_test(directory: str, tests_dir: str | None, spark: bool, require_spark: 
     return EXIT_OK
 
 
+def _catalog_tables() -> dict[str, Any] | None:
+    """The catalog's tables by full name when a lakegate.yaml is at hand, else None."""
+    cfg_path = config_path()
+    if not cfg_path.is_file():
+        return None
+    from catalog.catalog import Catalog
+    from catalog.store import open_store
+    from governance.config import Config
+
+    cfg = Config.load(cfg_path)
+    return {t.full_name: t for t in Catalog(open_store(cfg.catalog), cfg.warehouse).tables()}
+
+
 def _tables(enforcer: PolicyEnforcer) -> dict[str, Any]:
     """Catalog tables when a lakegate.yaml is at hand, else the tables policies name."""
-    cfg_path = config_path()
-    if cfg_path.is_file():
-        from catalog.catalog import Catalog
-        from catalog.store import open_store
-        from governance.config import Config
-
-        cfg = Config.load(cfg_path)
-        tables = Catalog(open_store(cfg.catalog), cfg.warehouse).tables()
-        if tables:
-            return {t.full_name: t for t in tables}
+    tables = _catalog_tables()
+    if tables:
+        return tables
     return {t.full_name: t for t in tables_from_policies(enforcer.policy_set)}
 
 
@@ -160,6 +167,8 @@ def cmd_explain(user: str, directory: str, output: str, table: str) -> int:
             click.echo(f"  mask       : {col} -> {mask} (policy {pid})")
         for fid, kind, where in acc.row_filters:
             click.echo(f"  row filter : {fid} ({kind}): {where}")
+        for pid, mapped in acc.mapping_tables:
+            click.echo(f"  mapping    : {mapped} (read by {pid} with the policy's rights)")
     click.echo(f"  decided by : {', '.join(acc.decided_by) or 'default deny'}")
     if acc.error:
         click.echo(f"  ERROR      : {acc.error}")

@@ -129,7 +129,10 @@ class PlanningContext:
                 planned.expected.add_derived(table.location, v.access.visible_columns)
                 planned.derived.add(table.full_name)
             else:
-                planned.expected.add_view(table.location, body, v.access.visible_columns)
+                reads = self.ps.policy_reads(v.access)
+                locations = [r.table.location for r in reads]
+                planned.expected.add_view(table.location, body, v.access.visible_columns, locations)
+                planned.policy_reads += reads
             bodies.append(body)
         return splice(stmt.sql("spark", copy=False), planned.views, bodies)
 

@@ -7,6 +7,7 @@ verifier (`governance.verify`, at the Spark edge) reads it.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from catalog.catalog import normalise_location
@@ -21,11 +22,24 @@ class Expected:
     targets: Counter = field(default_factory=Counter)
     # derived tables (the audit log): files under a directory, shaped by layer-owned code
     derived: dict[str, list[tuple[str, ...]]] = field(default_factory=dict)
+    # view body -> the mapping-table locations its policies read (with the policy's rights):
+    # the only places those locations may be read raw are inside that view once matched
+    policy_reads: dict[str, frozenset[str]] = field(default_factory=dict)
 
-    def add_view(self, location: str, body: str, columns: tuple[str, ...]) -> None:
+    def add_view(
+        self, location: str, body: str, columns: tuple[str, ...], reads: Iterable[str] = ()
+    ) -> None:
         self.views.setdefault(normalise_location(location), []).append(
             (body, tuple(c.lower() for c in columns))
         )
+        mapped = frozenset(normalise_location(r) for r in reads)
+        if mapped:
+            self.policy_reads[body] = mapped
+
+    @property
+    def mapping_locations(self) -> frozenset[str]:
+        """Every location some view's policies read raw."""
+        return frozenset().union(*self.policy_reads.values())
 
     def add_derived(self, directory: str, columns: tuple[str, ...]) -> None:
         self.derived.setdefault(normalise_location(directory), []).append(

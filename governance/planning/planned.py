@@ -13,7 +13,7 @@ from typing import Any
 from governance.planning.expected import Expected
 from governance.policy.enforcer import TableAccess
 from governance.resolve import Namespace
-from governance.rewrite import ReadView
+from governance.rewrite import PolicyRead, ReadView
 
 # The message of our own raise_error/assert_true when a written row (INSERT, the new version
 # of an UPDATEd or MERGEd row) fails the writer's row filter; the session maps it to
@@ -111,6 +111,7 @@ class Planned:
     derived: set[str] = field(default_factory=set)  # derived tables read (need a temp view)
     decided_by: tuple[str, ...] = ()  # policies that allowed a DDL statement
     history: ReadHistory | None = None  # DESCRIBE HISTORY: the result, read at the Spark edge
+    policy_reads: list[PolicyRead] = field(default_factory=list)  # mapping tables read
 
     @property
     def placeholders(self) -> list[str]:
@@ -168,9 +169,29 @@ class Planned:
                     "policies": list(t.policy_ids) if t else list(self.decided_by),
                 }
             )
+        lines += self._policy_read_lines()
         if not lines:
             lines.append({"cmd": self.cmd, "src": None, "dst": self.dst})
         return lines
+
+    def _policy_read_lines(self) -> list[dict[str, Any]]:
+        """`cmd=policyRead`, one line per mapping table a policy read for this statement
+        (audit/README.md: extends shared/spec/audit-format.md)."""
+        merged: dict[str, dict[str, Any]] = {}
+        for r in self.policy_reads:
+            line = merged.setdefault(
+                r.table.full_name,
+                {
+                    "cmd": "policyRead",
+                    "src": r.table.full_name,
+                    "dst": self.dst,
+                    "columns": [],
+                    "policies": [],
+                },
+            )
+            line["columns"] += [c for c in r.columns if c not in line["columns"]]
+            line["policies"] += [p for p in r.policies if p not in line["policies"]]
+        return list(merged.values())
 
     def describe(self) -> str:
         return f"-- {self.cmd}: handled by Lakegate, no Spark SQL"

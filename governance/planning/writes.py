@@ -31,6 +31,7 @@ def plan_insert(ctx: PlanningContext, stmt: exp.Insert) -> Planned:
         table_node = schema.this
         column_list = [c.name for c in schema.expressions]
     ref, access = ctx.target(table_node, "modify", "insert")
+    ctx.ps.refuse_in_write_condition(access, "insert")  # see PolicySql: writes read no mapping
     info = ref.info
     planned = Planned(cmd="insert", target=access, target_name=info.full_name)
     hidden = {h.lower() for h in access.hidden_columns}
@@ -144,6 +145,7 @@ def _row_scoped(ctx: PlanningContext, cmd: str, stmt: exp.Update | exp.Delete) -
     stmt = ctx.govern(stmt)
     node = stmt.this
     ref, access = ctx.target(node, "modify", cmd)
+    ctx.ps.refuse_in_write_condition(access, cmd)  # a mapping-table filter cannot guard here
     info = ref.info
     planned = Planned(cmd=cmd, target=access, target_name=info.full_name)
     alias = node.alias or None
@@ -198,6 +200,7 @@ def plan_merge(ctx: PlanningContext, stmt: exp.Merge) -> Planned:
     stmt = ctx.govern(stmt)
     node = stmt.this
     ref, access = ctx.target(node, "modify", "merge")
+    ctx.ps.refuse_in_write_condition(access, "merge")  # a mapping-table filter cannot guard
     info = ref.info
     planned = Planned(cmd="merge", target=access, target_name=info.full_name)
     alias = node.alias or info.name

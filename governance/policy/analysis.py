@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from catalog.model import ColumnInfo, TableInfo
-from governance.policy.enforcer import AmbiguousMask, PolicyEnforcer
+from governance.policy.enforcer import AmbiguousMask, PolicyEnforcer, TableAccess
+from governance.policy.expressions import mapping_tables, parse_expression
 from governance.policy.loader import load_policy_dir, load_policy_text
 from governance.policy.model import PRIVILEGES, PolicySet
 
@@ -28,6 +29,8 @@ class Access:
     row_filters: tuple[tuple[str, str, str], ...]  # (id, kind, where)
     decided_by: tuple[str, ...] = ()
     error: str | None = None
+    # (policy id, mapping table) for each filter/custom mask that reads a mapping table
+    mapping_tables: tuple[tuple[str, str], ...] = ()
 
     @property
     def can_select(self) -> bool:
@@ -40,6 +43,7 @@ class Access:
             "masks": [{"column": c, "mask": m, "policy": p} for c, m, p in self.masks],
             "row_filters": [{"id": i, "kind": k, "where": w} for i, k, w in self.row_filters],
             "decided_by": list(self.decided_by),
+            "mapping_tables": [{"policy": p, "table": t} for p, t in self.mapping_tables],
             **({"error": self.error} if self.error else {}),
         }
 
@@ -59,7 +63,24 @@ def effective_access(enforcer: PolicyEnforcer, user: str, table: TableInfo) -> A
         masks=tuple((m.column, m.mask.mask, m.mask.id) for m in a.masks.values()),
         row_filters=tuple((f.id, f.kind, f.where) for f in a.row_filters),
         decided_by=a.policy_ids,
+        mapping_tables=_mapping_tables(a),
     )
+
+
+def _mapping_tables(a: TableAccess) -> tuple[tuple[str, str], ...]:
+    """Which mapping tables the decision depends on, per filter and custom mask."""
+    texts = [(f.id, f.where, "filter") for f in a.row_filters]
+    texts += [
+        (m.mask.id, m.mask.expression or "", "mask")
+        for m in a.masks.values()
+        if m.mask.mask == "custom"
+    ]
+    out: dict[tuple[str, str], None] = {}
+    for pid, text, kind in texts:
+        tree, _ = parse_expression(text, kind)
+        for name in mapping_tables(tree) if tree is not None else ():
+            out[(pid, name)] = None
+    return tuple(out)
 
 
 def named_users(ps: PolicySet) -> set[str]:
@@ -150,7 +171,7 @@ def load_policies(ref: str, *, policy_dir: str = "policies") -> PolicySet:
 class Change:
     user: str
     table: str
-    kind: str  # privilege | columns | mask | row_filter
+    kind: str  # privilege | columns | mask | row_filter | mapping
     detail: str
     widens: bool
     flagged: bool = False  # widens access to a tagged column
@@ -298,6 +319,12 @@ def _changes(user: str, t: TableInfo, a: Access, b: Access, ps: PolicySet) -> li
                         True,
                     )
                 )
+    if b.can_select:
+        for pid, table in sorted(set(a.mapping_tables) ^ set(b.mapping_tables)):
+            reads = (pid, table) in b.mapping_tables
+            what = "now reads" if reads else "no longer reads"
+            # the rows a mapping table grants live outside the policy files: review it
+            out.append(Change(user, name, "mapping", f"{pid} {what} mapping table {table}", reads))
     if a.error != b.error:
         out.append(Change(user, name, "error", b.error or f"resolved: {a.error}", False))
     return out

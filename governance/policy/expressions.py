@@ -10,14 +10,16 @@ expression may not contain is decided here.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, SqlglotError
 from sqlglot.optimizer.annotate_types import annotate_types
 
+from catalog.names import InvalidName, check_name
 from governance.constructs import (
     DENIED_FUNCTIONS,
     IDENTITY_MEMBER,
@@ -29,6 +31,7 @@ from governance.constructs import (
 from governance.errors import Refused
 from governance.parse import describe_parse_error
 from governance.policy.problems import group_hint
+from governance.resolve import FILE_FORMATS
 
 # Identity functions the layer resolves itself, with the number of arguments each takes.
 IDENTITY_ARITY: dict[str, int] = {
@@ -45,15 +48,22 @@ Issue = tuple[str, str, str]  # (code, message, hint)
 class ExpressionRules:
     """What a policy expression may reach beyond its own row.
 
-    `subqueries` is the switch for mapping tables (issue 15): a filter or mask may then
-    read catalog tables in subqueries (which the rewrite must govern like any read); every
-    other rule still holds inside them. Off today: a policy expression reads no table.
+    `subqueries` is the switch for mapping tables (issue 15): a filter or mask may read
+    catalog tables, named by three-part names, in `IN (SELECT ...)`, `EXISTS (...)` and
+    scalar subqueries; the rewrite reads them with the policy's rights. Every other rule
+    still holds inside them (no UDF, no forbidden function, no `_metadata`, no path, no
+    table function). Off: a policy expression reads no table.
     """
 
-    subqueries: bool = False
+    subqueries: bool = True
 
 
 RULES = ExpressionRules()
+NO_SUBQUERIES = ExpressionRules(subqueries=False)
+# The subquery shapes a policy may use: the Subquery node of a scalar subquery or of
+# EXISTS, or the query of `x IN (SELECT ...)` (sqlglot parses both as a Subquery/Query
+# child of In/Exists).
+_SUBQUERY_HOLDERS = (exp.Subquery, exp.In, exp.Exists)
 
 
 def checked_expression(
@@ -201,6 +211,10 @@ def _walk(tree: exp.Expression, kind: str, groups: set[str], rules: ExpressionRu
     """Constructs that have no place in a per-row policy expression, and identity misuse."""
     issues: list[Issue] = []
     what = _what(kind)
+    if rules.subqueries:
+        issues += _check_subqueries(tree, kind)
+        if issues:
+            return issues
     for node in tree.walk():
         if isinstance(node, _READS_DATA) and not rules.subqueries:
             issues.append(
@@ -238,6 +252,99 @@ def _walk(tree: exp.Expression, kind: str, groups: set[str], rules: ExpressionRu
         elif function_name(node):
             issues += _check_call(node, what, groups)
     return issues
+
+
+def _check_subqueries(tree: exp.Expression, kind: str) -> list[Issue]:
+    """Tables only in the allowed subquery shapes, each a three-part catalog name."""
+    what = _what(kind)
+    for node in tree.walk():
+        if isinstance(node, exp.Query) and not _allowed_subquery(node):
+            return [
+                (
+                    f"{kind}-subquery-shape",
+                    f"{what} uses a query outside IN (SELECT ...), EXISTS (...) or a scalar "
+                    f"subquery: {_short(node.sql('spark'))}",
+                    "read a mapping table as x IN (SELECT col FROM cat.schema.table WHERE ...)",
+                )
+            ]
+        if isinstance(node, exp.With | exp.Lateral | exp.Values):
+            return [
+                (
+                    f"{kind}-subquery-shape",
+                    f"{what} uses {type(node).__name__.upper()} in a subquery",
+                    "a policy subquery reads catalog tables with SELECT ... FROM ... WHERE",
+                )
+            ]
+        if isinstance(node, exp.Table):
+            issue = _check_table(node, kind)
+            if issue is not None:
+                return [issue]
+    return []
+
+
+def _allowed_subquery(node: exp.Query) -> bool:
+    """A query is the body of a scalar/EXISTS subquery, IN's query, or a set operand there."""
+    parent = node.parent
+    if isinstance(parent, exp.SetOperation):  # the set operation itself is checked too
+        return True
+    if isinstance(node, exp.Subquery):
+        return node.args.get("alias") is None and not isinstance(parent, exp.From | exp.Join)
+    return isinstance(parent, _SUBQUERY_HOLDERS)
+
+
+def _check_table(node: exp.Table, kind: str) -> Issue | None:
+    """A mapping table is a plain three-part catalog name: no path, no table function."""
+    what = _what(kind)
+    if not isinstance(node.this, exp.Identifier):
+        return (
+            f"{kind}-table-function",
+            f"{what} reads a table function: {_short(node.sql('spark'))}",
+            "read mapping tables by their catalog name",
+        )
+    parts = [node.args.get(k) for k in ("catalog", "db", "this")]
+    db = node.args.get("db")
+    if isinstance(db, exp.Identifier) and db.name.lower() in FILE_FORMATS:
+        return (
+            f"{kind}-reads-path",
+            f"{what} reads files by path: {_short(node.sql('spark'))}",
+            "read mapping tables by their catalog name, e.g. main.acl.user_regions",
+        )
+    if node.args.get("version") or node.args.get("sample"):
+        return (
+            f"{kind}-subquery-shape",
+            f"{what} reads {node.name} with time travel or sampling",
+            "a policy reads the mapping table's current version",
+        )
+    if not all(isinstance(p, exp.Identifier) for p in parts) or not _valid_name(node):
+        return (
+            "mapping-table-name",
+            f"{what} names the table {_short(node.sql('spark'))}, not a three-part name",
+            "write catalog.schema.table, e.g. main.acl.user_regions",
+        )
+    return None
+
+
+def _valid_name(node: exp.Table) -> bool:
+    parts = mapping_name(node).split(".")
+    if len(parts) != 3:
+        return False
+    try:
+        for part in parts:
+            check_name(part, "name part")
+    except InvalidName:
+        return False
+    return True
+
+
+def mapping_name(node: exp.Table) -> str:
+    """The lower-case three-part name of a table a policy subquery reads."""
+    parts = (node.args.get("catalog"), node.args.get("db"), node.this)
+    return ".".join(p.name for p in parts if p is not None).lower()
+
+
+def mapping_tables(tree: exp.Expression) -> tuple[str, ...]:
+    """The mapping tables a (checked) policy expression reads, in order, without repeats."""
+    return tuple(dict.fromkeys(mapping_name(t) for t in tree.find_all(exp.Table)))
 
 
 def _check_column(node: exp.Column, what: str) -> list[Issue]:
@@ -316,3 +423,90 @@ def _result_type(tree: exp.Expression) -> str | None:
         return None
     dtype = typed.type
     return None if dtype is None else dtype.this.name
+
+
+# --------------------------------------------------------------------------- mapping tables
+
+MappingIssue = tuple[int, str, str, str, str]  # (rule index, code, message, hint, severity)
+
+
+class _Target(Protocol):
+    """A rule's `on` pattern (governance.policy.model.NamePattern)."""
+
+    def matches_table(self, catalog: str, schema: str, table: str) -> bool: ...
+
+
+def mapping_issues(
+    rules: Sequence[tuple[_Target, str, str]], tables: Collection[str] | None
+) -> list[MappingIssue]:
+    """What is wrong with the mapping tables of (on, text, kind) policy rules: a table that
+    is not in the catalog (`tables`; a warning when no catalog is at hand) and cycles (a
+    rule on T reads U and a chain of rules on what it reads leads back to T)."""
+    reads = [_reads(text, kind) for _, text, kind in rules]
+    issues: list[MappingIssue] = []
+    for i, names in enumerate(reads):
+        for name in names:
+            if tables is None:
+                issues.append(
+                    (
+                        i,
+                        "mapping-table-unchecked",
+                        f"reads mapping table {name}; with no catalog at hand its existence "
+                        "was not checked",
+                        "run lakegate policy validate with a lakegate.yaml (--config)",
+                        "warning",
+                    )
+                )
+            elif name not in tables:
+                issues.append(
+                    (
+                        i,
+                        "mapping-table-missing",
+                        f"reads mapping table {name}, which is not in the catalog",
+                        "register the table, or fix the name (catalog.schema.table)",
+                        "error",
+                    )
+                )
+        chain = _cycle(i, rules, reads)
+        if chain:
+            issues.append(
+                (
+                    i,
+                    "mapping-cycle",
+                    "reads mapping tables in a cycle: " + " -> ".join(chain),
+                    "a mapping table's own policies may not read the tables they govern",
+                    "error",
+                )
+            )
+    return issues
+
+
+def _reads(text: str, kind: str) -> tuple[str, ...]:
+    """The well-formed mapping-table names an expression reads (the rest are refused)."""
+    tree, _ = parse_expression(text, kind)
+    if tree is None:
+        return ()
+    tables = [t for t in tree.find_all(exp.Table) if _check_table(t, kind) is None]
+    return tuple(dict.fromkeys(mapping_name(t) for t in tables))
+
+
+def _cycle(
+    start: int, rules: Sequence[tuple[_Target, str, str]], reads: list[tuple[str, ...]]
+) -> list[str]:
+    """The chain of tables from rule `start`'s reads back to a table it governs, if any."""
+    on = rules[start][0]
+    stack = [[name] for name in reads[start]]
+    seen: set[str] = set()
+    while stack:
+        path = stack.pop()
+        name = path[-1]
+        parts = name.split(".")
+        if on.matches_table(*parts):
+            return [str(on), *path]
+        if name in seen:
+            continue
+        seen.add(name)
+        for j, (other, _, _) in enumerate(rules):
+            if other.matches_table(*parts):
+                stack += [[*path, nxt] for nxt in reads[j]]
+    return []

@@ -9,7 +9,7 @@ a server refuse exactly the same policy sets.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 
 from governance.policy.build import (
@@ -20,7 +20,11 @@ from governance.policy.build import (
     parse_policy_dir,
     parse_policy_text,
 )
-from governance.policy.expressions import check_filter_expression, check_mask_expression
+from governance.policy.expressions import (
+    check_filter_expression,
+    check_mask_expression,
+    mapping_issues,
+)
 from governance.policy.mask_checks import MaskChecks
 from governance.policy.model import (
     EFFECTS,
@@ -62,10 +66,11 @@ Rule = Grant | RowFilter | ColumnMask
 # --------------------------------------------------------------------------- public API
 
 
-def validate_policy_dir(path: str | Path) -> list[Problem]:
-    """Every problem (errors and warnings) of a policy directory, sorted by file and line."""
+def validate_policy_dir(path: str | Path, tables: Collection[str] | None = None) -> list[Problem]:
+    """Every problem (errors and warnings) of a policy directory, sorted by file and line;
+    `tables`: the catalog's full table names, when one is at hand (mapping tables)."""
     result = parse_policy_dir(path)
-    return sorted_problems(result.problems + validate_parsed(result))
+    return sorted_problems(result.problems + validate_parsed(result, tables))
 
 
 def validate_policy_text(files: Mapping[str, str]) -> list[Problem]:
@@ -84,10 +89,12 @@ def validate_policy_set(ps: PolicySet) -> list[Problem]:
     return sorted_problems(_Validator(ps, {}, _meta_from_rules(ps), full_meta=False).run())
 
 
-def validate_parsed(result: ParseResult) -> list[Problem]:
+def validate_parsed(result: ParseResult, tables: Collection[str] | None = None) -> list[Problem]:
     """Set-level problems of a parse result (the loader calls this before accepting a set)."""
     with gc_paused():
-        return _Validator(result.policy_set, result.locations, result.meta, full_meta=True).run()
+        checks = _Validator(result.policy_set, result.locations, result.meta, full_meta=True)
+        checks.tables = tables
+        return checks.run()
 
 
 def _meta_from_rules(ps: PolicySet) -> list[FileMeta]:
@@ -101,12 +108,15 @@ def _meta_from_rules(ps: PolicySet) -> list[FileMeta]:
 class _Validator(MaskChecks):
     """Every set-level check, in the order problems are found."""
 
+    tables: Collection[str] | None = None  # the catalog's table names, when one is at hand
+
     def run(self) -> list[Problem]:
         self.check_groups()
         self.check_principals()
         self.check_enums()
         self.check_ids()
         self.check_expressions()
+        self.check_mapping_tables()
         self.check_domains()
         self.check_mask_overlap()
         self.check_mask_reads_denied()
@@ -267,6 +277,20 @@ class _Validator(MaskChecks):
                     f"column mask '{m.id}' has an expression but mask '{m.mask}' ignores it",
                     "set mask: custom to use the expression, or remove it",
                 )
+
+    def check_mapping_tables(self) -> None:
+        """Mapping tables a filter or custom mask reads: in the catalog, and no cycles."""
+        rules: list[tuple[RowFilter | ColumnMask, str, str]] = [
+            (f, "where", f.where) for f in self.ps.row_filters
+        ]
+        rules += [(m, "expression", m.expression or "") for m in self.ps.column_masks]
+        rules = [r for r in rules if r[2] and (r[1] == "where" or r[0].mask == "custom")]
+        kinds = [(r.on, text, "filter" if key == "where" else "mask") for r, key, text in rules]
+        for i, code, message, hint, severity in mapping_issues(kinds, self.tables):
+            rule, key, _ = rules[i]
+            what = "row filter" if key == "where" else "column mask"
+            at = self.where(rule.source, key)
+            self.report(at, code, f"{what} '{rule.id}': {message}", hint, severity)  # type: ignore[arg-type]
 
     # ---- domains (federated ownership)
 

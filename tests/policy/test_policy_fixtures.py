@@ -27,7 +27,7 @@ def test_broken_copy_reports_every_error_with_file_and_line() -> None:
         ("broken/finance/finance.yml", 9, "mask-overlap"),
         ("broken/finance/finance.yml", 13, "custom-mask-no-col"),
         ("broken/sales/sales.yaml", 8, "outside-domain"),
-        ("broken/sales/sales.yaml", 14, "filter-reads-table"),
+        ("broken/sales/sales.yaml", 14, "filter-reads-path"),
     ]
 
 
