@@ -21,7 +21,6 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from catalog.model import TableInfo
 from governance.constructs import govern_expression
 from governance.errors import AccessDenied, Refused
 from governance.masks import mask_expr, quote_ident
@@ -55,11 +54,13 @@ class ReadView:
 _MAX_CACHED = 100_000  # entries per cache; a re-registered table adds new ones
 
 
-def _key(ident: Identity, table: TableInfo) -> tuple:
+def _key(ident: Identity, access: TableAccess) -> tuple:
     """A view depends on the user and on the table as registered: its columns and types
     change only by re-registering, which moves `updated_at` (the table's catalog version) and
-    may move its location; the policies are fixed for this PolicySql's enforcer."""
-    return (ident.user, table.full_name, table.updated_at, table.location)
+    may move its location; and on the Delta version its column tags were read from (for
+    tag-driven rules); the policies are fixed for this PolicySql's enforcer."""
+    table = access.table
+    return (ident.user, table.full_name, table.updated_at, table.location, access.tags.key)
 
 
 class PolicySql:
@@ -88,7 +89,9 @@ class PolicySql:
         tree = self._parsed.get((key, text))
         if tree is None:
             row_filter = self.enforcer.row_filter(key)
-            kind = "filter" if row_filter is not None and row_filter.where == text else "mask"
+            kind = "mask"
+            if row_filter is not None and (row_filter.where == text or row_filter.match):
+                kind = "filter"  # a tag-driven filter's text is bound per table
             tree = checked_expression(key, text, kind, self.enforcer.policy_set.groups)
             self._parsed[(key, text)] = tree
         return tree
@@ -113,7 +116,7 @@ class PolicySql:
         """(projection, filter) trees for this user on this table; filter may be None.
 
         Callers must copy before changing them: they are shared through the cache."""
-        key = _key(ident, access.table)
+        key = _key(ident, access)
         hit = self._views.get(key)
         if hit is not None:
             return hit
@@ -166,7 +169,7 @@ class PolicySql:
 
     def body(self, ident: Identity, access: TableAccess) -> str:
         """The view body's SQL with SOURCE_MARK where the Delta relation goes."""
-        key = _key(ident, access.table)
+        key = _key(ident, access)
         hit = self._bodies.get(key)
         if hit is not None:
             return hit
