@@ -160,6 +160,8 @@ def cmd_explain(user: str, directory: str, output: str, table: str) -> int:
             click.echo(f"  mask       : {col} -> {mask} (policy {pid})")
         for fid, kind, where in acc.row_filters:
             click.echo(f"  row filter : {fid} ({kind}): {where}")
+        for pid, column, tag in acc.tag_matches:
+            click.echo(f"  by tag     : {pid} applies through column {column} (tag {tag})")
     click.echo(f"  decided by : {', '.join(acc.decided_by) or 'default deny'}")
     if acc.error:
         click.echo(f"  ERROR      : {acc.error}")

@@ -13,6 +13,7 @@ from catalog.model import ColumnInfo, TableInfo
 from governance.policy.enforcer import AmbiguousMask, PolicyEnforcer
 from governance.policy.loader import load_policy_dir, load_policy_text
 from governance.policy.model import PRIVILEGES, PolicySet
+from governance.policy.tags import TagsUnreadable, matched_by_tag
 
 OTHER_USER = "<any other user>"  # stands for every user the policies do not name
 ALL_COLUMNS = "(other columns)"  # a table known only by name still has columns to decide on
@@ -28,6 +29,7 @@ class Access:
     row_filters: tuple[tuple[str, str, str], ...]  # (id, kind, where)
     decided_by: tuple[str, ...] = ()
     error: str | None = None
+    tag_matches: tuple[tuple[str, str, str], ...] = ()  # (rule id, column, tag)
 
     @property
     def can_select(self) -> bool:
@@ -41,6 +43,15 @@ class Access:
             "row_filters": [{"id": i, "kind": k, "where": w} for i, k, w in self.row_filters],
             "decided_by": list(self.decided_by),
             **({"error": self.error} if self.error else {}),
+            **(
+                {
+                    "tag_matches": [
+                        {"policy": p, "column": c, "tag": t} for p, c, t in self.tag_matches
+                    ]
+                }
+                if self.tag_matches
+                else {}
+            ),
         }
 
 
@@ -48,7 +59,7 @@ def effective_access(enforcer: PolicyEnforcer, user: str, table: TableInfo) -> A
     ident = enforcer.identity(user)
     try:
         a = enforcer.table_access(ident, table)
-    except AmbiguousMask as e:
+    except (AmbiguousMask, TagsUnreadable) as e:
         return Access((), (), (), (), error=str(e))
     privileges = tuple(p for p in PRIVILEGES if p in a.privileges)
     if not a.can_select:
@@ -59,6 +70,9 @@ def effective_access(enforcer: PolicyEnforcer, user: str, table: TableInfo) -> A
         masks=tuple((m.column, m.mask.mask, m.mask.id) for m in a.masks.values()),
         row_filters=tuple((f.id, f.kind, f.where) for f in a.row_filters),
         decided_by=a.policy_ids,
+        tag_matches=matched_by_tag(
+            table, a.tags, a.row_filters, [(m.column, m.mask) for m in a.masks.values()]
+        ),
     )
 
 
@@ -182,7 +196,12 @@ class Diff:
             mark = ":warning:" if c.flagged else ("wider" if c.widens else "narrower")
             lines.append(f"| {c.user} | {c.table} | {c.detail} | {mark} |")
         users = sorted({c.user for c in self.changes})
-        lines += ["", f"Users affected: {', '.join(users)}"]
+        tables = sorted({c.table for c in self.changes})
+        lines += [
+            "",
+            f"Users affected: {', '.join(users)}",
+            f"Tables affected: {', '.join(tables)}",
+        ]
         return "\n".join(lines) + "\n"
 
 

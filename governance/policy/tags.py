@@ -59,13 +59,24 @@ def read_match_columns(
     reader: NodeReader, node: Node, rule: Source, what: str, *, need_as: bool
 ) -> ColumnMatch | None:
     """The rule's `match_columns`, or None after reporting why not (with file:line)."""
-    example = "match_columns: {tag: region, as: r}"
     saved = (reader.near_misses, reader.null_keys)  # the rule's own keys were read already
+    try:
+        match = _match(reader, node, rule, what, need_as)
+    finally:
+        reader.near_misses, reader.null_keys = saved
+    if match is not None and isinstance(node, MappingNode):
+        reader.loc(rule, "match_columns", node)
+    return match
+
+
+def _match(
+    reader: NodeReader, node: Node, rule: Source, what: str, need_as: bool
+) -> ColumnMatch | None:
+    example = "match_columns: {tag: region, as: r}"
     fields = reader.mapping(node, f"match_columns of {what}", example)
-    keys = {} if fields is None else reader.known_keys(fields, MATCH_KEYS, "match_columns")
-    reader.near_misses, reader.null_keys = saved
     if fields is None:
         return None
+    keys = reader.known_keys(fields, MATCH_KEYS, "match_columns")
     if "tag" not in keys:
         reader.missing(node, f"match_columns of {what}", "tag", "region")
         return None
@@ -96,8 +107,6 @@ def read_match_columns(
     elif need_as:
         reader.missing(node, f"match_columns of {what}", "as", "r")
         return None
-    if isinstance(node, MappingNode):
-        reader.loc(rule, "match_columns", node)
     return ColumnMatch(tag, as_)
 
 
@@ -114,7 +123,8 @@ def binding_issues(text: str, match: ColumnMatch, kind: str) -> list[Issue]:
         (
             "binding-unused",
             f"'as: {match.as_}' of match_columns is not used in the expression",
-            f"write {match.as_} where the tagged column's value goes, e.g. {match.as_} = 'EMEA'",
+            f"write {match.as_} where the tagged column's value goes, e.g. "
+            + (f"{match.as_} = 'EMEA'" if kind == "filter" else f"right({match.as_}, 4)"),
         )
     ]
 
@@ -183,6 +193,25 @@ def bind_mask(m: ColumnMask, column: str) -> ColumnMask:
         return m
     tree = bind_expression(m.expression, m.match.as_, column, "mask")
     return m if tree is None else replace(m, expression=tree.sql("spark"))
+
+
+def matched_by_tag(
+    table: TableInfo,
+    tags: ColumnTags,
+    filters: Iterable[RowFilter],
+    masks: Iterable[tuple[str, ColumnMask]],
+) -> tuple[tuple[str, str, str], ...]:
+    """(rule id, column, tag) for every rule that applies through a column's tag, so review
+    tools can say which column and tag a tag-driven rule hit."""
+    out: list[tuple[str, str, str]] = []
+    for f in filters:
+        if f.match is not None:
+            out += [(f.id, c, f.match.tag) for c in tags.tagged(table, f.match.tag)]
+    for column, m in masks:
+        have = tags.columns.get(column.lower(), frozenset())
+        wanted = (m.match.tag,) if m.match is not None else m.tags
+        out += [(m.id, column, t) for t in wanted if t in have][:1]
+    return tuple(out)
 
 
 # ---- a table's column tags -------------------------------------------------------------
