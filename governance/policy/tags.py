@@ -270,7 +270,8 @@ def _read_delta(root: str, version: int) -> dict[str, frozenset[str]]:
 
 def delta_tags(table: TableInfo) -> tuple[tuple, dict[str, frozenset[str]]]:
     """(cache key, column -> tags) from the table's newest Delta version; TagsUnreadable if
-    the log cannot be read. A table known only by name (no location) has none."""
+    the log cannot be read. A table known only by name (no location), or whose location holds
+    no Delta log (offline policy tests; Spark could not read it either), has none."""
     if not table.location:
         return (), {}
     root = normalise_location(table.location)
@@ -280,8 +281,11 @@ def delta_tags(table: TableInfo) -> tuple[tuple, dict[str, frozenset[str]]]:
             "tag-driven policies apply to it, so the statement is refused",
             tables=(table.full_name,),
         )
+    log = Path(root) / "_delta_log"
+    if not log.exists():
+        return (root, None), {}  # no Delta table there (yet): nothing to read, nor to tag
     try:
-        version = _latest_version(Path(root) / "_delta_log")
+        version = _latest_version(log)
         key = (root, version)
         hit = _cache.get(key)
         if hit is None:
