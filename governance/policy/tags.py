@@ -22,6 +22,7 @@ table applies to each, ANDed (every tagged value must pass).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import threading
@@ -232,6 +233,8 @@ class ColumnTags:
 
 NO_TAGS = ColumnTags()
 _cache: dict[tuple[str, int], dict[str, frozenset[str]]] = {}
+_newest: dict[str, tuple[int, dict[str, frozenset[str]]]] = {}  # root -> newest version read
+MAX_SCANNED_COMMITS = 100  # beyond this many new commits, delta-rs reads the table afresh
 _lock = threading.Lock()
 
 
@@ -252,6 +255,24 @@ def _latest_version(log: Path) -> int:
     if not versions:
         raise OSError("no commits")
     return max(versions)
+
+
+def _no_metadata(log: Path, since: int, version: int) -> bool:
+    """Whether the commits after `since` up to `version` hold no metaData action, so the
+    tags read at `since` still hold (an append costs a few small JSON reads, not a delta-rs
+    open). Anything unexpected answers False: the table is then read afresh."""
+    if version - since > MAX_SCANNED_COMMITS:
+        return False
+    try:
+        for v in range(since + 1, version + 1):
+            with open(log / f"{v:020d}.json", encoding="utf-8") as fh:
+                for line in fh:
+                    action = json.loads(line) if line.strip() else {}
+                    if not isinstance(action, dict) or "metaData" in action:
+                        return False
+    except (OSError, ValueError):
+        return False
+    return True
 
 
 def _read_delta(root: str, version: int) -> dict[str, frozenset[str]]:
@@ -289,11 +310,17 @@ def delta_tags(table: TableInfo) -> tuple[tuple, dict[str, frozenset[str]]]:
         key = (root, version)
         hit = _cache.get(key)
         if hit is None:
-            hit = _read_delta(root, version)
+            last = _newest.get(root)
+            if last is not None and last[0] < version and _no_metadata(log, last[0], version):
+                hit = last[1]
+            else:
+                hit = _read_delta(root, version)
             with _lock:
                 if len(_cache) > 50_000:
                     _cache.clear()
                 _cache[key] = hit
+                if last is None or last[0] < version:
+                    _newest[root] = (version, hit)
     except Exception as e:  # any failure to read the log fails closed
         raise TagsUnreadable(
             f"tags of table {table.full_name} cannot be read (its Delta log is unreadable: "

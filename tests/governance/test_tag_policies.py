@@ -146,6 +146,23 @@ def test_delta_tag_set_by_a_pipeline_applies_at_the_next_statement(lg, spark) ->
     assert ids(lg, "carol", "SELECT id FROM g.s.late ORDER BY id") == [(1,), (2,)]
 
 
+def test_tag_from_delta_column_metadata_applies(lg, spark, tmp_path: Path) -> None:
+    """A pipeline may tag a column in its Delta schema (StructField metadata) instead."""
+    path = str(tmp_path / "meta")
+    df = spark.createDataFrame([(1, "EMEA"), (2, "AMER")], "id INT, zone STRING")
+    df.withMetadata("zone", {"lakegate.tags": "region"}).write.format("delta").save(path)
+    lg.register_table("g.s.meta", path)
+    assert ids(lg, "carol", "SELECT id FROM g.s.meta ORDER BY id") == [(1,)]
+
+
+def test_explain_names_the_delta_tagged_column(lg) -> None:
+    from governance.policy.analysis import effective_access
+
+    acc = effective_access(lg.enforcer, "carol", lg.catalog.table("g", "s", "customers"))
+    assert acc.tag_matches == (("region-by-tag", "home", "region"),)
+    assert acc.row_filters == (("region-by-tag", "permissive", "`home` = 'EMEA'"),)
+
+
 def test_time_travel_reads_use_todays_tags(lg, spark) -> None:
     """Version 1 of `customers` predates the pipeline's tag; the read is still filtered."""
     got = ids(lg, "carol", "SELECT id FROM g.s.customers VERSION AS OF 1 ORDER BY id")

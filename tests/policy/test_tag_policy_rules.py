@@ -157,6 +157,31 @@ def test_delta_tag_values_follow_the_identifier_rules() -> None:
     assert split_tags(" Region, PII ,,regi\u043en") == frozenset({"region", "pii"})
 
 
+# reading Delta tags ------------------------------------------------------------------------
+
+
+def test_an_append_reuses_the_tags_without_reopening_the_table(tmp_path: Path, monkeypatch) -> None:
+    """A commit without a metaData action cannot change tags: one small JSON read, no delta-rs
+    open; a table that is not Delta at all has no Delta tags and is not refused."""
+    pa = pytest.importorskip("pyarrow")
+    from deltalake import write_deltalake
+
+    from governance.policy import tags
+
+    rows = pa.table({"id": [1, 2]})
+    write_deltalake(str(tmp_path / "t"), rows)
+    info = dataclasses.replace(TABLE, location=str(tmp_path / "t"))
+    first_key, _ = tags.delta_tags(info)
+    write_deltalake(str(tmp_path / "t"), rows, mode="append")
+    opened: list[int] = []
+    real = tags._read_delta
+    monkeypatch.setattr(tags, "_read_delta", lambda root, v: opened.append(v) or real(root, v))
+    key, found = tags.delta_tags(info)
+    assert (key[1], found, opened) == (first_key[1] + 1, {}, [])
+    nowhere = dataclasses.replace(TABLE, location=str(tmp_path / "not-a-table"))
+    assert tags.delta_tags(nowhere) == ((str(tmp_path / "not-a-table"), None), {})
+
+
 # explain and diff ----------------------------------------------------------------------
 
 
