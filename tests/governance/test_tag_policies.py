@@ -163,6 +163,26 @@ def test_explain_names_the_delta_tagged_column(lg) -> None:
     assert acc.row_filters == (("region-by-tag", "permissive", "`home` = 'EMEA'"),)
 
 
+def test_diff_with_a_catalog_lists_every_table_a_tag_filter_reaches(lg) -> None:
+    from governance.policy.analysis import diff_policies
+    from governance.policy.loader import load_policy_text
+
+    start = POLICIES.index("row_filters:")
+    without = POLICIES[:start] + POLICIES[POLICIES.index("column_masks:") :]
+    tables = [
+        t for t in lg.catalog.tables() if t.name in ("orders", "customers", "two", "products")
+    ]
+    d = diff_policies(
+        load_policy_text({"p.yaml": without}), load_policy_text({"p.yaml": POLICIES}), tables
+    )
+    assert {(c.user, c.table) for c in d.changes} == {
+        ("carol", "g.s.orders"),
+        ("carol", "g.s.customers"),
+        ("carol", "g.s.two"),
+    }
+    assert "Tables affected: g.s.customers, g.s.orders, g.s.two" in d.to_markdown()
+
+
 def test_time_travel_reads_use_todays_tags(lg, spark) -> None:
     """Version 1 of `customers` predates the pipeline's tag; the read is still filtered."""
     got = ids(lg, "carol", "SELECT id FROM g.s.customers VERSION AS OF 1 ORDER BY id")
