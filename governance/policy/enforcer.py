@@ -134,7 +134,7 @@ class PolicyEnforcer:
         self._masks = {m.id: m for m in ps.column_masks}
         # rules that need a table's column tags (governance.policy.tags)
         self._tag_driven = {f.id for f in ps.row_filters if f.match is not None}
-        self._tag_driven |= {m.id for m in ps.column_masks if m.match is not None or m.tags}
+        self._tag_driven |= {m.id for m in ps.column_masks if m.match is not None}
         # (subject, privilege) -> (cat, schema, table) -> column|_ALL -> rules
         self._grants: dict[tuple[str, str], dict[tuple[str, str, str], dict[str, list[_GrantRule]]]]
         self._grants = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
@@ -359,12 +359,14 @@ class PolicyEnforcer:
         out: dict[str, AppliedMask] = {}
         for col in visible:
             low = col.lower()
+            # v1 `tags:` masks read the YAML tags only, as before; match_columns the Delta's too
+            yaml_tags = self.policy_set.column_tags(*key, low) if any(m.tags for m in masks) else ()
             col_tags = tags.columns.get(low, frozenset())
             hits = [
                 m
                 for m in masks
                 if low in m.columns
-                or col_tags.intersection(m.tags)
+                or (yaml_tags and yaml_tags.intersection(m.tags))
                 or (m.match is not None and m.match.tag in col_tags)
             ]
             if not hits:
