@@ -65,14 +65,16 @@ class ReadView:
 _MAX_CACHED = 100_000  # entries per cache; a re-registered table adds new ones
 
 
-def _key(ident: Identity, table: TableInfo, reads: tuple[PolicyRead, ...] = ()) -> tuple:
+def _key(ident: Identity, access: TableAccess, reads: tuple[PolicyRead, ...] = ()) -> tuple:
     """A view depends on the user and on the table as registered: its columns and types
     change only by re-registering, which moves `updated_at` (the table's catalog version) and
-    may move its location; the policies are fixed for this PolicySql's enforcer. A mapping
+    may move its location; on the Delta version its column tags were read from (for
+    tag-driven rules); the policies are fixed for this PolicySql's enforcer. A mapping
     table's registration (its location) is part of the view too; its rows are not (they
     are read at run time, so a change takes effect at the next statement)."""
+    table = access.table
     mapped = tuple((r.table.full_name, r.table.updated_at, r.table.location) for r in reads)
-    return (ident.user, table.full_name, table.updated_at, table.location, mapped)
+    return (ident.user, table.full_name, table.updated_at, table.location, access.tags.key, mapped)
 
 
 def _raw_read(tree: exp.Expression, tables: dict[str, TableInfo]) -> exp.Expression:
@@ -129,7 +131,9 @@ class PolicySql:
         tree = self._parsed.get((key, text))
         if tree is None:
             row_filter = self.enforcer.row_filter(key)
-            kind = "filter" if row_filter is not None and row_filter.where == text else "mask"
+            kind = "mask"
+            if row_filter is not None and (row_filter.where == text or row_filter.match):
+                kind = "filter"  # a tag-driven filter's text is bound per table
             tree = checked_expression(key, text, kind, self.enforcer.policy_set.groups)
             self._parsed[(key, text)] = tree
         return tree
@@ -217,7 +221,7 @@ class PolicySql:
 
         Callers must copy before changing them: they are shared through the cache."""
         reads = self.policy_reads(access)
-        key = _key(ident, access.table, reads)
+        key = _key(ident, access, reads)
         hit = self._views.get(key)
         if hit is not None:
             return hit
@@ -276,7 +280,7 @@ class PolicySql:
 
     def body(self, ident: Identity, access: TableAccess) -> str:
         """The view body's SQL with SOURCE_MARK where the Delta relation goes."""
-        key = _key(ident, access.table, self.policy_reads(access))
+        key = _key(ident, access, self.policy_reads(access))
         hit = self._bodies.get(key)
         if hit is not None:
             return hit

@@ -169,6 +169,8 @@ def cmd_explain(user: str, directory: str, output: str, table: str) -> int:
             click.echo(f"  row filter : {fid} ({kind}): {where}")
         for pid, mapped in acc.mapping_tables:
             click.echo(f"  mapping    : {mapped} (read by {pid} with the policy's rights)")
+        for pid, column, tag in acc.tag_matches:
+            click.echo(f"  by tag     : {pid} applies through column {column} (tag {tag})")
     click.echo(f"  decided by : {', '.join(acc.decided_by) or 'default deny'}")
     if acc.error:
         click.echo(f"  ERROR      : {acc.error}")

@@ -14,6 +14,7 @@ from governance.policy.enforcer import AmbiguousMask, PolicyEnforcer, TableAcces
 from governance.policy.expressions import mapping_tables, parse_expression
 from governance.policy.loader import load_policy_dir, load_policy_text
 from governance.policy.model import PRIVILEGES, PolicySet
+from governance.policy.tags import TagsUnreadable, matched_by_tag
 
 OTHER_USER = "<any other user>"  # stands for every user the policies do not name
 ALL_COLUMNS = "(other columns)"  # a table known only by name still has columns to decide on
@@ -31,6 +32,7 @@ class Access:
     error: str | None = None
     # (policy id, mapping table) for each filter/custom mask that reads a mapping table
     mapping_tables: tuple[tuple[str, str], ...] = ()
+    tag_matches: tuple[tuple[str, str, str], ...] = ()  # (rule id, column, tag)
 
     @property
     def can_select(self) -> bool:
@@ -45,6 +47,15 @@ class Access:
             "decided_by": list(self.decided_by),
             "mapping_tables": [{"policy": p, "table": t} for p, t in self.mapping_tables],
             **({"error": self.error} if self.error else {}),
+            **(
+                {
+                    "tag_matches": [
+                        {"policy": p, "column": c, "tag": t} for p, c, t in self.tag_matches
+                    ]
+                }
+                if self.tag_matches
+                else {}
+            ),
         }
 
 
@@ -52,7 +63,7 @@ def effective_access(enforcer: PolicyEnforcer, user: str, table: TableInfo) -> A
     ident = enforcer.identity(user)
     try:
         a = enforcer.table_access(ident, table)
-    except AmbiguousMask as e:
+    except (AmbiguousMask, TagsUnreadable) as e:
         return Access((), (), (), (), error=str(e))
     privileges = tuple(p for p in PRIVILEGES if p in a.privileges)
     if not a.can_select:
@@ -64,6 +75,9 @@ def effective_access(enforcer: PolicyEnforcer, user: str, table: TableInfo) -> A
         row_filters=tuple((f.id, f.kind, f.where) for f in a.row_filters),
         decided_by=a.policy_ids,
         mapping_tables=_mapping_tables(a),
+        tag_matches=matched_by_tag(
+            table, a.tags, a.row_filters, [(m.column, m.mask) for m in a.masks.values()]
+        ),
     )
 
 
@@ -203,7 +217,12 @@ class Diff:
             mark = ":warning:" if c.flagged else ("wider" if c.widens else "narrower")
             lines.append(f"| {c.user} | {c.table} | {c.detail} | {mark} |")
         users = sorted({c.user for c in self.changes})
-        lines += ["", f"Users affected: {', '.join(users)}"]
+        tables = sorted({c.table for c in self.changes})
+        lines += [
+            "",
+            f"Users affected: {', '.join(users)}",
+            f"Tables affected: {', '.join(tables)}",
+        ]
         return "\n".join(lines) + "\n"
 
 

@@ -36,6 +36,7 @@ from governance.policy.model import (
     RowFilter,
     group_users,
 )
+from governance.policy.tags import NO_TAGS, ColumnTags, bind_filter, bind_mask, column_tags
 
 _ALL = "\x00all"  # marks a table-level rule in the column slot of the index
 
@@ -77,6 +78,7 @@ class TableAccess:
     hidden_by: dict[str, tuple[str, ...]] = field(default_factory=dict)  # column -> deny ids
     # lower-case masked column -> (mask id, hidden column its custom expression reads)
     mask_reads_hidden: dict[str, tuple[str, str]] = field(default_factory=dict)
+    tags: ColumnTags = NO_TAGS  # the column tags tag-driven rules were decided on
 
     @property
     def can_select(self) -> bool:
@@ -130,6 +132,9 @@ class PolicyEnforcer:
         self._filters = {f.id: f for f in ps.row_filters}
         self._filter_order = {f.id: i for i, f in enumerate(ps.row_filters)}
         self._masks = {m.id: m for m in ps.column_masks}
+        # rules that need a table's column tags (governance.policy.tags)
+        self._tag_driven = {f.id for f in ps.row_filters if f.match is not None}
+        self._tag_driven |= {m.id for m in ps.column_masks if m.match is not None}
         # (subject, privilege) -> (cat, schema, table) -> column|_ALL -> rules
         self._grants: dict[tuple[str, str], dict[tuple[str, str, str], dict[str, list[_GrantRule]]]]
         self._grants = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
@@ -228,18 +233,29 @@ class PolicyEnforcer:
     # table access ---------------------------------------------------------------------
 
     def table_access(self, ident: Identity, table: TableInfo) -> TableAccess:
-        """Cached per user and table version: the enforcer is immutable once built."""
-        cache_key = (ident.user, table.full_name, table.updated_at, table.location)
+        """Cached per user, table version and Delta tag version: the enforcer is immutable
+        once built."""
+        tags = self._column_tags(ident, table)
+        cache_key = (ident.user, table.full_name, table.updated_at, table.location, tags.key)
         hit = self._access_cache.get(cache_key)
         if hit is not None:
             return hit
-        access = self._table_access(ident, table)
+        access = self._table_access(ident, table, tags)
         if len(self._access_cache) > 100_000:
             self._access_cache.clear()
         self._access_cache[cache_key] = access
         return access
 
-    def _table_access(self, ident: Identity, table: TableInfo) -> TableAccess:
+    def _column_tags(self, ident: Identity, table: TableInfo) -> ColumnTags:
+        """The table's column tags, read only when a tag-driven rule may apply to this user
+        here (TagsUnreadable, a refusal, if they cannot be read)."""
+        key = (table.catalog.lower(), table.schema.lower(), table.name.lower())
+        ids = self._lookup(self._filter_idx, ident, key) + self._lookup(self._mask_idx, ident, key)
+        if not any(i in self._tag_driven for i in ids):
+            return NO_TAGS
+        return column_tags(self.policy_set, table)
+
+    def _table_access(self, ident: Identity, table: TableInfo, tags: ColumnTags) -> TableAccess:
         key = (table.catalog.lower(), table.schema.lower(), table.name.lower())
         allow_all = False
         deny_all = False
@@ -275,8 +291,12 @@ class PolicyEnforcer:
             privileges.add("select")
         else:
             privileges.discard("select")
-        filters = self._applicable_filters(ident, key)
-        masks = self._applicable_masks(ident, table, key, visible)
+        filters = tuple(
+            bound
+            for f in self._applicable_filters(ident, key)
+            if (bound := bind_filter(f, tags.tagged(table, f.match.tag) if f.match else []))
+        )
+        masks = self._applicable_masks(ident, table, key, visible, tags)
         hidden_low = {h.lower() for h in hidden}
         leaks: dict[str, tuple[str, str]] = {}
         for low, applied in masks.items():
@@ -293,6 +313,7 @@ class PolicyEnforcer:
             grant_ids=tuple(dict.fromkeys(ids)),
             hidden_by=hidden_by,
             mask_reads_hidden=leaks,
+            tags=tags,
         )
 
     def _lookup(
@@ -319,7 +340,12 @@ class PolicyEnforcer:
         return tuple(self._filters[i] for i in sorted(ids, key=self._filter_order.__getitem__))
 
     def _applicable_masks(
-        self, ident: Identity, table: TableInfo, key: tuple[str, str, str], visible: list[str]
+        self,
+        ident: Identity,
+        table: TableInfo,
+        key: tuple[str, str, str],
+        visible: list[str],
+        tags: ColumnTags,
     ) -> dict[str, AppliedMask]:
         ids = self._lookup(self._mask_idx, ident, key)
         if not ids:
@@ -333,8 +359,16 @@ class PolicyEnforcer:
         out: dict[str, AppliedMask] = {}
         for col in visible:
             low = col.lower()
-            tags = self.policy_set.column_tags(*key, low) if any(m.tags for m in masks) else set()
-            hits = [m for m in masks if low in m.columns or (tags and tags.intersection(m.tags))]
+            # v1 `tags:` masks read the YAML tags only, as before; match_columns the Delta's too
+            yaml_tags = self.policy_set.column_tags(*key, low) if any(m.tags for m in masks) else ()
+            col_tags = tags.columns.get(low, frozenset())
+            hits = [
+                m
+                for m in masks
+                if low in m.columns
+                or (yaml_tags and yaml_tags.intersection(m.tags))
+                or (m.match is not None and m.match.tag in col_tags)
+            ]
             if not hits:
                 continue
             top = max(m.priority for m in hits)
@@ -344,7 +378,7 @@ class PolicyEnforcer:
                 raise AmbiguousMask(
                     f"masks {names} have equal priority on column {table.full_name}.{col}"
                 )
-            out[low] = AppliedMask(col, best[0])
+            out[low] = AppliedMask(col, bind_mask(best[0], col))
         return out
 
     def members_of(self, principal: Principal) -> set[str]:

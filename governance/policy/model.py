@@ -153,6 +153,15 @@ class Grant:
 
 
 @dataclass(frozen=True, slots=True)
+class ColumnMatch:
+    """`match_columns: {tag: region, as: r}`: the rule applies to columns tagged `tag`, and
+    `as` names the matched column in its expression (governance.policy.tags)."""
+
+    tag: str  # lower-case
+    as_: str | None = None  # lower-case; required for row filters
+
+
+@dataclass(frozen=True, slots=True)
 class RowFilter:
     id: str
     on: NamePattern
@@ -161,6 +170,7 @@ class RowFilter:
     kind: FilterKind = "permissive"
     source: Source = UNKNOWN_SOURCE
     file_domain: str | None = None
+    match: ColumnMatch | None = None  # tag-driven (extension of the v1 format)
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,6 +186,7 @@ class ColumnMask:
     priority: int = 0
     source: Source = UNKNOWN_SOURCE
     file_domain: str | None = None
+    match: ColumnMatch | None = None  # tag-driven (extension of the v1 format)
 
 
 @dataclass(frozen=True, slots=True)

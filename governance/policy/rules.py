@@ -20,6 +20,7 @@ from governance.policy.model import (
     MASKS,
     PRIVILEGES,
     ColumnMask,
+    ColumnMatch,
     Grant,
     NamePattern,
     Principal,
@@ -35,6 +36,7 @@ from governance.policy.source import (
     Locations,
     NodeReader,
 )
+from governance.policy.tags import read_match_columns
 
 # Grants of domain owners are compiled with ids `domain:NAME`; rule ids must not collide.
 RESERVED_ID_PREFIX = "domain:"
@@ -249,10 +251,23 @@ class RuleReader(NodeReader):
         kind = "permissive"
         if "kind" in keys:
             kind = self.enum(keys["kind"], "filter kind", FILTER_KINDS, "unknown-kind") or kind
+        match = None
+        if "match_columns" in keys:
+            match = read_match_columns(self, keys["match_columns"], rule, what, need_as=True)
+            ok = ok and match is not None
         if not ok or fid is None or on is None or principals is None or where is None:
             return
         self.rules_out.row_filters.append(
-            RowFilter(fid, on, principals, where, kind, rule, self.domain)  # type: ignore[arg-type]
+            RowFilter(
+                fid,
+                on,
+                principals,
+                where,
+                kind,  # type: ignore[arg-type]
+                rule,
+                self.domain,
+                match,
+            )
         )
 
     def column_mask(self, node: Node) -> None:
@@ -284,7 +299,10 @@ class RuleReader(NodeReader):
         columns: tuple[str, ...] = ()
         if "columns" in keys:
             columns = self.columns(keys["columns"], f"columns of {what}", rule) or ()
-        if not tags and not columns:
+        match = self.mask_match(keys, rule, what)
+        if match is False:
+            ok = False
+        elif match is None and not tags and not columns:
             if ok and len(self.problems) == reported:  # not already explained above
                 self.report(
                     node,
@@ -333,5 +351,40 @@ class RuleReader(NodeReader):
                 priority,
                 rule,
                 self.domain,  # type: ignore[arg-type]
+                match if isinstance(match, ColumnMatch) else None,
             )
         )
+
+    def mask_match(
+        self, keys: dict[str, Node], rule: Source, what: str
+    ) -> ColumnMatch | bool | None:
+        """A mask's `match_columns` (None: absent; False: reported). It selects the columns
+        alone (with `tags:` or `columns:` the mask's reach would be ambiguous), and its `as`
+        names the column in a custom expression only."""
+        if "match_columns" not in keys:
+            return None
+        node = keys["match_columns"]
+        match = read_match_columns(self, node, rule, what, need_as=False)
+        if match is None:
+            return False
+        mixed = [k for k in ("tags", "columns") if k in keys]
+        if mixed:
+            self.report(
+                node,
+                "ambiguous-match",
+                f"{what} has match_columns and {mixed[0]}: which columns it masks is ambiguous",
+                f"keep match_columns and remove {mixed[0]}, or write a second mask",
+            )
+            return False
+        mask = keys.get("mask")
+        if match.as_ is not None and not (isinstance(mask, ScalarNode) and mask.value == "custom"):
+            self.report(
+                node,
+                "binding-not-custom",
+                f"'as' of match_columns in {what} names the column in a custom expression, "
+                "but the mask is not custom",
+                "remove 'as' (the built-in mask applies to each tagged column), or use "
+                "mask: custom",
+            )
+            return False
+        return match

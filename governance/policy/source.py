@@ -29,7 +29,7 @@ TOP_KEYS: tuple[str, ...] = (
 )
 DOMAIN_KEYS: tuple[str, ...] = ("owners", "description", "schemas")
 GRANT_KEYS: tuple[str, ...] = ("id", "principals", "privileges", "on", "effect", "columns")
-ROW_FILTER_KEYS: tuple[str, ...] = ("id", "on", "principals", "where", "kind")
+ROW_FILTER_KEYS: tuple[str, ...] = ("id", "on", "principals", "where", "kind", "match_columns")
 COLUMN_MASK_KEYS: tuple[str, ...] = (
     "id",
     "on",
@@ -40,6 +40,7 @@ COLUMN_MASK_KEYS: tuple[str, ...] = (
     "principals",
     "except",
     "priority",
+    "match_columns",  # extension: tag-driven masks (governance.policy.tags)
 )
 _KEYS_BY_SECTION: dict[str, tuple[str, ...]] = {
     "grants": GRANT_KEYS,

@@ -47,6 +47,7 @@ from governance.policy.problems import (
     group_hint,
     sorted_problems,
 )
+from governance.policy.tags import binding_issues, tag_mask_issues
 
 __all__ = [
     "PolicyError",
@@ -255,7 +256,10 @@ class _Validator(MaskChecks):
     def check_expressions(self) -> None:
         for f in self.ps.row_filters:
             at = self.where(f.source, "where")
-            for code, message, hint in check_filter_expression(f.where, self.groups):
+            issues = check_filter_expression(f.where, self.groups)
+            if f.match is not None and not issues:
+                issues = binding_issues(f.where, f.match, "filter")
+            for code, message, hint in issues:
                 self.report(at, code, f"row filter '{f.id}': {message}", hint)
         for m in self.ps.column_masks:
             if m.mask == "custom":
@@ -268,7 +272,12 @@ class _Validator(MaskChecks):
                     )
                     continue
                 at = self.where(m.source, "expression")
-                for code, message, hint in check_mask_expression(m.expression, self.groups):
+                issues = (
+                    check_mask_expression(m.expression, self.groups)
+                    if m.match is None
+                    else tag_mask_issues(m.expression, m.match, self.groups)
+                )
+                for code, message, hint in issues:
                     self.report(at, code, f"column mask '{m.id}': {message}", hint)
             elif m.expression is not None:
                 self.report(
