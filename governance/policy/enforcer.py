@@ -249,6 +249,8 @@ class PolicyEnforcer:
     def _column_tags(self, ident: Identity, table: TableInfo) -> ColumnTags:
         """The table's column tags, read only when a tag-driven rule may apply to this user
         here (TagsUnreadable, a refusal, if they cannot be read)."""
+        if not self._tag_driven:  # no tag-driven rule at all: the common, free case
+            return NO_TAGS
         key = (table.catalog.lower(), table.schema.lower(), table.name.lower())
         ids = self._lookup(self._filter_idx, ident, key) + self._lookup(self._mask_idx, ident, key)
         if not any(i in self._tag_driven for i in ids):
