@@ -21,6 +21,21 @@ from typing import Any
 import pytest
 from connect_testkit import PERSONAS, make_tls, token_of
 
+MAPPING_POLICY = """
+grants:
+  - id: mira-reads-orders
+    principals: [mira]
+    privileges: [select]
+    on: main.sales.orders
+row_filters:
+  - id: mira-by-mapping
+    on: main.sales.orders
+    principals: [mira]
+    where: >-
+      region IN (SELECT m.region FROM main.acl.user_regions m
+                 WHERE m.user_name = current_user())
+"""
+
 
 @pytest.fixture(scope="session")
 def connect_lakegate(lakehouse, spark, tmp_path_factory: pytest.TempPathFactory) -> Iterator:
@@ -33,6 +48,11 @@ def connect_lakegate(lakehouse, spark, tmp_path_factory: pytest.TempPathFactory)
     src.backup(dst)
     src.close()
     dst.close()
+    # the demo's policies plus one mapping-table filter for `mira` (a persona of her own, so
+    # no other test's expectations move): she reads the orders of the regions mapped to her
+    policies = root / "policies"
+    shutil.copytree(lakehouse.config.policies, policies)
+    (policies / "mapping.yaml").write_text(MAPPING_POLICY)
     ca, cert, key = make_tls(root)
     api = ApiConfig(
         tokens=tuple(
@@ -42,6 +62,7 @@ def connect_lakegate(lakehouse, spark, tmp_path_factory: pytest.TempPathFactory)
     cfg = replace(
         lakehouse.config,
         catalog=str(root / "catalog.db"),
+        policies=policies,
         audit=root / "audit",
         warehouse=root / "warehouse",
         api=api,
@@ -51,6 +72,11 @@ def connect_lakegate(lakehouse, spark, tmp_path_factory: pytest.TempPathFactory)
     orders = lg.catalog.table("main", "sales", "orders")
     shutil.copytree(orders.location, root / "orders")
     lg.register_table("main.sales.orders", str(root / "orders"), replace=True)
+    spark.createDataFrame(
+        [("mira", "EMEA"), ("mira", "APAC"), ("someone", "AMER")], "user_name string, region string"
+    ).write.format("delta").save(str(root / "user_regions"))
+    lg.catalog.create_schema("main", "acl")
+    lg.register_table("main.acl.user_regions", str(root / "user_regions"))
     lg.ca = ca  # type: ignore[attr-defined]
     yield lg
     lg.close()

@@ -143,3 +143,18 @@ def test_runtime_errors_carry_class_and_query_id_not_values(remote) -> None:
     assert "statement failed: [" in text and "(query " in text
     for name in ("Anna", "Ben", "Chen", "Dominique", "Eve", "Farah"):
         assert name not in text
+
+
+def test_a_mapping_table_filter_governs_sql_and_dataframes_through_the_gateway(
+    remote, embedded
+) -> None:
+    """Issue 15 through issue 12's gateway: the policy reads main.acl.user_regions with its
+    own rights inside the governed view, and the composed plan's verifier accepts exactly
+    that read; the user still cannot read the mapping table herself."""
+    want = embedded("mira", ORDERS)
+    assert want and {r[1] for r in want} <= {"EMEA", "APAC"}
+    s = remote("mira")
+    assert rows(s.sql(ORDERS)) == want
+    assert rows(s.table("main.sales.orders").select("id", "region", "amount", "order_date")) == want
+    with pytest.raises(Exception, match="denied"):
+        s.sql("SELECT * FROM main.acl.user_regions").collect()
