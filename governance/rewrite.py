@@ -118,6 +118,8 @@ class PolicySql:
         self.enforcer = enforcer
         self.catalog = catalog
         self._parsed: dict[tuple[str, str], exp.Expression] = {}
+        # (key, text) -> (mapping tables it reads, column names it uses): fixed per policy
+        self._mapped: dict[tuple[str, str], tuple[tuple[str, ...], tuple[str, ...]]] = {}
         # keyed like the enforcer's TableAccess cache (see _key): a view is cached exactly as
         # long as the access it is built from
         self._views: dict[tuple, tuple[list[exp.Expression], exp.Expression | None]] = {}
@@ -157,6 +159,21 @@ class PolicySql:
             return exp.cast(exp.null(), exp.DataType.build("boolean"))
         return tree
 
+    def _mapping(self, key: str, text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """The mapping tables a policy expression reads and the column names it uses; walked
+        once per expression, not per statement (most policies read no table)."""
+        hit = self._mapped.get((key, text))
+        if hit is None:
+            tree = self._expr(key, text)
+            names = mapping_tables(tree)
+            cols = (
+                tuple(dict.fromkeys(c.name.lower() for c in tree.find_all(exp.Column) if c.name))
+                if names
+                else ()
+            )
+            hit = self._mapped[(key, text)] = (names, cols)
+        return hit
+
     def _applied(self, access: TableAccess) -> list[tuple[str, str]]:
         """(key, text) of every filter and custom mask applied on this access."""
         out = [(f.id, f.where) for f in access.row_filters]
@@ -179,13 +196,13 @@ class PolicySql:
         if row_filters_only:
             applied = applied[: len(access.row_filters)]
         for key, text in applied:
-            tree = self._expr(key, text)
-            for name in mapping_tables(tree):
+            names, used = self._mapping(key, text)
+            for name in names:
                 ids, cols = found.setdefault(name, ([], []))
                 policy = key.split(":", 1)[0]
                 if policy not in ids:
                     ids.append(policy)
-                cols += [c.name.lower() for c in tree.find_all(exp.Column) if c.name]
+                cols += used
         reads = []
         for name, (ids, cols) in found.items():
             info = self.catalog.table(*name.split(".")) if self.catalog is not None else None
