@@ -3,8 +3,8 @@
 Each call: the bearer token names the user (the REST API's token configuration); the
 verified user replaces whatever `user_context` the client declared, so the backend, which
 keys sessions by (user, session id), never lets one user reach another's session. The plan
-is governed (relations.py) and verified before the backend sees it; SQL commands run
-through the user's governed session here (writes: intent record before effect). One audit
+is governed (relations.py) and verified before the backend sees it; SQL commands and
+DataFrame writes run through the user's governed session here (intent before effect). One audit
 line per call (`proto=connect`), refusals included, is written before the answer; if it
 cannot be written the call fails. Errors reach the client as one line: a refusal's reason,
 or a failure's error class and query id (Spark's text goes to `lakegate.errors`).
