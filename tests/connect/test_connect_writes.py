@@ -245,7 +245,8 @@ def test_the_intent_is_on_record_before_the_effect_and_then_the_outcome(
     ]
     assert inserts == [("intent", "false", ORDERS), ("outcome", "true", ORDERS)]
     intent = next(ln for ln in mine if ln["cmd"] == "insert")
-    assert "emea-only" in intent["rowFilters"] and "analysts-write-orders" in intent["policies"]
+    assert intent["rowFilters"] == "emea-only,no-test-orders"  # as the SQL path's line
+    assert "emea-only" in intent["policies"]
     outcome = max(i for i, ln in enumerate(mine) if ln["cmd"] == "insert")
     assert any(ln["cmd"] == "executePlan" and ln["allowed"] == "true" for ln in mine[outcome:])
 
@@ -266,7 +267,7 @@ def test_a_refused_write_is_audited(remote, audit_dir, clean) -> None:
 
 
 def test_nothing_is_written_when_the_intent_cannot_be_recorded(
-    remote, connect_lakegate, clean, monkeypatch
+    remote, connect_lakegate, audit_dir, clean, monkeypatch
 ) -> None:
     """Audit before effect: the intent line fails to write (failure handling, so the audit
     writer is replaced), and the DataFrame write is refused before anything lands."""
@@ -279,8 +280,17 @@ def test_nothing_is_written_when_the_intent_cannot_be_recorded(
             raise AuditWriteError("disk full")
         real(events)
 
+    before = len(audit_lines(audit_dir))
     monkeypatch.setattr(connect_lakegate.audit, "write", write)
-    with pytest.raises(Exception, match="audit log unavailable"):
+    with pytest.raises(Exception):  # noqa: B017  (UNAVAILABLE: the client retries, then fails)
         _frame(remote("carol")).write.insertInto(ORDERS)
     monkeypatch.undo()
     assert clean() == []
+    refused = [
+        ln
+        for ln in audit_lines(audit_dir)[before:]
+        if ln["cmd"] == "executePlan" and ln["ugi"].startswith("carol ")
+    ]
+    assert refused and {ln["reason"] for ln in refused} == {
+        "audit log unavailable, access refused: disk full"
+    }
