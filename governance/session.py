@@ -49,7 +49,11 @@ from governance.resolve import Namespace
 from governance.rewrite import PolicySql
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from pyspark.sql import DataFrame, SparkSession
+
+    from governance.planning.context import PlanningContext
 
 from audit import AuditEvent, AuditLog, AuditWriteError, statement_hash
 
@@ -424,6 +428,43 @@ class GovernedSession:
         """The Spark SQL the statement is rewritten to (no Spark needed, nothing audited)."""
         planned = self._planner().plan(statement)
         return planned.sql or planned.describe()
+
+    def write(
+        self,
+        plan: Callable[[PlanningContext], Planned],
+        execute: Callable[[Planned], None],
+        stmt_hash: str,
+    ) -> None:
+        """A write that is not SQL text (a Spark Connect DataFrame write), audited as `sql`
+        audits one: `plan` decides against this session's policy state, the intent is on
+        record before `execute` runs, then the outcome; Spark's errors are scrubbed."""
+        started = time.perf_counter()
+        query_id = self.last_query_id = uuid.uuid4().hex
+        self._phase = None
+        self.last_planned = None
+        planned: Planned | None = None
+        planner: Planner | None = None
+        try:
+            planner = self._planner()
+            with planner.ctx.catalog.pinned():
+                planned = self.last_planned = plan(planner.ctx)
+            self._check_audit()
+            self._audit_intent(planned, query_id, stmt_hash)
+            execute(planned)
+        except AccessDenied as e:
+            self._audit_denied(e, query_id, stmt_hash, started, planner)
+            raise
+        except LakegateError as e:
+            self._audit_failed(str(e), query_id, stmt_hash, started, planned, planner)
+            raise
+        except Exception as e:
+            msg = self._spark_error(e, planned, query_id)
+            if isinstance(msg, AccessDenied):
+                self._audit_denied(msg, query_id, stmt_hash, started, planner)
+                raise msg from None
+            self._audit_failed(msg, query_id, stmt_hash, started, planned, planner)
+            raise StatementFailed(msg) from None
+        self._audit_ok(planned, query_id, stmt_hash, started)
 
     # internals --------------------------------------------------------------------------
 

@@ -3,7 +3,8 @@
 // serves Spark Connect on 127.0.0.1 only and refuses every call that lacks the gateway's
 // per-process secret header, so only the gateway reaches the backend; and it analyses a
 // (rewritten) Connect relation in the very session the backend will run it in, for the
-// plan verifier. grpc and protobuf are shaded into org.sparkproject.connect by that jar.
+// plan verifier, and hands it to the gateway as a Dataset for a governed DataFrame write.
+// grpc and protobuf are shaded into org.sparkproject.connect by that jar.
 import java.net.InetSocketAddress;
 import java.nio.charset.StandardCharsets;
 import java.security.MessageDigest;
@@ -60,9 +61,15 @@ public class ConnectBackend {
 
     /** Spark's analyzed plan of a relation, in the backend session of (user, session). */
     public LogicalPlan analyze(byte[] relation, String user, String session) throws Exception {
+        return dataset(relation, user, session).queryExecution().analyzed();
+    }
+
+    /** A relation as a Dataset of the backend session of (user, session): a governed
+     *  DataFrame write analyses, verifies and writes this one Dataset. */
+    public Dataset dataset(byte[] relation, String user, String session) throws Exception {
         Relation rel = Relation.parseFrom(relation);
         SessionHolder holder = SparkConnectService.getOrCreateIsolatedSession(user, session);
         LogicalPlan plan = new SparkConnectPlanner(holder).transformRelation(rel);
-        return Dataset.ofRows(holder.session(), plan).queryExecution().analyzed();
+        return Dataset.ofRows(holder.session(), plan);
     }
 }

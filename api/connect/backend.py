@@ -51,6 +51,11 @@ class Backend:
         """Spark's analyzed plan of `relation` in the backend session (user, session_id)."""
         return self._java.analyze(bytearray(relation), user, session_id)
 
+    def dataset(self, relation: bytes, user: str, session_id: str) -> Any:
+        """`relation` as a (JVM) Dataset of the backend session (user, session_id): a
+        governed DataFrame write verifies its analyzed plan and writes that same Dataset."""
+        return self._java.dataset(bytearray(relation), user, session_id)
+
     def stop(self) -> None:
         self._server.shutdownNow()
 

@@ -41,6 +41,7 @@ from governance.verify import Expected, verify_plan
 if TYPE_CHECKING:
     from api.connect.backend import Backend
     from governance.planning.planned import Planned
+    from governance.planning.writes import FrameInsert
     from governance.session import GovernedSession
 
 Relation = relations_pb2.Relation
@@ -420,6 +421,42 @@ class PlanGovernor:
             return
         plan = backend.analyze(rel.SerializeToString(), self.session.user, session_id)
         verify_plan(plan, self.expected, self.session.lg.analyze_view)
+
+
+class WriteSourceGovernor(PlanGovernor):
+    """Governs the source of a DataFrame write and keeps the plan of every governed read in
+    it (`sources`): the write may copy no column those reads mask for the user."""
+
+    def __init__(self, session: GovernedSession) -> None:
+        super().__init__(session)
+        self.sources: list[Planned] = []
+
+    def _plan(self, run: Any, text: str) -> str:
+        sql = super()._plan(run, text)
+        planned = self.session.last_planned
+        if planned is None or planned.sql != sql:  # fail closed: the read's plan is unknown
+            raise Refused("the DataFrame's reads could not be checked for a write; refused")
+        self.sources.append(planned)
+        return sql
+
+
+def checked_write(source: Relation, frame: FrameInsert) -> Relation:
+    """The relation a DataFrame write stores: the governed source's columns renamed to the
+    target's (`to_df`), the stored row selected, and the writer's row check as a filter; the
+    expressions are generated from writes.py's trees (as plan_insert's SQL wrapper is)."""
+    rel = Relation()
+    rel.to_df.input.CopyFrom(source)
+    rel.to_df.column_names.extend(frame.columns)
+    project = Relation()
+    project.project.input.CopyFrom(rel)
+    for e in frame.row:
+        project.project.expressions.add().expression_string.expression = e.sql("spark")
+    if frame.condition is None:
+        return project
+    checked = Relation()
+    checked.filter.input.CopyFrom(project)
+    checked.filter.condition.expression_string.expression = frame.condition.sql("spark")
+    return checked
 
 
 def _as_query(rel: Relation) -> exp.Expression | None:

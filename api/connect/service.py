@@ -3,8 +3,8 @@
 Each call: the bearer token names the user (the REST API's token configuration); the
 verified user replaces whatever `user_context` the client declared, so the backend, which
 keys sessions by (user, session id), never lets one user reach another's session. The plan
-is governed (relations.py) and verified before the backend sees it; SQL commands run
-through the user's governed session here (writes: intent record before effect). One audit
+is governed (relations.py) and verified before the backend sees it; SQL commands and
+DataFrame writes run through the user's governed session here (intent before effect). One audit
 line per call (`proto=connect`), refusals included, is written before the answer; if it
 cannot be written the call fails. Errors reach the client as one line: a refusal's reason,
 or a failure's error class and query id (Spark's text goes to `lakegate.errors`).
@@ -26,12 +26,12 @@ import grpc
 from google.protobuf import any_pb2
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
-from pyspark.sql.connect.proto import base_pb2, base_pb2_grpc, relations_pb2
+from pyspark.sql.connect.proto import base_pb2, base_pb2_grpc, commands_pb2, relations_pb2
 from sqlglot import exp
 
 from api.auth import TokenAuth, Unauthenticated
 from api.connect.backend import MAX_MESSAGE_BYTES, SECRET_HEADER, Backend
-from api.connect.relations import PlanGovernor
+from api.connect.relations import PlanGovernor, WriteSourceGovernor, checked_write
 from audit import AuditEvent, AuditWriteError
 from governance.errors import AccessDenied, AuditUnavailable, LakegateError
 from governance.execute import (
@@ -42,7 +42,12 @@ from governance.execute import (
     failure_message,
 )
 from governance.parse import parse_statement
+from governance.planning.context import PlanningContext
+from governance.planning.planned import Planned
+from governance.planning.writes import FrameInsert, plan_frame_insert
+from governance.resolve import checked_parts
 from governance.session import GovernedSession, Lakegate
+from governance.verify import verify_plan
 
 #: Settings a client may change in its session; everything else is refused (governance
 #: relies on the rest, e.g. ANSI mode, and the time zone moves row-filter boundaries).
@@ -76,15 +81,26 @@ READABLE_CONF = SETTABLE_CONF | {
 REFUSED_COMMANDS = {
     "register_function": "Python and Scala UDFs are refused",
     "register_table_function": "user-defined table functions are refused",
-    "write_operation": "DataFrame writes (df.write) are refused; write with "
-    "spark.sql('INSERT INTO ...'), which follows the governed write rules",
-    "write_operation_v2": "DataFrame writes (df.writeTo) are refused; write with "
-    "spark.sql('INSERT INTO ...')",
     "write_stream_operation_start": "streaming is refused",
     "streaming_query_command": "streaming is refused",
     "streaming_query_manager_command": "streaming is refused",
     "get_resources_command": "resource queries are refused",
     "extension": "command extensions are refused",
+}
+#: DataFrame write settings that are refused, with the line the caller reads.
+_WRITE_REFUSED = {
+    "path": "path writes (df.write.save(path), option('path')) are refused; write a governed "
+    "table with insertInto, saveAsTable or writeTo",
+    "options": "DataFrame write options (mergeSchema, replaceWhere, path, ...) are not "
+    "governed; refused",
+    "table_properties": "DataFrame write table properties are not governed; refused",
+    "provider": "writeTo(...).using(...) is refused; governed tables are Delta tables",
+    "overwrite_condition": "writeTo(...).overwrite(condition) is refused (a conditional "
+    "overwrite is not governed); use spark.sql('DELETE ...') and append",
+    "partitioning_columns": "partitionBy/partitionedBy in DataFrame writes is refused; "
+    "the table's layout is its owner's",
+    "bucket_by": "bucketBy in DataFrame writes is refused; the table's layout is its owner's",
+    "sort_column_names": "sortBy in DataFrame writes is refused; the table's layout is its owner's",
 }
 _UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 MAX_SESSIONS = 10_000
@@ -149,6 +165,11 @@ class ConnectService(base_pb2_grpc.SparkConnectServiceServicer):
                 and plan.command.WhichOneof("command_type") == "create_dataframe_view"
             ):
                 answers = self._create_view(call, request)
+            elif op == "command" and plan.command.WhichOneof("command_type") in (
+                "write_operation",
+                "write_operation_v2",
+            ):
+                answers = self._write(call, request)
             elif op == "command":
                 kind = plan.command.WhichOneof("command_type")
                 raise AccessDenied(
@@ -375,6 +396,83 @@ class ConnectService(base_pb2_grpc.SparkConnectServiceServicer):
                 call.query_id = session.last_query_id
         return self._answers(call, request, None)
 
+    def _write(self, call: _Call, request: Any) -> list[Any]:
+        """df.write.insertInto / saveAsTable and df.writeTo(t).append(), governed as INSERT
+        (writes.plan_frame_insert); nothing of the client's write options passes through.
+
+        Executed here, not forwarded: the governed source and the checked wrapper are one
+        relation that the backend turns into a Dataset once; that Dataset's analyzed plan is
+        verified and that same Dataset is written to the target's Delta location from the
+        catalog (the backend's Spark catalog knows no table), after the intent record."""
+        cmd = request.plan.command
+        w = getattr(cmd, cmd.WhichOneof("command_type"))
+        if cmd.HasField("write_operation"):
+            name, by_name, mode = _write_v1(w)
+        else:
+            name, by_name, mode = _write_v2(w)
+        parts = checked_parts(name.split("."))
+        if len(parts) > 3:
+            raise AccessDenied("a table name has at most 3 parts")
+        table = exp.Table(
+            this=exp.to_identifier(parts[-1]),
+            db=exp.to_identifier(parts[-2]) if len(parts) > 1 else None,
+            catalog=exp.to_identifier(parts[-3]) if len(parts) > 2 else None,
+        )
+        session, lock = self._session(call)
+        with lock:
+            gov = WriteSourceGovernor(session)
+            source = gov.relation(w.input)
+            columns = [
+                str(c)
+                for c in self.backend.dataset(
+                    source.SerializeToString(), call.user, call.session_id
+                ).columns()
+            ]
+            frames: list[FrameInsert] = []
+
+            def plan(ctx: PlanningContext) -> Planned:
+                try:
+                    planned, frame = plan_frame_insert(
+                        ctx, table, columns, by_name, mode == "overwrite", gov.sources
+                    )
+                except AccessDenied as e:
+                    if e.cmd != "modify" or not by_name:
+                        raise
+                    raise AccessDenied(
+                        f"{e}; saveAsTable and writeTo write an existing table: create a new "
+                        "one with spark.sql('CREATE TABLE ...') first",
+                        cmd=e.cmd,
+                        tables=e.tables,
+                        policies=e.policies,
+                    ) from None
+                if mode == "error":
+                    raise LakegateError(
+                        f"table {planned.target_name} already exists; write it with "
+                        "mode('append') or mode('overwrite')"
+                    )
+                frames.append(frame)
+                return planned
+
+            def execute(planned: Planned) -> None:
+                if mode == "ignore":
+                    return  # Spark's mode('ignore') on an existing table: nothing written
+                frame = frames[0]
+                rel = checked_write(source, frame)
+                ds = self.backend.dataset(rel.SerializeToString(), call.user, call.session_id)
+                lg = session.lg
+                if lg.config.verify_plans:
+                    verify_plan(ds.queryExecution().analyzed(), gov.expected, lg.analyze_view)
+                ds.write().format("delta").mode("overwrite" if frame.overwrite else "append").save(
+                    frame.location
+                )
+
+            try:
+                session.write(plan, execute, call.stmt_hash or "")
+            finally:
+                if session.last_query_id:
+                    call.query_id = session.last_query_id
+        return self._answers(call, request, None)
+
     def _answers(self, call: _Call, request: Any, result: Any) -> list[Any]:
         """A command answered here: its result (if any) and completion; the operation id is
         remembered so that ReleaseExecute is answered here too."""
@@ -537,6 +635,63 @@ class ConnectService(base_pb2_grpc.SparkConnectServiceServicer):
 
     def _meta(self) -> list[tuple[str, str]]:
         return [(SECRET_HEADER, self.backend.secret)]
+
+
+def _write_v1(w: Any) -> tuple[str, bool, str]:
+    """df.write: (table, by name, mode); anything but a plain insertInto / saveAsTable of
+    a delta (or unnamed) format is refused."""
+    for fd, _ in w.ListFields():
+        if fd.name in _WRITE_REFUSED:
+            raise AccessDenied(_WRITE_REFUSED[fd.name])
+        if fd.name not in ("input", "source", "table", "mode"):
+            raise AccessDenied(f"DataFrame write field {fd.name} is not governed; refused")
+    if w.HasField("source") and w.source.lower() != "delta":
+        raise AccessDenied(
+            f"DataFrame writes in format {w.source[:100]!r} are refused; governed tables are "
+            "Delta tables (leave the format unset)"
+        )
+    if not w.HasField("table"):
+        raise AccessDenied("DataFrame writes name a governed table (insertInto/saveAsTable)")
+    method = w.table.save_method
+    modes = commands_pb2.WriteOperation.SaveMode
+    if method == commands_pb2.WriteOperation.SaveTable.TABLE_SAVE_METHOD_INSERT_INTO:
+        # insertInto appends unless told to overwrite, whatever else the mode says (Spark)
+        return (
+            w.table.table_name,
+            False,
+            ("overwrite" if w.mode == modes.SAVE_MODE_OVERWRITE else "append"),
+        )
+    if method != commands_pb2.WriteOperation.SaveTable.TABLE_SAVE_METHOD_SAVE_AS_TABLE:
+        raise AccessDenied("this DataFrame write method is not governed; refused")
+    mode = {
+        modes.SAVE_MODE_APPEND: "append",
+        modes.SAVE_MODE_OVERWRITE: "overwrite",
+        modes.SAVE_MODE_IGNORE: "ignore",
+    }.get(w.mode, "error")  # Spark's default, SAVE_MODE_ERROR_IF_EXISTS
+    return w.table.table_name, True, mode
+
+
+def _write_v2(w: Any) -> tuple[str, bool, str]:
+    """df.writeTo(t): only append() is governed; creating, replacing and conditional or
+    partition overwrites are refused."""
+    for fd, _ in w.ListFields():
+        if fd.name in _WRITE_REFUSED:
+            raise AccessDenied(_WRITE_REFUSED[fd.name])
+        if fd.name not in ("input", "table_name", "mode"):
+            raise AccessDenied(f"DataFrame write field {fd.name} is not governed; refused")
+    modes = commands_pb2.WriteOperationV2
+    if w.mode in (modes.MODE_CREATE, modes.MODE_REPLACE, modes.MODE_CREATE_OR_REPLACE):
+        raise AccessDenied(
+            "writeTo(...).create/replace/createOrReplace is refused; create the table with "
+            "spark.sql('CREATE TABLE ...'), then append"
+        )
+    if w.mode != modes.MODE_APPEND:
+        raise AccessDenied(
+            "writeTo(...).overwrite/overwritePartitions is refused (a conditional or partition "
+            "overwrite is not governed); use df.write.insertInto(t, overwrite=True) or "
+            "spark.sql('DELETE ...') and append"
+        )
+    return w.table_name, True, "append"
 
 
 def _spark_message(e: BaseException, call: _Call) -> str:

@@ -6,6 +6,8 @@ every row written (INSERT's cast row, UPDATE/MERGE's new row: PostgreSQL's WITH 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from sqlglot import exp
 
 from governance.errors import AccessDenied, LakegateError, Refused
@@ -31,41 +33,10 @@ def plan_insert(ctx: PlanningContext, stmt: exp.Insert) -> Planned:
         table_node = schema.this
         column_list = [c.name for c in schema.expressions]
     ref, access = ctx.target(table_node, "modify", "insert")
-    ctx.ps.refuse_in_write_condition(access, "insert")  # see PolicySql: writes read no mapping
     info = ref.info
-    planned = Planned(cmd="insert", target=access, target_name=info.full_name)
-    hidden = {h.lower() for h in access.hidden_columns}
-    if column_list is None:
-        # as in Trino: the columns the user sees, in order (what DESCRIBE shows them); a
-        # hidden column gets NULL, so its value, position and count stay unknown
-        if not access.visible_columns or any(
-            not c.nullable for c in info.columns if c.name.lower() in hidden
-        ):
-            raise AccessDenied(
-                f"access denied: INSERT into {info.full_name} without a column list cannot "
-                f"fill the columns hidden from user {ctx.user}; ask the table's owner",
-                cmd="insert",
-                tables=(info.full_name,),
-            )
-        column_list = list(access.visible_columns)
-    for c in column_list:
-        if info.column(c) is None:
-            raise LakegateError(f"column {c} does not exist in {info.full_name}")
-        if c.lower() in hidden:
-            raise AccessDenied(
-                f"access denied: user {ctx.user} may not write column {c} "
-                f"of table {info.full_name}",
-                cmd="insert",
-                tables=(info.full_name,),
-            )
     overwrite = bool(stmt.args.get("overwrite"))
-    if overwrite and (access.row_filters or hidden):
-        raise AccessDenied(
-            f"access denied: INSERT OVERWRITE would replace rows or columns of "
-            f"{info.full_name} hidden from user {ctx.user}",
-            cmd="insert",
-            tables=(info.full_name,),
-        )
+    column_list = insert_columns(ctx, access, column_list, overwrite)
+    planned = Planned(cmd="insert", target=access, target_name=info.full_name)
     source = stmt.expression
     if source is None:
         raise Refused("INSERT without a query or VALUES is not governed")
@@ -88,28 +59,11 @@ def plan_insert(ctx: PlanningContext, stmt: exp.Insert) -> Planned:
     else:
         # Check what is stored: cast each value to its column's type as Spark's store
         # assignment would, check the filter on the cast row, insert those same values.
-        present = {c.lower() for c in column_list}
-        row = [
-            exp.alias_(
-                exp.cast(exp.column(c, quoted=True), sql_type(info.column(c).type_text)),
-                c,
-                quoted=True,
-            )
-            for c in column_list
-        ]  # type: ignore[union-attr]
-        row += [
-            exp.alias_(exp.cast(exp.null(), sql_type(c.type_text)), c.name, quoted=True)
-            for c in info.columns
-            if c.name.lower() not in present
-        ]
-        cast = exp.Select(expressions=row).from_(src, copy=False)
-        assert_row = exp.Anonymous(
-            this="assert_true", expressions=[check, exp.Literal.string(ROW_FILTER_VIOLATION)]
-        )
+        cast = exp.Select(expressions=stored_row(access, column_list)).from_(src, copy=False)
         query = query.from_(
             exp.Subquery(this=cast, alias=exp.TableAlias(this=exp.to_identifier("__lg_chk"))),
             copy=False,
-        ).where(exp.Is(this=assert_row, expression=exp.null()), copy=False)
+        ).where(row_check(check), copy=False)
     insert = exp.Insert(
         this=exp.Schema(
             this=delta_table(info.location),
@@ -123,6 +77,135 @@ def plan_insert(ctx: PlanningContext, stmt: exp.Insert) -> Planned:
     planned.sql = ctx.generate(insert, planned)
     planned.expected.add_target(info.location)
     return planned
+
+
+def insert_columns(
+    ctx: PlanningContext, access: TableAccess, column_list: list[str] | None, overwrite: bool
+) -> list[str]:
+    """INSERT's rules on the target's columns, shared by SQL INSERT and Connect DataFrame
+    writes: no mapping-table filter on the target, never a hidden column, and no overwrite
+    of rows or columns the writer cannot see. `column_list` None is positional: as in
+    Trino, the columns the user sees, in order (what DESCRIBE shows them); a hidden column
+    gets NULL, so its value, position and count stay unknown. Returns the columns written."""
+    ctx.ps.refuse_in_write_condition(access, "insert")  # see PolicySql: writes read no mapping
+    info = access.table
+    hidden = {h.lower() for h in access.hidden_columns}
+    if column_list is None:
+        if not access.visible_columns or any(
+            not c.nullable for c in info.columns if c.name.lower() in hidden
+        ):
+            raise AccessDenied(
+                f"access denied: INSERT into {info.full_name} without a column list cannot "
+                f"fill the columns hidden from user {ctx.user}; ask the table's owner",
+                cmd="insert",
+                tables=(info.full_name,),
+            )
+        column_list = list(access.visible_columns)
+    for c in column_list:
+        if info.column(c) is None:
+            raise LakegateError(f"column {c} does not exist in {info.full_name}")
+        if c.lower() in hidden:
+            raise AccessDenied(
+                f"access denied: user {ctx.user} may not write column {c} "
+                f"of table {info.full_name}",
+                cmd="insert",
+                tables=(info.full_name,),
+            )
+    if overwrite and (access.row_filters or hidden):
+        raise AccessDenied(
+            f"access denied: INSERT OVERWRITE would replace rows or columns of "
+            f"{info.full_name} hidden from user {ctx.user}",
+            cmd="insert",
+            tables=(info.full_name,),
+        )
+    return column_list
+
+
+def stored_row(access: TableAccess, column_list: list[str]) -> list[exp.Expression]:
+    """The row as stored, every column of the table: each written column cast to its type
+    (as Spark's store assignment would), then the others as NULL of their type."""
+    info = access.table
+    present = {c.lower() for c in column_list}
+    row = [
+        exp.alias_(
+            exp.cast(exp.column(c, quoted=True), sql_type(info.column(c).type_text)),  # type: ignore[union-attr]
+            c,
+            quoted=True,
+        )
+        for c in column_list
+    ]
+    row += [
+        exp.alias_(exp.cast(exp.null(), sql_type(c.type_text)), c.name, quoted=True)
+        for c in info.columns
+        if c.name.lower() not in present
+    ]
+    return row
+
+
+def row_check(check: exp.Expression) -> exp.Expression:
+    """`assert_true(check, marker) IS NULL`: true for a row inside the writer's filter, a
+    failed job (nothing written) for any other; the session maps the marker to a denial."""
+    assert_row = exp.Anonymous(
+        this="assert_true", expressions=[check, exp.Literal.string(ROW_FILTER_VIOLATION)]
+    )
+    return exp.Is(this=assert_row, expression=exp.null())
+
+
+@dataclass(frozen=True)
+class FrameInsert:
+    """A Spark Connect DataFrame write planned as INSERT (see `plan_frame_insert`): the
+    source's columns renamed to `columns`, the stored `row` selected from them, rows kept
+    where `condition` (the writer's filter, `row_check`) holds; written to `location`."""
+
+    columns: list[str]
+    row: list[exp.Expression]
+    condition: exp.Expression | None
+    location: str
+    overwrite: bool
+
+
+def plan_frame_insert(
+    ctx: PlanningContext,
+    table: exp.Table,
+    source_columns: list[str],
+    by_name: bool,
+    overwrite: bool,
+    sources: list[Planned],
+) -> tuple[Planned, FrameInsert]:
+    """A DataFrame write (df.write.insertInto / saveAsTable / df.writeTo) under INSERT's
+    rules: `by_name` takes the DataFrame's column names as the column list, else it is
+    positional like INSERT without one. `sources` are the plans of the governed reads the
+    DataFrame was built from; a write copies no column masked in any of them (stricter than
+    SQL, which refuses only the masked columns its query reads)."""
+    ctx.cmd = "insert"
+    ref, access = ctx.target(table, "modify", "insert")
+    info = ref.info
+    named = [c.lower() for c in source_columns]
+    if by_name and len(set(named)) != len(named):
+        raise LakegateError(f"the DataFrame written to {info.full_name} repeats a column name")
+    columns = insert_columns(ctx, access, list(source_columns) if by_name else None, overwrite)
+    if len(columns) != len(source_columns):
+        raise LakegateError(
+            f"the DataFrame has {len(source_columns)} column(s); insertInto {info.full_name} "
+            f"takes the {len(columns)} column(s) user {ctx.user} sees, in order"
+        )
+    columns = [info.column(c).name for c in columns]  # type: ignore[union-attr]
+    planned = Planned(cmd="insert", target=access, target_name=info.full_name)
+    if any(s.views for s in sources):
+        planned.dst = info.full_name
+    for s in sources:
+        ctx.refuse_masked_reads(
+            Planned(cmd="insert", target_name=info.full_name, views=s.views, columns=s.columns)
+        )
+    check = ctx.ps.filter_check(ctx.ident, access)
+    frame = FrameInsert(
+        columns=columns,
+        row=stored_row(access, columns),
+        condition=None if check is None else row_check(check),
+        location=info.location,
+        overwrite=overwrite,
+    )
+    return planned, frame
 
 
 def plan_update(ctx: PlanningContext, stmt: exp.Update) -> Planned:

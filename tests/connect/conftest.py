@@ -36,6 +36,21 @@ row_filters:
                  WHERE m.user_name = current_user())
 """
 
+#: `wes` writes orders without seeing customer_id (test_connect_writes: hidden columns)
+WRITER_POLICY = """
+grants:
+  - id: wes-writes-orders
+    principals: [wes]
+    privileges: [select, modify]
+    on: main.sales.orders
+  - id: wes-no-customer-id
+    principals: [wes]
+    effect: deny
+    privileges: [select]
+    on: main.sales.orders
+    columns: [customer_id]
+"""
+
 
 @pytest.fixture(scope="session")
 def connect_lakegate(lakehouse, spark, tmp_path_factory: pytest.TempPathFactory) -> Iterator:
@@ -49,10 +64,12 @@ def connect_lakegate(lakehouse, spark, tmp_path_factory: pytest.TempPathFactory)
     src.close()
     dst.close()
     # the demo's policies plus one mapping-table filter for `mira` (a persona of her own, so
-    # no other test's expectations move): she reads the orders of the regions mapped to her
+    # no other test's expectations move): she reads the orders of the regions mapped to her;
+    # and `wes`, another persona of his own, for the hidden-column write rules
     policies = root / "policies"
     shutil.copytree(lakehouse.config.policies, policies)
     (policies / "mapping.yaml").write_text(MAPPING_POLICY)
+    (policies / "writer.yaml").write_text(WRITER_POLICY)
     ca, cert, key = make_tls(root)
     api = ApiConfig(
         tokens=tuple(
