@@ -103,14 +103,13 @@ def runs(client, lakehouse) -> dict[str, subprocess.CompletedProcess]:
             env=trap,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            text=True,
         )
         for name, argv in argvs.items()
     }
     done = {}
     for name, p in procs.items():
-        out, err = p.communicate(timeout=600)
-        done[name] = subprocess.CompletedProcess(p.args, p.returncode, out, err)
+        out, err = p.communicate(timeout=600)  # bytes: csv's \r\n stays as printed
+        done[name] = subprocess.CompletedProcess(p.args, p.returncode, out.decode(), err.decode())
     return done
 
 
