@@ -190,6 +190,9 @@ def run_remote(gw: Gateway, statement: str) -> tuple[list[str], list[tuple], int
     # down) is an answer for a one-shot command. The policy is only a constructor argument
     # of the client SparkSession builds itself, hence the update in place.
     spark.client._retry_policy.update(max_retries=0)
+    # one statement, read at once: nothing to reattach to, and no ReleaseExecute afterwards
+    # (its failure after a refusal is a warning on stderr, which holds one line)
+    spark.client.disable_reattachable_execute()
     try:
         df = spark.sql(statement)
         rows = [tuple(r) for r in df.collect()]

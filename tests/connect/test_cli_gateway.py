@@ -98,7 +98,11 @@ def runs(client, lakehouse) -> dict[str, subprocess.CompletedProcess]:
     }
     procs = {
         name: subprocess.Popen(
-            [sys.executable, "-c", NO_LOCAL_SPARK, *argv],
+            [
+                sys.executable,
+                *(["-m", "governance.cli"] if "--user" in argv else ["-c", NO_LOCAL_SPARK]),
+                *argv,
+            ],
             cwd=client["root"],
             env=trap,
             stdout=subprocess.PIPE,
