@@ -82,24 +82,21 @@ print(json.dumps({n: round(b - a, 3) for n, a, b in zip(names, t, t[1:])}))
 """
 
 
-def _count(cmd: list[str]) -> int:
-    """The count a variant prints (the last number on stdout), so all three are checked to
-    answer the same, not just to exit 0."""
-    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=_env())
-    if done.returncode != 0:
-        raise RuntimeError(f"{cmd[:4]} exited {done.returncode}: {done.stderr[-2000:]}")
-    numbers = [w for w in done.stdout.replace("|", " ").split() if w.isdigit()]
+def _count(cmd: list[str], stdout: str) -> int:
+    """The count a variant printed (the last number on stdout)."""
+    numbers = [w for w in stdout.replace("|", " ").split() if w.isdigit()]
     if not numbers:
-        raise RuntimeError(f"{cmd[:4]} printed no count: {done.stdout[-500:]}")
+        raise RuntimeError(f"{cmd[:4]} printed no count: {stdout[-500:]}")
     return int(numbers[-1])
 
 
-def timed(cmd: list[str]) -> float:
+def timed(cmd: list[str]) -> tuple[float, str]:
+    """Seconds a new process takes, and its stdout."""
     t0 = time.perf_counter()
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=_env())
     if done.returncode != 0:
         raise RuntimeError(f"{cmd[:4]} exited {done.returncode}: {done.stderr[-2000:]}")
-    return time.perf_counter() - t0
+    return time.perf_counter() - t0, done.stdout
 
 
 def _env() -> dict[str, str]:
@@ -191,13 +188,16 @@ def main(argv: list[str] | None = None) -> int:
                 "gateway": [lakegate, "sql", *remote, STATEMENT],
                 "bare": [sys.executable, "-c", BARE, orders],
             }
-            answers = {name: _count(cmd) for name, cmd in cmds.items()}  # and a warm-up
-            if len(set(answers.values())) != 1:
-                raise RuntimeError(f"the three variants disagree on the count: {answers}")
             got: dict[str, list[float]] = {k: [] for k in cmds}
+            counts: dict[str, set[int]] = {k: set() for k in cmds}
             for order in harness.rotations(list(cmds), args.rounds):
                 for name in order:
-                    got[name].append(timed(cmds[name]))
+                    seconds, stdout = timed(cmds[name])
+                    got[name].append(seconds)
+                    counts[name].add(_count(cmds[name], stdout))
+        # both governed runs must give alice's count (bare counts every row, unfiltered)
+        if len(counts["cli"] | counts["gateway"]) != 1:
+            raise RuntimeError(f"lakegate sql and --gateway disagree on the count: {counts}")
         med = {k: statistics.median(v) for k, v in got.items()}
         print(
             f"one-shot `lakegate sql` {med['cli']:.1f} s (runs {_list(got['cli'])}), "
