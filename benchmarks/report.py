@@ -689,13 +689,15 @@ def write_report(results: dict[str, Any], out_md: Path, charts_dir: Path) -> Pat
             '`benchmarks/cli_start.py`: `lakegate sql --user alice "SELECT count(*) FROM '
             'main.sales.orders"` in the demo lakehouse, a new process each run, against a '
             "new process that starts PySpark with the same Delta jars and counts the same "
-            "table by path; interleaved, medians.\n"
+            "table by path, and the same statement sent with `lakegate sql --gateway` to a "
+            "`lakegate connect` gateway started once on the demo (TLS, alice's token; the "
+            "client starts no Spark); interleaved, medians.\n"
         )
-        add("| | seconds |")
-        add("|---|---|")
-        add(f"| `lakegate sql` | {m['cli']:.1f} |")
-        add(f"| bare PySpark + count | {m['bare']:.1f} |")
-        add(f"| ratio | {m['cli'] / m['bare']:.2f} |")
+        add("| | seconds | / bare |")
+        add("|---|---|---|")
+        add(f"| `lakegate sql` | {m['cli']:.1f} | {m['cli'] / m['bare']:.2f} |")
+        add(f"| `lakegate sql --gateway` | {m['gateway']:.1f} | {m['gateway'] / m['bare']:.2f} |")
+        add(f"| bare PySpark + count | {m['bare']:.1f} | 1.00 |")
         add("")
         steps = ", ".join(f"{k} {v:.2f}" for k, v in ph.items())
         add(f"Phases of the command in one process (s): {steps}")

@@ -505,6 +505,8 @@ def collect(name: str, stdout: str, tmpd: Path, results: dict[str, Any]) -> None
         results["connect"] = json.loads(stdout[stdout.index("{") :])
     elif name in ("cluster", "cli"):
         results[name] = json.loads((tmpd / f"{name}.json").read_text())
+        if name == "cli" and set(results[name].get("median") or {}) != {"cli", "gateway", "bare"}:
+            raise harness.ScenarioFailed("cli: the cli, gateway and bare medians are not all there")
     elif name == "tpcds":
         results["tpcds"] = json.loads((tmpd / "tpcds.json").read_text())
     data = results[name]

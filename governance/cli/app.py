@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
 from api.connect.server import connect
 from api.server import serve
@@ -28,6 +29,7 @@ from governance.cli.kit import (
     print_rows,
     run,
     status,
+    user_name,
     user_option,
 )
 from governance.cli.policy import policy
@@ -114,11 +116,63 @@ def cmd_demo(directory: str, force: bool) -> int:
 
 @cli.command("sql")
 @config_option
-@user_option
+@click.option(
+    "--user",
+    "-u",
+    envvar="LAKEGATE_USER",
+    callback=lambda ctx, param, value: None if value is None else user_name(ctx, param, value),
+    help="the user to act as (env LAKEGATE_USER); not with --gateway",
+)
+@click.option(
+    "--gateway",
+    metavar="sc://HOST:PORT",
+    envvar="LAKEGATE_GATEWAY",
+    help="send the statement to this `lakegate connect` gateway instead of starting Spark "
+    "(env LAKEGATE_GATEWAY)",
+)
+@click.option(
+    "--token-file",
+    type=click.Path(dir_okay=False),
+    help="file holding the gateway token (default: env LAKEGATE_TOKEN)",
+)
+@click.option(
+    "--ca-file",
+    type=click.Path(dir_okay=False),
+    envvar="LAKEGATE_CA_FILE",
+    help="PEM CA that signed the gateway's certificate (env LAKEGATE_CA_FILE; "
+    "default: the system's)",
+)
 @output_option("table", "json", "csv", default="table")
 @click.argument("statement")
-def cmd_sql(user: str, output: str, statement: str) -> int:
-    """Run one governed statement as a user."""
+def cmd_sql(
+    user: str | None,
+    gateway: str | None,
+    token_file: str | None,
+    ca_file: str | None,
+    output: str,
+    statement: str,
+) -> int:
+    """Run one governed statement as a user, here or through a gateway.
+
+    With --gateway the statement goes to a running `lakegate connect` over TLS with the
+    token, and the gateway acts as the token's user: no Spark starts here."""
+    if gateway is not None:
+        if user is not None:
+            fail(
+                "--user (or LAKEGATE_USER) cannot go with --gateway: the gateway acts as "
+                "the token's user"
+            )
+            return EXIT_USAGE
+        from governance.cli.remote import sql_via_gateway
+
+        return sql_via_gateway(gateway, token_file, ca_file, statement, output)
+    if token_file is not None or (
+        click.get_current_context().get_parameter_source("ca_file") is ParameterSource.COMMANDLINE
+    ):
+        fail("--token-file and --ca-file go with --gateway")
+        return EXIT_USAGE
+    if user is None:
+        raise click.MissingParameter(param_hint="'--user' / '-u'", param_type="option")
     lg = _open()
     try:
         df = lg.session(user).sql(statement)
