@@ -39,6 +39,7 @@ from governance.execute import (
 from governance.execute import analyze_only as analyze_only
 from governance.execute import failure_message as failure_message
 from governance.identity import InvalidName, canonical_user
+from governance.planning.cache import PlanCache, plan_key
 from governance.planning.dispatch import Planner
 from governance.planning.planned import Planned
 from governance.planning.views import TempViews, ViewPlanned
@@ -98,6 +99,7 @@ class Lakegate:
         # whose name no user statement can reach (names resolve only through the catalog).
         self.audit_view = f"__lg_audit_{uuid.uuid4().hex}"
         self._view_plans: dict[str, Any] = {}  # view SQL -> analyzed plan (verifier)
+        self.plans = PlanCache()  # query plans by everything they depend on, across sessions
         self._register_audit_table()
 
     @classmethod
@@ -442,6 +444,23 @@ class GovernedSession:
             temp_views=self.temp_views,
         )
 
+    def _plan(self, planner: Planner, statement: str | bytes) -> Planned:
+        """The statement's plan through the layer's plan cache (governance.planning.cache);
+        the catalog generation is read before planning, so an entry is never newer-keyed
+        than the catalog it was planned against."""
+        ctx = planner.ctx
+        key = plan_key(
+            statement,
+            user=self.user,
+            namespace=self.namespace,
+            policy=ctx.enforcer,
+            policy_version=self._policy_version or "",
+            generation=self.lg.catalog.store.generation(),
+            temp_views=self.temp_views,
+            derived=ctx.derived,
+        )
+        return self.lg.plans.plan(planner, statement, key)
+
     def _run(self, statement: str | bytes) -> DataFrame:
         started = time.perf_counter()
         query_id = uuid.uuid4().hex
@@ -459,7 +478,7 @@ class GovernedSession:
         planner: Planner | None = None
         try:
             planner = self._planner()
-            planned = self.last_planned = planner.plan(statement)
+            planned = self.last_planned = self._plan(planner, statement)
             self._check_audit()
             if planned.cmd not in READ_ONLY_CMDS:
                 self._audit_intent(planned, query_id, stmt_hash)
