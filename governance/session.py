@@ -25,7 +25,7 @@ from catalog.model import ColumnInfo, TableInfo
 from catalog.products import dir_stamp
 from catalog.store import open_store
 from governance.config import Config
-from governance.errors import AccessDenied, AuditUnavailable, LakegateError
+from governance.errors import AccessDenied, AuditUnavailable, LakegateError, Refused
 from governance.execute import (
     ERROR_LOG,
     StatementFailed,
@@ -419,8 +419,7 @@ class GovernedSession:
         return self._run(statement)
 
     def table(self, name: str) -> DataFrame:
-        ident = ".".join(f"`{p.replace('`', '``')}`" for p in name.split("."))
-        return self._run(f"SELECT * FROM {ident}")
+        return self._run(table_statement(name))
 
     def explain(self, statement: str | bytes) -> str:
         """The Spark SQL the statement is rewritten to (no Spark needed, nothing audited)."""
@@ -461,7 +460,20 @@ class GovernedSession:
         )
         return self.lg.plans.plan(planner, statement, key)
 
+    def plan_read(self, statement: str | bytes) -> Planned:
+        """A governed read planned (through the plan cache) and audited, but not run here:
+        the Connect gateway places its SQL into the client's plan, which the backend
+        analyses and `PlanGovernor.verify` checks before anything runs. Anything but a
+        plain query is refused (and audited as refused), before any intent record."""
+        return self._govern(statement, run=False)[0]
+
     def _run(self, statement: str | bytes) -> DataFrame:
+        df = self._govern(statement, run=True)[1]
+        assert df is not None
+        return df
+
+    def _govern(self, statement: str | bytes, *, run: bool) -> tuple[Planned, DataFrame | None]:
+        """Plan, audit and (`run`) execute one statement; its plan and governed result."""
         started = time.perf_counter()
         query_id = uuid.uuid4().hex
         self.last_query_id = query_id
@@ -480,9 +492,11 @@ class GovernedSession:
             planner = self._planner()
             planned = self.last_planned = self._plan(planner, statement)
             self._check_audit()
+            if not run and (type(planned) is not Planned or not planned.is_query):
+                raise Refused("only queries can be DataFrames; refused")
             if planned.cmd not in READ_ONLY_CMDS:
                 self._audit_intent(planned, query_id, stmt_hash)
-            df = self._execute(planned)
+            df = self._execute(planned) if run else None
             if isinstance(planned, ViewPlanned):
                 df = self._apply_view(planned)
         except AccessDenied as e:
@@ -501,7 +515,7 @@ class GovernedSession:
         self._audit_ok(planned, query_id, stmt_hash, started)
         if planned.namespace is not None:
             self.namespace = planned.namespace
-        return governed_frame(df, query_id, self.user)
+        return planned, None if df is None else governed_frame(df, query_id, self.user)
 
     def _apply_view(self, planned: ViewPlanned) -> DataFrame:
         """A temp view changes once its intent is on record and its query was analysed and
@@ -641,6 +655,12 @@ class GovernedSession:
                 for line in lines
             ]
         )
+
+
+def table_statement(name: str) -> str:
+    """`SELECT * FROM name` for a dotted table name, every part quoted (spark.table)."""
+    ident = ".".join(f"`{p.replace('`', '``')}`" for p in name.split("."))
+    return f"SELECT * FROM {ident}"
 
 
 def _git(policies: Path, *args: str) -> bytes:

@@ -36,11 +36,11 @@ from governance.errors import Refused
 from governance.parse import MAX_STATEMENT_CHARS, parse_statement
 from governance.planning.views import TempView, expand, view_name
 from governance.resolve import checked_parts, qualify_name
+from governance.session import table_statement
 from governance.verify import Expected, verify_plan
 
 if TYPE_CHECKING:
     from api.connect.backend import Backend
-    from governance.planning.planned import Planned
     from governance.session import GovernedSession
 
 Relation = relations_pb2.Relation
@@ -273,8 +273,7 @@ class PlanGovernor:
             raise Refused(
                 "only queries can be DataFrames; statements run once, through spark.sql(...)"
             )
-        planned = self._plan(self.session.sql, q.query)
-        rel.sql.query = planned
+        rel.sql.query = self._plan(q.query)
 
     def _read(self, rel: Relation, depth: int) -> None:
         view = self._view(rel)
@@ -295,19 +294,19 @@ class PlanGovernor:
                 "read options are not governed; for time travel use "
                 "spark.sql('SELECT ... FROM t VERSION AS OF n')"
             )
-        governed = self._plan(self.session.table, r.named_table.unparsed_identifier)
+        governed = self._plan(table_statement(r.named_table.unparsed_identifier))
         common = Relation()
         common.common.CopyFrom(rel.common)
         rel.Clear()
         rel.MergeFrom(common)
         rel.sql.query = governed
 
-    def _plan(self, run: Any, text: str) -> str:
-        """Plan, verify and audit through the governed session; the rewritten query SQL."""
-        run(text)
-        planned: Planned | None = self.session.last_planned
-        if planned is None or not planned.is_query or planned.sql is None:
-            raise Refused("only queries can be DataFrames; refused")
+    def _plan(self, text: str) -> str:
+        """Plan (through the plan cache) and audit a read in the governed session, once per
+        use; the rewritten query SQL. Not analysed or verified here: the composed plan is,
+        in the backend, before it runs (`verify`, which finds every view placed here)."""
+        planned = self.session.plan_read(text)
+        assert planned.sql is not None
         if planned.derived:
             raise Refused(
                 "system.access.audit is not readable through Spark Connect; use "
