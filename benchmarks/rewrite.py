@@ -3,7 +3,9 @@
 Every table carries row filters and masks (benchmarks/tpcds.py). Prints p50/p99/max per
 query execution, cold (first plan of each query) and warm, and, interleaved with it in the
 same rounds, sqlglot's own parse + generate of the same text: the floor any sqlglot-based
-rewrite pays, so the ratio shows what Lakegate adds on top.
+rewrite pays, so the ratio shows what Lakegate adds on top. Also the warm cost of a
+repeated statement through the plan cache (governance/planning/cache.py), hit against miss
+(a miss is the warm rewrite plus the cache's key), in µs.
 Targets: issue 2, p50 under 5 ms and max under 25 ms; issue 14, p50 at most 1.5 ms and at
 most 1.3 x sqlglot's parse + generate.
 
@@ -29,6 +31,7 @@ from benchmarks.tpcds import spark_queries, tpcds_tables
 from benchmarks.tpcds_policies import BENCH_USER, tpcds_policy_yaml
 from catalog.catalog import Catalog
 from catalog.store import SqliteStore
+from governance.planning.cache import PlanCache, plan_key
 from governance.planning.dispatch import Planner
 from governance.policy.enforcer import PolicyEnforcer
 from governance.policy.loader import load_policy_text
@@ -77,14 +80,52 @@ def planner_timer(catalog: Catalog, enforcer: PolicyEnforcer) -> Callable[[str],
     return plan
 
 
+def cache_timer(catalog: Catalog, enforcer: PolicyEnforcer) -> Callable[[str], float]:
+    """Milliseconds for a repeated statement through the plan cache as the session makes
+    it: a fresh planner, the key (one catalog generation read) and the plan (a copy on a
+    hit). The first call per statement is the miss that fills the cache."""
+    policy_sql = PolicySql(enforcer)
+    ns = Namespace("tpcds", "sf1")
+    cache = PlanCache()
+
+    def plan(sql: str) -> float:
+        def once() -> object:
+            planner = Planner(
+                catalog=catalog,
+                enforcer=enforcer,
+                policy_sql=policy_sql,
+                user=BENCH_USER,
+                namespace=ns,
+            )
+            key = plan_key(
+                sql,
+                user=BENCH_USER,
+                namespace=ns,
+                policy=enforcer,
+                policy_version="bench",
+                generation=catalog.store.generation(),
+                temp_views=None,
+                derived={},
+            )
+            return cache.plan(planner, sql, key)
+
+        return harness.timed_ms(once)[0]
+
+    return plan
+
+
 def run(rounds: int) -> dict:
     queries = spark_queries()
     with tempfile.TemporaryDirectory() as tmp:
-        plan = planner_timer(*setup(Path(tmp)))
+        catalog, enforcer = setup(Path(tmp))
+        plan = planner_timer(catalog, enforcer)
+        cached = cache_timer(catalog, enforcer)
         cold = [plan(sql) for _, sql in queries]
+        misses = [cached(sql) for _, sql in queries]
         warm: dict[int, list[float]] = {n: [] for n, _ in queries}
         glot: dict[int, list[float]] = {n: [] for n, _ in queries}
-        timers = {"rewrite": (plan, warm), "sqlglot": (sqlglot_ms, glot)}
+        hits: dict[int, list[float]] = {n: [] for n, _ in queries}
+        timers = {"rewrite": (plan, warm), "sqlglot": (sqlglot_ms, glot), "hit": (cached, hits)}
         for r, order in enumerate(harness.rotations(list(timers), rounds)):
             for n, sql in queries:
                 for name in order:
@@ -95,6 +136,7 @@ def run(rounds: int) -> dict:
         glot_medians = {n: statistics.median(v) for n, v in glot.items()}
         all_warm = [x for v in warm.values() for x in v]
         all_glot = [x for v in glot.values() for x in v]
+        all_hits = [x for v in hits.values() for x in v]
     ratios = [medians[n] / glot_medians[n] for n in medians]
     return {
         "queries": len(queries),
@@ -105,6 +147,8 @@ def run(rounds: int) -> dict:
         "p99_ms": harness.percentile(all_warm, 0.99),
         "max_ms": max(all_warm),
         "sqlglot_p50_ms": harness.percentile(all_glot, 0.5),
+        "cache_hit_p50_us": harness.percentile(all_hits, 0.5) * 1000,
+        "cache_miss_p50_us": harness.percentile(misses, 0.5) * 1000,
         "over_sqlglot": sum(medians.values()) / sum(glot_medians.values()),
         "over_sqlglot_median": statistics.median(ratios),
         "slowest": sorted(medians.items(), key=lambda kv: -kv[1])[:5],
@@ -144,6 +188,10 @@ def main(argv: list[str] | None = None) -> int:
         f"  sqlglot parse + generate alone: p50 {r['sqlglot_p50_ms']:.2f} ms; rewrite / sqlglot "
         f"{r['over_sqlglot']:.2f} over all queries (median per query "
         f"{r['over_sqlglot_median']:.2f})"
+    )
+    print(
+        f"  repeated statement through the plan cache: hit p50 {r['cache_hit_p50_us']:.0f} us, "
+        f"miss p50 {r['cache_miss_p50_us']:.0f} us (plan + key; warm, after the cold pass)"
     )
     t = r["targets"]
     for ok, what in (

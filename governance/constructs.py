@@ -76,29 +76,30 @@ def is_unknown_function(node: exp.Expression, name: str) -> bool:
     )
 
 
-def _time_travel(node: exp.Version) -> list[tuple[exp.Expression, exp.Expression]]:
+def _time_travel(node: exp.Version) -> tuple[list[tuple[exp.Expression, exp.Expression]], bool]:
     """`VERSION AS OF` takes a literal. `TIMESTAMP AS OF` takes a timestamp literal, or
     `current_timestamp()`/`now()` plus or minus INTERVAL literals, which is folded here into
     one UTC timestamp literal: Delta time-travels a table read by its path only to a
     literal, and the statement and the verifier's own analysis of the view then resolve
-    the same Delta version. Anything else (columns, subqueries, other functions) is refused."""
+    the same Delta version. Anything else (columns, subqueries, other functions) is refused.
+    Also says whether the clock was read (such a plan holds only now: never cached)."""
     kind = str(node.name).upper()
     value = node.expression
     if kind == "VERSION":
         if not isinstance(value, exp.Literal):
             raise Refused("VERSION AS OF takes a literal version number")
-        return []
+        return [], False
     if kind != "TIMESTAMP" or value is None:
         raise Refused(f"time travel by {kind} is not governed")
     literal = _literal_timestamp(value)
     if literal is not None:
-        return [] if literal is value else [(value, literal)]
+        return ([] if literal is value else [(value, literal)]), False
     try:
         instant = _now_plus_intervals(value)
     except OverflowError:
         raise Refused(f"{_TT_HELP}; this one is out of range") from None
     text = instant.strftime("%Y-%m-%d %H:%M:%S.%fZ")
-    return [(value, exp.Literal.string(text))]
+    return [(value, exp.Literal.string(text))], True
 
 
 _TT_HELP = (
@@ -170,8 +171,10 @@ def govern_expression(
     *,
     where: str = "statement",
     namespace: tuple[str, str] | None = None,
+    on_clock: Callable[[], None] | None = None,
 ) -> exp.Expression:
-    """Check constructs and replace identity functions in place; returns the (new) root."""
+    """Check constructs and replace identity functions in place; returns the (new) root.
+    `on_clock` is called when a time was folded from the clock (`TIMESTAMP AS OF now()`)."""
     replacements: list[tuple[exp.Expression, exp.Expression]] = []
     for node in tree.walk():
         if isinstance(node, exp.Parameter) and isinstance(node.parent, exp.TableAlias):
@@ -180,7 +183,10 @@ def govern_expression(
                 "write VERSION AS OF / TIMESTAMP AS OF"
             )
         if isinstance(node, exp.Version):
-            replacements += _time_travel(node)
+            found, clock = _time_travel(node)
+            replacements += found
+            if clock and on_clock is not None:
+                on_clock()
             continue
         if isinstance(node, exp.Placeholder | exp.Parameter | exp.SessionParameter):
             raise Refused(

@@ -25,7 +25,7 @@ from catalog.model import ColumnInfo, TableInfo
 from catalog.products import dir_stamp
 from catalog.store import open_store
 from governance.config import Config
-from governance.errors import AccessDenied, AuditUnavailable, LakegateError
+from governance.errors import AccessDenied, AuditUnavailable, LakegateError, Refused
 from governance.execute import (
     ERROR_LOG,
     StatementFailed,
@@ -39,6 +39,7 @@ from governance.execute import (
 from governance.execute import analyze_only as analyze_only
 from governance.execute import failure_message as failure_message
 from governance.identity import InvalidName, canonical_user
+from governance.planning.cache import PlanCache, plan_key
 from governance.planning.dispatch import Planner
 from governance.planning.planned import Planned
 from governance.planning.views import TempViews, ViewPlanned
@@ -102,6 +103,7 @@ class Lakegate:
         # whose name no user statement can reach (names resolve only through the catalog).
         self.audit_view = f"__lg_audit_{uuid.uuid4().hex}"
         self._view_plans: dict[str, Any] = {}  # view SQL -> analyzed plan (verifier)
+        self.plans = PlanCache()  # query plans by everything they depend on, across sessions
         self._register_audit_table()
 
     @classmethod
@@ -421,8 +423,7 @@ class GovernedSession:
         return self._run(statement)
 
     def table(self, name: str) -> DataFrame:
-        ident = ".".join(f"`{p.replace('`', '``')}`" for p in name.split("."))
-        return self._run(f"SELECT * FROM {ident}")
+        return self._run(table_statement(name))
 
     def explain(self, statement: str | bytes) -> str:
         """The Spark SQL the statement is rewritten to (no Spark needed, nothing audited)."""
@@ -438,33 +439,15 @@ class GovernedSession:
         """A write that is not SQL text (a Spark Connect DataFrame write), audited as `sql`
         audits one: `plan` decides against this session's policy state, the intent is on
         record before `execute` runs, then the outcome; Spark's errors are scrubbed."""
-        started = time.perf_counter()
-        query_id = self.last_query_id = uuid.uuid4().hex
-        self._phase = None
-        self.last_planned = None
-        planned: Planned | None = None
-        planner: Planner | None = None
-        try:
-            planner = self._planner()
+
+        def pinned(planner: Planner) -> Planned:
             with planner.ctx.catalog.pinned():
-                planned = self.last_planned = plan(planner.ctx)
-            self._check_audit()
-            self._audit_intent(planned, query_id, stmt_hash)
+                return plan(planner.ctx)
+
+        def run(planned: Planned) -> None:
             execute(planned)
-        except AccessDenied as e:
-            self._audit_denied(e, query_id, stmt_hash, started, planner)
-            raise
-        except LakegateError as e:
-            self._audit_failed(str(e), query_id, stmt_hash, started, planned, planner)
-            raise
-        except Exception as e:
-            msg = self._spark_error(e, planned, query_id)
-            if isinstance(msg, AccessDenied):
-                self._audit_denied(msg, query_id, stmt_hash, started, planner)
-                raise msg from None
-            self._audit_failed(msg, query_id, stmt_hash, started, planned, planner)
-            raise StatementFailed(msg) from None
-        self._audit_ok(planned, query_id, stmt_hash, started)
+
+        self._statement(stmt_hash, pinned, run)
 
     # internals --------------------------------------------------------------------------
 
@@ -483,28 +466,80 @@ class GovernedSession:
             temp_views=self.temp_views,
         )
 
+    def _plan(self, planner: Planner, statement: str | bytes) -> Planned:
+        """The statement's plan through the layer's plan cache (governance.planning.cache);
+        the catalog generation is read before planning, so an entry is never newer-keyed
+        than the catalog it was planned against."""
+        ctx = planner.ctx
+        key = plan_key(
+            statement,
+            user=self.user,
+            namespace=self.namespace,
+            policy=ctx.enforcer,
+            policy_version=self._policy_version or "",
+            generation=self.lg.catalog.store.generation(),
+            temp_views=self.temp_views,
+            derived=ctx.derived,
+        )
+        return self.lg.plans.plan(planner, statement, key)
+
+    def plan_read(self, statement: str | bytes) -> Planned:
+        """A governed read planned (through the plan cache) and audited, but not run here:
+        the Connect gateway places its SQL into the client's plan, which the backend
+        analyses and `PlanGovernor.verify` checks before anything runs. Anything but a
+        plain query is refused (and audited as refused), before any intent record."""
+        return self._govern(statement, run=False)[0]
+
     def _run(self, statement: str | bytes) -> DataFrame:
+        df = self._govern(statement, run=True)[1]
+        assert df is not None
+        return df
+
+    def _govern(self, statement: str | bytes, *, run: bool) -> tuple[Planned, DataFrame | None]:
+        """Plan, audit and (`run`) execute one statement; its plan and governed result."""
+        raw = (
+            statement
+            if isinstance(statement, bytes)
+            else str(statement).encode("utf-8", "surrogatepass")
+        )
+
+        def plan(planner: Planner) -> Planned:
+            planned = self._plan(planner, statement)
+            if not run and (type(planned) is not Planned or not planned.is_query):
+                raise Refused("only queries can be DataFrames; refused")
+            return planned
+
+        planned, df = self._statement(
+            statement_hash(raw.decode("utf-8", "replace")),
+            plan,
+            self._execute if run else lambda _: None,
+        )
+        return planned, None if df is None else governed_frame(df, self.last_query_id, self.user)
+
+    def _statement(
+        self,
+        stmt_hash: str,
+        plan: Callable[[Planner], Planned],
+        execute: Callable[[Planned], DataFrame | None],
+    ) -> tuple[Planned, DataFrame | None]:
+        """One statement's life, whatever its entry point: plan, the intent of a change on
+        record before `execute`, then the outcome line; every failure audited, Spark's text
+        scrubbed from what the caller sees."""
         started = time.perf_counter()
         query_id = uuid.uuid4().hex
         self.last_query_id = query_id
         self._phase = None
         self.last_planned = None
         self._policy_version = self.lg.policy_version
-        raw = (
-            statement
-            if isinstance(statement, bytes)
-            else str(statement).encode("utf-8", "surrogatepass")
-        )
-        stmt_hash = statement_hash(raw.decode("utf-8", "replace"))
         planned: Planned | None = None
         planner: Planner | None = None
         try:
             planner = self._planner()
-            planned = self.last_planned = planner.plan(statement)
+            planned = self.last_planned = plan(planner)
             self._check_audit()
             if planned.cmd not in READ_ONLY_CMDS:
                 self._audit_intent(planned, query_id, stmt_hash)
-            df = self._execute(planned)
+            df = execute(planned)
             if isinstance(planned, ViewPlanned):
                 df = self._apply_view(planned)
         except AccessDenied as e:
@@ -523,7 +558,7 @@ class GovernedSession:
         self._audit_ok(planned, query_id, stmt_hash, started)
         if planned.namespace is not None:
             self.namespace = planned.namespace
-        return governed_frame(df, query_id, self.user)
+        return planned, df
 
     def _apply_view(self, planned: ViewPlanned) -> DataFrame:
         """A temp view changes once its intent is on record and its query was analysed and
@@ -663,6 +698,12 @@ class GovernedSession:
                 for line in lines
             ]
         )
+
+
+def table_statement(name: str) -> str:
+    """`SELECT * FROM name` for a dotted table name, every part quoted (spark.table)."""
+    ident = ".".join(f"`{p.replace('`', '``')}`" for p in name.split("."))
+    return f"SELECT * FROM {ident}"
 
 
 def _git(policies: Path, *args: str) -> bytes:

@@ -36,6 +36,7 @@ from governance.errors import Refused
 from governance.parse import MAX_STATEMENT_CHARS, parse_statement
 from governance.planning.views import TempView, expand, view_name
 from governance.resolve import checked_parts, qualify_name
+from governance.session import table_statement
 from governance.verify import Expected, verify_plan
 
 if TYPE_CHECKING:
@@ -274,8 +275,7 @@ class PlanGovernor:
             raise Refused(
                 "only queries can be DataFrames; statements run once, through spark.sql(...)"
             )
-        planned = self._plan(self.session.sql, q.query)
-        rel.sql.query = planned
+        rel.sql.query = self._plan(q.query)
 
     def _read(self, rel: Relation, depth: int) -> None:
         view = self._view(rel)
@@ -296,19 +296,19 @@ class PlanGovernor:
                 "read options are not governed; for time travel use "
                 "spark.sql('SELECT ... FROM t VERSION AS OF n')"
             )
-        governed = self._plan(self.session.table, r.named_table.unparsed_identifier)
+        governed = self._plan(table_statement(r.named_table.unparsed_identifier))
         common = Relation()
         common.common.CopyFrom(rel.common)
         rel.Clear()
         rel.MergeFrom(common)
         rel.sql.query = governed
 
-    def _plan(self, run: Any, text: str) -> str:
-        """Plan, verify and audit through the governed session; the rewritten query SQL."""
-        run(text)
-        planned: Planned | None = self.session.last_planned
-        if planned is None or not planned.is_query or planned.sql is None:
-            raise Refused("only queries can be DataFrames; refused")
+    def _plan(self, text: str) -> str:
+        """Plan (through the plan cache) and audit a read in the governed session, once per
+        use; the rewritten query SQL. Not analysed or verified here: the composed plan is,
+        in the backend, before it runs (`verify`, which finds every view placed here)."""
+        planned = self.session.plan_read(text)
+        assert planned.sql is not None
         if planned.derived:
             raise Refused(
                 "system.access.audit is not readable through Spark Connect; use "
@@ -431,8 +431,8 @@ class WriteSourceGovernor(PlanGovernor):
         super().__init__(session)
         self.sources: list[Planned] = []
 
-    def _plan(self, run: Any, text: str) -> str:
-        sql = super()._plan(run, text)
+    def _plan(self, text: str) -> str:
+        sql = super()._plan(text)
         planned = self.session.last_planned
         if planned is None or planned.sql != sql:  # fail closed: the read's plan is unknown
             raise Refused("the DataFrame's reads could not be checked for a write; refused")

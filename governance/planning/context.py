@@ -57,12 +57,20 @@ class PlanningContext:
         self.user = user
         self.ns = namespace
         self.ident: Identity = enforcer.identity(user)
+        self.clock_read = False  # a time was folded from the clock: the plan holds only now
 
     def govern(self, tree: exp.Expression) -> exp.Expression:
         """The user's expression with identity functions resolved and unsafe constructs refused."""
         return govern_expression(
-            tree, self.user, self.ident.is_member, namespace=(self.ns.catalog, self.ns.schema)
+            tree,
+            self.user,
+            self.ident.is_member,
+            namespace=(self.ns.catalog, self.ns.schema),
+            on_clock=self._clock_read,
         )
+
+    def _clock_read(self) -> None:
+        self.clock_read = True
 
     def note(self, access: TableAccess, extra: tuple[str, ...] = ()) -> None:
         """Remember the deciding policies and row filters of a table, for the audit lines."""

@@ -14,6 +14,7 @@ a loosened one shows only what the user could read by running the query directly
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 
 from sqlglot import exp
@@ -47,11 +48,17 @@ class TempView:
     size: int = 0  # characters of the stored SQL (bytes of the relation)
 
 
+#: Versions of temp-view sets, unique across sessions: a plan cache keys on them.
+_VERSIONS = itertools.count(1)
+
+
 class TempViews:
-    """The temporary views of one session, by lower-case name (Spark compares them so)."""
+    """The temporary views of one session, by lower-case name (Spark compares them so);
+    `version` moves on every change and is never shared by two sessions (0: no views)."""
 
     def __init__(self) -> None:
         self._views: dict[str, TempView] = {}
+        self.version = 0
 
     def get(self, name: str) -> TempView | None:
         return self._views.get(name.lower())
@@ -76,9 +83,12 @@ class TempViews:
     def put(self, view: TempView, replace: bool) -> None:
         self.check_new(view.name, replace)
         self._views[view.name.lower()] = view
+        self.version = next(_VERSIONS)
 
     def drop(self, name: str) -> bool:
-        return self._views.pop(name.lower(), None) is not None
+        dropped = self._views.pop(name.lower(), None) is not None
+        self.version = next(_VERSIONS) if self._views else 0
+        return dropped
 
 
 @dataclass

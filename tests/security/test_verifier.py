@@ -342,7 +342,18 @@ def test_hostile_plans_are_refused(lakehouse, loc, stray_parquet, name: str) -> 
 # the governed session refuses what a buggy rewriter would produce ------------------------------
 
 
-def test_session_refuses_rewriter_that_forgets_the_policy(lakehouse, loc, monkeypatch) -> None:
+@pytest.fixture
+def no_cached_plans(lakehouse):
+    """A simulated rewriter bug must really plan (a cached plan skips the rewriter), and its
+    plans must not outlive the test in the shared lakehouse's plan cache."""
+    lakehouse.plans.clear()
+    yield
+    lakehouse.plans.clear()
+
+
+def test_session_refuses_rewriter_that_forgets_the_policy(
+    lakehouse, loc, monkeypatch, no_cached_plans
+) -> None:
     """Simulated rewriter bug: every view body becomes a raw `SELECT *` of the table."""
     import governance.planning.context as plan_mod
 
@@ -360,7 +371,9 @@ def test_session_refuses_rewriter_that_forgets_the_policy(lakehouse, loc, monkey
             s.sql(sql).collect()
 
 
-def test_session_refuses_rewriter_that_leaves_a_raw_read(lakehouse, loc, monkeypatch) -> None:
+def test_session_refuses_rewriter_that_leaves_a_raw_read(
+    lakehouse, loc, monkeypatch, no_cached_plans
+) -> None:
     """Simulated rewriter bug: a raw read of the table is appended to the statement."""
     orig = PlanningContext.generate
 
@@ -376,7 +389,9 @@ def test_session_refuses_rewriter_that_leaves_a_raw_read(lakehouse, loc, monkeyp
         lakehouse.session("carol").sql("SELECT * FROM main.sales.orders").collect()
 
 
-def test_session_refuses_rewriter_that_skips_a_subquery_table(lakehouse, monkeypatch) -> None:
+def test_session_refuses_rewriter_that_skips_a_subquery_table(
+    lakehouse, monkeypatch, no_cached_plans
+) -> None:
     """Simulated rewriter bug: a table inside a subquery is left for Spark to resolve; it
     only resolves because Spark knows the path, which the verifier does not accept."""
     import governance.planning.context as plan_mod
