@@ -680,6 +680,28 @@ def write_report(results: dict[str, Any], out_md: Path, charts_dir: Path) -> Pat
     else:
         add("_not run or failed_\n")
 
+    # analysis -------------------------------------------------------------------------
+    add("## Spark's analysis of a Delta read, five ways (issue 14 item 3)\n")
+    an = results.get("analysis") or {}
+    if an.get("ms"):
+        add(
+            "`benchmarks/analysis.py`: Spark's analysis alone (`queryExecution.analyzed`) of "
+            "the same statements over the same Delta tables, interleaved, medians in ms. "
+            "*pinned*: temp views of DataFrames loaded once (A's way; new commits are never "
+            "seen); *catalog*: tables registered in Spark's catalog; *path*: `delta.`path`` "
+            "(how C, A' and B read); *path_stale*: the same with Delta's "
+            "`stalenessLimit` = 1 h; *view*: the path inside a view body like C's.\n"
+        )
+        names = [k for k in next(iter(an["ms"].values())) if k.endswith(("ref", "table", "tables"))]
+        add("| read | " + " | ".join(names) + " | per extra reference |")
+        add("|---" * (len(names) + 2) + "|")
+        for variant, row in an["ms"].items():
+            cells = " | ".join(f"{row[n]:.1f}" for n in names)
+            add(f"| {variant} | {cells} | {row['per_extra_ref']:.1f} |")
+        add("")
+    else:
+        add("_not run or failed_\n")
+
     # cli ------------------------------------------------------------------------------
     add("## One-shot command line (issue 14)\n")
     cli = results.get("cli") or {}

@@ -54,7 +54,18 @@ NOISE = (
     "To adjust logging level",
     "\t-----",
 )
-STEPS = ("rewrite", "scaling", "decisions", "audit", "api", "connect", "cluster", "cli", "tpcds")
+STEPS = (
+    "rewrite",
+    "scaling",
+    "decisions",
+    "audit",
+    "api",
+    "analysis",
+    "connect",
+    "cluster",
+    "cli",
+    "tpcds",
+)
 
 
 def run_step(name: str, argv: list[str], timeout: float, echo: bool = True) -> dict[str, Any]:
@@ -396,6 +407,10 @@ def main(argv: list[str] | None = None) -> int:
         )
         plan.append(("audit", ["benchmarks/audit.py", "--seconds", "0.3" if quick else "2"], 900))
         plan.append(("api", ["benchmarks/api.py", *(["--seconds", "1"] if quick else [])], 1200))
+        an = ["benchmarks/analysis.py", "--json", str(tmpd / "analysis.json")]
+        if args.workdir and (Path(args.workdir) / "delta" / "store_sales").is_dir():
+            an += ["--delta", str(Path(args.workdir) / "delta")]  # the TPC-DS tables themselves
+        plan.append(("analysis", an + (["--rounds", "1", "--reps", "3"] if quick else []), 900))
         plan.append(
             (
                 "connect",
@@ -503,7 +518,7 @@ def collect(name: str, stdout: str, tmpd: Path, results: dict[str, Any]) -> None
         results["api"] = {"text": stdout, "rows": report.parse_api(stdout)}
     elif name == "connect":
         results["connect"] = json.loads(stdout[stdout.index("{") :])
-    elif name in ("cluster", "cli"):
+    elif name in ("cluster", "cli", "analysis"):
         results[name] = json.loads((tmpd / f"{name}.json").read_text())
         if name == "cli" and set(results[name].get("median") or {}) != {"cli", "gateway", "bare"}:
             raise harness.ScenarioFailed("cli: the cli, gateway and bare medians are not all there")

@@ -218,6 +218,13 @@ def test_report_writer(tmp_path: Path, scaling: dict) -> None:
         "decisions": report.parse_decisions(DECISIONS_OUT),
         "audit": report.parse_audit(AUDIT_OUT),
         "scaling": scaling,
+        "analysis": {
+            "ms": {
+                v: {"1 ref": 1.0 + i, "3 refs, one table": 3.0 + i, "3 tables": 4.0 + i}
+                | {"per_extra_ref": 1.0}
+                for i, v in enumerate(("pinned", "path"))
+            }
+        },
         "why": ["because"],
         "caveats": ["small"],
     }
@@ -237,3 +244,4 @@ def test_report_writer(tmp_path: Path, scaling: dict) -> None:
     assert "Rewrite / sqlglot's own parse + generate, same run | <= 1.3 | 1.20" in text
     assert "| q1 | 2.0 | 3.0 | 4.0 | 5.0 | 6.0 | 7.0 | 8.0 |" in text  # the breakdown row
     assert "| api | `python benchmarks/api.py` | **FAILED** (exit 2) |" in text
+    assert "| path | 2.0 | 4.0 | 5.0 | 1.0 |" in text  # Spark's analysis, read by path
