@@ -225,6 +225,12 @@ def write_report(results: dict[str, Any], out_md: Path, charts_dir: Path) -> Pat
         )
         + ".\n"
     )
+    if results.get("not_run"):
+        add(
+            f"This run measured only some steps (`--only`); not run: "
+            f"{', '.join(results['not_run'])}. Their last figures are in the README "
+            "(Benchmarks) and in this file's git history.\n"
+        )
     add("## Machine and versions\n")
     add(
         f"- CPU: {m.get('cpu_model', '?')}, {m.get('cpus', '?')} cores; memory "

@@ -361,6 +361,7 @@ def main(argv: list[str] | None = None) -> int:
         "steps": {},
         "load": {"before": load, "waited_s": waited},
         "caveats": [],
+        "not_run": [s for s in STEPS if s not in only],
     }
     if load >= args.wait_load:
         results["load"]["note"] = (

@@ -225,6 +225,7 @@ def test_report_writer(tmp_path: Path, scaling: dict) -> None:
                 for i, v in enumerate(("pinned", "path"))
             }
         },
+        "not_run": ["cluster"],
         "why": ["because"],
         "caveats": ["small"],
     }
@@ -245,3 +246,4 @@ def test_report_writer(tmp_path: Path, scaling: dict) -> None:
     assert "| q1 | 2.0 | 3.0 | 4.0 | 5.0 | 6.0 | 7.0 | 8.0 |" in text  # the breakdown row
     assert "| api | `python benchmarks/api.py` | **FAILED** (exit 2) |" in text
     assert "| path | 2.0 | 4.0 | 5.0 | 1.0 |" in text  # Spark's analysis, read by path
+    assert "not run: cluster." in text  # a partial run says which steps it left out
