@@ -386,7 +386,10 @@ def main(argv: list[str] | None = None) -> int:
         help="re-measure queries flagged C > 1.25 x B with this many rounds",
     )
     ap.add_argument("--master", default="local[2]")
-    ap.add_argument("--driver-memory", default="2g")
+    ap.add_argument(
+        "--driver-memory",
+        help="default 2g below sf 0.5, else 8g (at sf 1 q10's broadcast needs more than 2g)",
+    )
     ap.add_argument(
         "--conf",
         action="append",
@@ -397,6 +400,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", metavar="OUT", help="write all figures as JSON to OUT")
     args = ap.parse_args(argv)
 
+    if args.driver_memory is None:
+        args.driver_memory = "2g" if args.sf < 0.5 else "8g"
     started = time.perf_counter()
     own_dir = args.dir is None
     root = Path(args.dir or tempfile.mkdtemp(prefix="lakegate-tpcds-")).resolve()
