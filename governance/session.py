@@ -444,10 +444,7 @@ class GovernedSession:
             with planner.ctx.catalog.pinned():
                 return plan(planner.ctx)
 
-        def run(planned: Planned) -> None:
-            execute(planned)
-
-        self._statement(stmt_hash, pinned, run)
+        self._statement(stmt_hash, pinned, execute)
 
     # internals --------------------------------------------------------------------------
 
