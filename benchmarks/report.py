@@ -421,9 +421,10 @@ def write_report(results: dict[str, Any], out_md: Path, charts_dir: Path) -> Pat
         )
         add("- **A**: raw Spark SQL over temp views of `spark.read.format('delta').load(path)`.")
         add(
-            "- **A'**: the floor: raw Spark over views with the same filters and masks written "
-            'in by hand for user `bench` alone (every "does this apply to me" already '
-            "answered), so C/A' is the cost of the governance layer itself."
+            "- **A'**: the floor: raw Spark over global temp views with the same filters and "
+            'masks written in by hand for user `bench` alone (every "does this apply to me" '
+            "already answered) over the very DataFrames A reads, so C/A' is the cost of the "
+            "governance layer itself and A'/A what the policies cost."
         )
         add(
             "- **B**: persistent dynamic views generated from the same policy set: "

@@ -461,9 +461,10 @@ def main(argv: list[str] | None = None) -> int:
 
         b_sql: dict[int | str, str] = {}
         floor_sql: dict[int | str, str] = {}
+        in_views = dict(spark_queries(qualify=f"spark_catalog.{VIEW_DB}"))
+        b_sql.update({n: in_views[n] for n, _ in plain})
+        floor_sql.update({n: qualify(sql, FLOOR_DB) for n, sql in plain})  # global temp views
         for texts, db in ((b_sql, VIEW_DB), (floor_sql, FLOOR_DB)):
-            qualified = dict(spark_queries(qualify=f"spark_catalog.{db}"))
-            texts.update({n: qualified[n] for n, _ in plain})
             texts.update({pid: qualify(sql, db) for pid, _, sql in PROBES})
         runner = Runner(spark, session, b_sql, floor_sql)
 

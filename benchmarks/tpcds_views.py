@@ -4,8 +4,9 @@ B   Databricks-style dynamic views: membership and user tests evaluated by Spark
     time (a lookup in a Delta membership table keyed by `current_user()`);
 A'  the floor (issue 14): the same filters and masks written in by hand for the bench user
     alone, every "does this apply to me" test already answered, so Spark sees plain
-    predicates and expressions. C/A' is the cost of the governance layer itself, with
-    policy evaluation on both sides.
+    predicates and expressions, over the same DataFrames A reads (global temp views over
+    A's temp views). C/A' is the cost of the governance layer itself, with policy
+    evaluation on both sides; A'/A is what the policies themselves cost.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from benchmarks.tpcds_policies import BENCH_USER
 
 CATALOG, SCHEMA = "tpcds", "sf1"
 VIEW_DB = "lg_dynviews"  # where B's dynamic views live (spark_catalog)
-FLOOR_DB = "lg_floorviews"  # where A''s hand-written views for the bench user live
+FLOOR_DB = "global_temp"  # A''s hand-written views for the bench user: over A's DataFrames
 MEMBERSHIP = "lg_membership"  # B's user -> group table (a Delta table)
 
 
@@ -85,7 +86,8 @@ class DynamicViews:
 
         return tree.transform(fix).sql("spark")
 
-    def view_sql(self, enforcer: Any, table: Any) -> str:
+    def view_sql(self, enforcer: Any, table: Any, source: str | None = None) -> str:
+        """The view's SELECT over `source` (a view name), by default the Delta table's path."""
         from governance.masks import mask_sql, quote_ident
 
         ps = enforcer.policy_set
@@ -156,13 +158,14 @@ class DynamicViews:
             a = self.principal_test(f.principals)
             body = f"({self.expression(f.where)})"
             where.append(body if a == "TRUE" else f"(NOT {a} OR {body})")
-        sql = f"SELECT {', '.join(proj)} FROM delta.`{table.location}`"
+        sql = f"SELECT {', '.join(proj)} FROM {source or f'delta.`{table.location}`'}"
         return sql + (" WHERE " + " AND ".join(where) if where else "")
 
 
 def setup_views(spark: Any, lg: Any, root: Path, delta_paths: dict[str, str]) -> DynamicViews:
     """A: temp views over the Delta tables. B: the membership table and dynamic views.
-    A': the bench user's hand-written views (FLOOR_DB)."""
+    A': the bench user's hand-written views (global temp views in FLOOR_DB over A's temp
+    views, so A' reads the very DataFrames A reads: A' - A is the policies' cost alone)."""
     for t in delta_paths:
         spark.read.format("delta").load(delta_paths[t]).createOrReplaceTempView(t)
     spark_user = spark.sql("SELECT current_user()").collect()[0][0]
@@ -184,11 +187,11 @@ def setup_views(spark: Any, lg: Any, root: Path, delta_paths: dict[str, str]) ->
     floor = DynamicViews(
         spark_user, mpath, alias, frozenset(g.lower() for g in enforcer.identity(BENCH_USER).groups)
     )
-    for db, views in ((VIEW_DB, dv), (FLOOR_DB, floor)):
-        spark.sql(f"CREATE DATABASE IF NOT EXISTS {db}")
-        for t in delta_paths:
-            info = lg.catalog.table(CATALOG, SCHEMA, t)
-            if info is None:
-                raise LookupError(f"{CATALOG}.{SCHEMA}.{t} is not registered")
-            spark.sql(f"CREATE OR REPLACE VIEW {db}.{t} AS {views.view_sql(enforcer, info)}")
+    spark.sql(f"CREATE DATABASE IF NOT EXISTS {VIEW_DB}")
+    for t in delta_paths:
+        info = lg.catalog.table(CATALOG, SCHEMA, t)
+        if info is None:
+            raise LookupError(f"{CATALOG}.{SCHEMA}.{t} is not registered")
+        spark.sql(f"CREATE OR REPLACE VIEW {VIEW_DB}.{t} AS {dv.view_sql(enforcer, info)}")
+        spark.sql(floor.view_sql(enforcer, info, source=t)).createOrReplaceGlobalTempView(t)
     return dv

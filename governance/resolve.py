@@ -172,9 +172,9 @@ def resolve_tables(
                 cte_counter[0] += 1
                 new = f"__lg_cte_{cte_counter[0]}"
                 inner[alias.lower()] = new
-                cte.set("alias", exp.TableAlias(this=exp.to_identifier(new)))
-                for col_alias in cte.args.get("alias_columns") or []:
-                    _ = col_alias
+                named = cte.args.get("alias")  # `w (a, b)`: the column names stay
+                columns = named.args.get("columns") if named is not None else None
+                cte.set("alias", exp.TableAlias(this=exp.to_identifier(new), columns=columns))
             for key, child in node.args.items():
                 if key == "with_":
                     continue

@@ -7,14 +7,17 @@ A read of `main.sales.orders AS o` becomes
      WHERE (<permissive> OR <permissive>) AND <restrictive>) AS o
 
 so row filters see real values, masks happen before anything the user's query does, and
-hidden columns are not there at all. The subquery text is cached per user and table version
-(see `_key`), and spliced into the generated statement at a placeholder carrying a
-per-statement nonce (no user text can forge it): generating the policy part once is what
-keeps rewriting fast.
+hidden columns are not there at all. A query's view projects only the visible columns the
+query can name (every word of its text counts; `*`, NATURAL JOIN and PIVOT keep them all):
+Spark's analysis of the statement costs in proportion to the columns projected. The
+subquery text is cached per user and table version (see `_key`), and spliced into the
+generated statement at a placeholder carrying a per-statement nonce (no user text can forge
+it): generating the policy part once is what keeps rewriting fast.
 """
 
 from __future__ import annotations
 
+import re
 import secrets
 import threading
 from dataclasses import dataclass
@@ -295,13 +298,19 @@ class PolicySql:
             self._views[key] = out
         return out
 
-    def body(self, ident: Identity, access: TableAccess) -> str:
-        """The view body's SQL with SOURCE_MARK where the Delta relation goes."""
-        key = _key(ident, access, self.policy_reads(access))
+    def body(
+        self, ident: Identity, access: TableAccess, columns: tuple[str, ...] | None = None
+    ) -> str:
+        """The view body's SQL with SOURCE_MARK where the Delta relation goes; `columns`
+        (visible ones, in their order) narrows the projection to what a query names."""
+        key = (_key(ident, access, self.policy_reads(access)), columns)
         hit = self._bodies.get(key)
         if hit is not None:
             return hit
         proj, where = self.view(ident, access)
+        if columns is not None:
+            keep = set(columns)
+            proj = [p for c, p in zip(access.visible_columns, proj, strict=True) if c in keep]
         select = exp.Select(expressions=[p.copy() for p in proj]).from_(
             exp.Table(
                 this=exp.to_identifier(SOURCE_MARK),
@@ -349,8 +358,10 @@ def view_sql(
     access: TableAccess,
     node: exp.Table | None = None,
     source: str | None = None,
+    columns: tuple[str, ...] | None = None,
 ) -> str:
-    """The governed view's body; `source` replaces the Delta path for derived tables."""
+    """The governed view's body; `source` replaces the Delta path for derived tables;
+    `columns` narrows the projection (see `columns_to_project`)."""
     if source is not None:
         if node is not None and (node.args.get("version") or node.args.get("sample")):
             raise Refused(f"time travel and sampling are not available on {access.table.full_name}")
@@ -371,7 +382,7 @@ def view_sql(
             sample.set("seed", None)
             seed_sql = seed.sql("spark") if seed is not None else str(secrets.randbelow(2**31))
             source += f" {sample.sql('spark')} REPEATABLE ({seed_sql})"
-    return ps.body(ident, access).replace(SOURCE_MARK, source, 1)
+    return ps.body(ident, access, columns).replace(SOURCE_MARK, source, 1)
 
 
 def replace_reads(
@@ -452,6 +463,53 @@ def columns_named(stmt: exp.Expression) -> tuple[set[str], set[str], bool, set[s
         elif isinstance(node, exp.Identifier) and isinstance(node.parent, exp.Dot):
             names.add(node.this.lower())
     return names, qualifiers, star, qualified_stars
+
+
+_WORD = re.compile(r"[a-z_][a-z0-9_]*")
+_SIMPLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def words_spark_may_resolve(stmt: exp.Expression, text: str) -> frozenset[str] | None:
+    """Every word of the generated statement (lower-case): a superset of the column names
+    Spark can resolve in it, since Spark parses that very text. None when a column may be
+    read without being named (`*`, `t.*`, NATURAL JOIN, PIVOT/UNPIVOT's implicit columns,
+    a column alias list `t (a, b)`, which renames by position),
+    when the text is not ASCII (Java's case-insensitive matching of non-ASCII letters is
+    not Python's), or when a quoted name is no plain word (Spark may read it as a regex)."""
+    if not text.isascii():
+        return None
+    for node in stmt.walk():
+        if _unnamed_read(node):
+            return None
+    return frozenset(_WORD.findall(text.lower()))
+
+
+def _unnamed_read(node: exp.Expression) -> bool:
+    """Whether the node reads columns it does not name, or names one that is no word."""
+    if isinstance(node, exp.Star):
+        return not isinstance(node.parent, exp.Count)
+    if isinstance(node, exp.Join):
+        return "NATURAL" in node.method.upper()
+    if isinstance(node, exp.Identifier):
+        return node.quoted and not _SIMPLE_NAME.fullmatch(node.this)
+    if isinstance(node, exp.TableAlias):  # `t (a, b, c)` renames columns by position
+        return bool(node.args.get("columns"))
+    return isinstance(node, exp.Pivot)
+
+
+def columns_to_project(access: TableAccess, words: frozenset[str]) -> tuple[str, ...] | None:
+    """The visible columns a query can name (None: all of them). Analysing a view costs
+    Spark per projected column, so a query naming 3 of 30 columns gets a 3-column view; a
+    column whose name is no plain word is always kept. At least one column stays (a
+    projection cannot be empty): the first unmasked one if any."""
+    visible = access.visible_columns
+    kept = tuple(c for c in visible if c.lower() in words or not _SIMPLE_NAME.fullmatch(c))
+    if len(kept) == len(visible):
+        return None
+    if not kept and visible:
+        plain = [c for c in visible if c.lower() not in access.masks]
+        kept = (plain[0] if plain else visible[0],)
+    return kept
 
 
 def columns_read(view: ReadView, names: set[str], star: bool, qstars: set[str]) -> list[str]:

@@ -8,7 +8,8 @@ unless every leaf that reads data is one the rewriter built:
 - a read of a catalog table sits under a projection that is, by Spark's own `sameResult`,
   the governed view the rewriter generated for it, analyzed on its own (same columns,
   masks, filters, format and version), once per view placed; and, checked independently
-  of the generated text, its output columns are exactly those the enforcer made visible;
+  of the generated text, its output columns are exactly those the rewriter chose from the
+  ones the enforcer made visible (all of them, or for a query those it can name);
 - a write target (INSERT's table, UPDATE/DELETE/MERGE's target) is a catalog location the
   rewriter chose, in target position only;
 - a derived table (the audit log) reads only files under its directory, under its

@@ -25,9 +25,11 @@ from governance.rewrite import (
     check_hidden_columns,
     columns_named,
     columns_read,
+    columns_to_project,
     replace_reads,
     splice,
     view_sql,
+    words_spark_may_resolve,
 )
 
 
@@ -124,25 +126,33 @@ class PlanningContext:
                     )
         return stmt
 
-    def generate(self, stmt: exp.Expression, planned: Planned) -> str:
+    def generate(self, stmt: exp.Expression, planned: Planned, narrow: bool = False) -> str:
         """The statement's SQL with each view's body spliced in; the verifier learns the
-        bodies it must find in Spark's plan."""
+        bodies it must find in Spark's plan. `narrow` (queries): each view projects only
+        the visible columns the statement can name, which is what Spark's analysis of the
+        statement costs in proportion to."""
+        outer = stmt.sql("spark", copy=False)
+        words = words_spark_may_resolve(stmt, outer) if narrow else None
         bodies = []
         for v in planned.views:
             table = v.access.table
-            body = view_sql(
-                self.ps, self.ident, v.access, v.ref.node, self.derived.get(table.full_name)
-            )
-            if table.full_name in self.derived:
+            derived = self.derived.get(table.full_name)
+            columns = None
+            if words is not None and derived is None:
+                columns = columns_to_project(v.access, words)
+            body = view_sql(self.ps, self.ident, v.access, v.ref.node, derived, columns)
+            if derived is not None:
                 planned.expected.add_derived(table.location, v.access.visible_columns)
                 planned.derived.add(table.full_name)
             else:
                 reads = self.ps.policy_reads(v.access)
                 locations = [r.table.location for r in reads]
-                planned.expected.add_view(table.location, body, v.access.visible_columns, locations)
+                planned.expected.add_view(
+                    table.location, body, columns or v.access.visible_columns, locations
+                )
                 planned.policy_reads += reads
             bodies.append(body)
-        return splice(stmt.sql("spark", copy=False), planned.views, bodies)
+        return splice(outer, planned.views, bodies)
 
     def refuse_masked_reads(self, planned: Planned) -> None:
         """No copying masked data: a write may not read a column masked for its user."""

@@ -112,6 +112,9 @@ def test_floor_views_answer_every_test_for_the_bench_user(tmp_path: Path) -> Non
         assert " WHEN " not in text, text  # every mask decided, no runtime branch
     sales = floor.view_sql(enforcer, catalog.table("tpcds", "sf1", "store_sales"))
     assert "(ss_ticket_number >= 1)" in sales  # the filter on user bench applies
+    # over A's own DataFrame (a temp view), so A' - A is what the policies cost
+    pinned = floor.view_sql(enforcer, catalog.table("tpcds", "sf1", "item"), source="item")
+    assert " FROM item" in pinned and "delta.`" not in pinned
 
 
 def test_report_writer(tmp_path: Path, scaling: dict) -> None:

@@ -111,7 +111,7 @@ def test_row_filter_reading_a_hidden_column_stays_allowed(leak_planner) -> None:
 
 def test_mask_reading_another_masked_column_sees_the_raw_value(leak_planner) -> None:
     """Masks apply to the raw row (as in Trino): `amount` inside m-region-raw is unmasked."""
-    planned = leak_planner("seer").plan("SELECT region FROM orders")
+    planned = leak_planner("seer").plan("SELECT region, amount FROM orders")
     assert "CONCAT(`region`, '/', CAST(amount AS STRING)) AS `region`" in planned.sql
     assert "CAST(NULL AS DECIMAL(10, 2)) AS `amount`" in planned.sql
 

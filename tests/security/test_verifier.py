@@ -377,8 +377,8 @@ def test_session_refuses_rewriter_that_leaves_a_raw_read(
     """Simulated rewriter bug: a raw read of the table is appended to the statement."""
     orig = PlanningContext.generate
 
-    def leaky(self, stmt, planned):
-        sql = orig(self, stmt, planned)
+    def leaky(self, stmt, planned, **kw):
+        sql = orig(self, stmt, planned, **kw)
         if planned.is_query and planned.views:
             location = planned.views[0].access.table.location
             sql = f"SELECT * FROM ({sql}) UNION ALL SELECT * FROM delta.`{location}`"
