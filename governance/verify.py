@@ -24,8 +24,10 @@ Anything else that reads data is refused.
 
 from __future__ import annotations
 
+import base64
 import re
 import threading
+import zlib
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -130,6 +132,7 @@ def describe_plan(plan: Any) -> tuple[list[_Node], Any]:
     text = str(out[0])
     if text == "TOO_LARGE":
         raise Refused("plan is too large to verify")
+    text = zlib.decompress(base64.b64decode(text, validate=True)).decode("utf-8")
     nodes = []
     for line in text.splitlines():
         nid, parent, kind, target, leaf, paths, columns, holder = line.split("\t")
