@@ -114,6 +114,31 @@ public class PlanWalker implements java.util.function.BiFunction {
     }
 
     /**
+     * A whole governed view's analyzed plan cut to the projection a narrowed view reads:
+     * the expressions at `picks` (comma-separated positions, in order) of its root Project,
+     * over the same child. Null when the plan is not a Project or a position is out of range.
+     */
+    public Object narrow(Object view, String picks) {
+        if (!(view instanceof org.apache.spark.sql.catalyst.plans.logical.Project)) {
+            return null;
+        }
+        org.apache.spark.sql.catalyst.plans.logical.Project whole =
+            (org.apache.spark.sql.catalyst.plans.logical.Project) view;
+        scala.collection.Seq list = whole.projectList();
+        String[] at = picks.split(",");
+        List kept = new ArrayList();
+        for (int i = 0; i < at.length; i++) {
+            int p = Integer.parseInt(at[i]);
+            if (p < 0 || p >= list.size()) {
+                return null;
+            }
+            kept.add(list.apply(p));
+        }
+        return new org.apache.spark.sql.catalyst.plans.logical.Project(
+            scala.collection.JavaConverters.asScalaBuffer(kept).toSeq(), whole.child());
+    }
+
+    /**
      * The description deflated and in Base64: py4j writes an answer through an 8 KiB buffer,
      * and one over it leaves in two TCP writes, which Nagle's algorithm and the reader's
      * delayed ACK hold back by about 40 ms. Packed, a plan of hundreds of nodes fits one.

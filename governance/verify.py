@@ -120,6 +120,12 @@ def _walker(jvm: Any, gateway: Any) -> Any:
     return walker
 
 
+def _the_walker() -> Any:
+    from pyspark import SparkContext
+
+    return _walker(SparkContext._jvm, SparkContext._gateway)
+
+
 def describe_plan(plan: Any) -> tuple[list[_Node], Any]:
     """Every node of an analyzed plan (children, subqueries, plan fields) in one JVM call;
     the second value holds the JVM nodes by 1 + id."""
@@ -271,18 +277,26 @@ def _match_view(
     root: Any,
     columns: tuple[str, ...],
     loc: str,
-    pending: dict[str, list[tuple[str, tuple[str, ...]]]],
+    pending: dict[str, list[tuple[str, tuple[str, ...], tuple[int, ...] | None]]],
     built: dict[str, list[Any]],
     analyze: Analyze,
 ) -> str | None:
     """The body of the pending view the projection is, by sameResult, or None. Cached
     analyses first; a miss is re-checked against fresh ones (the table may have changed
-    since the cache entry) before it counts."""
+    since the cache entry) before it counts. A narrowed view is compared with the whole
+    view's projection cut to the picked expressions, over the whole view's own child."""
     for fresh in (False, True):
         if fresh or loc not in built:
-            built[loc] = [analyze(body, fresh) for body, _ in pending[loc]]
+            built[loc] = [analyze(body, fresh) for body, _, _ in pending[loc]]
         for i, view in enumerate(built[loc]):
-            if columns == pending[loc][i][1] and root.sameResult(view):
+            _, wanted, picks = pending[loc][i]
+            if columns != wanted:
+                continue
+            if picks is not None:
+                view = _the_walker().narrow(view, ",".join(map(str, picks)))
+                if view is None:
+                    continue
+            if root.sameResult(view):
                 body = pending[loc][i][0]
                 del built[loc][i]
                 del pending[loc][i]

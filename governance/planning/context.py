@@ -138,8 +138,9 @@ class PlanningContext:
             table = v.access.table
             derived = self.derived.get(table.full_name)
             columns = None
-            if words is not None and derived is None:
-                columns = columns_to_project(v.access, words)
+            if words is not None and derived is None and not v.ref.node.args.get("sample"):
+                columns = columns_to_project(v.access, words)  # (a sample's seed is drawn
+                # per view text, and the verifier must see the whole view's draw)
             body = view_sql(self.ps, self.ident, v.access, v.ref.node, derived, columns)
             if derived is not None:
                 planned.expected.add_derived(table.location, v.access.visible_columns)
@@ -147,8 +148,13 @@ class PlanningContext:
             else:
                 reads = self.ps.policy_reads(v.access)
                 locations = [r.table.location for r in reads]
+                whole, picks = body, None
+                if columns is not None:
+                    whole = view_sql(self.ps, self.ident, v.access, v.ref.node)
+                    position = {c: i for i, c in enumerate(v.access.visible_columns)}
+                    picks = tuple(position[c] for c in columns)
                 planned.expected.add_view(
-                    table.location, body, columns or v.access.visible_columns, locations
+                    table.location, whole, columns or v.access.visible_columns, locations, picks
                 )
                 planned.policy_reads += reads
             bodies.append(body)

@@ -17,8 +17,11 @@ from catalog.catalog import normalise_location
 class Expected:
     """What the rewriter built: per location, the SQL of its views; write targets."""
 
-    # location -> (view body SQL, the visible columns the enforcer decided)
-    views: dict[str, list[tuple[str, tuple[str, ...]]]] = field(default_factory=dict)
+    # location -> (the whole view's body SQL, the columns the statement reads of it, and
+    # when those are fewer than the whole view's, their positions in it)
+    views: dict[str, list[tuple[str, tuple[str, ...], tuple[int, ...] | None]]] = field(
+        default_factory=dict
+    )
     targets: Counter = field(default_factory=Counter)
     # derived tables (the audit log): files under a directory, shaped by layer-owned code
     derived: dict[str, list[tuple[str, ...]]] = field(default_factory=dict)
@@ -27,10 +30,18 @@ class Expected:
     policy_reads: dict[str, frozenset[str]] = field(default_factory=dict)
 
     def add_view(
-        self, location: str, body: str, columns: tuple[str, ...], reads: Iterable[str] = ()
+        self,
+        location: str,
+        body: str,
+        columns: tuple[str, ...],
+        reads: Iterable[str] = (),
+        picks: tuple[int, ...] | None = None,
     ) -> None:
+        """`body` is the whole view; `picks`, the positions of `columns` in its projection
+        when the statement reads a narrowed view (the verifier builds that projection from
+        the whole view's analysis, so a new statement costs Spark no new view analysis)."""
         self.views.setdefault(normalise_location(location), []).append(
-            (body, tuple(c.lower() for c in columns))
+            (body, tuple(c.lower() for c in columns), picks)
         )
         mapped = frozenset(normalise_location(r) for r in reads)
         if mapped:

@@ -153,6 +153,36 @@ def relake(spark, tmp_path_factory: pytest.TempPathFactory) -> Lakegate:
     lg.close()
 
 
+def test_a_new_statement_costs_no_view_analysis_when_its_view_is_narrowed(
+    relake, monkeypatch
+) -> None:
+    """A query naming fewer columns reads a narrowed view; the verifier cuts it from the
+    whole view's cached analysis, so a new table version, not a new statement, is what
+    costs Spark a view analysis (issue 14, item 2)."""
+    admin = relake.session("admin")
+    admin.sql("CREATE TABLE c.s.n (id INT, a STRING, b STRING)")
+    admin.sql("INSERT INTO c.s.n VALUES (1, 'x', 'p'), (20, 'y', 'q')")
+    u = relake.session("u")
+    assert len(u.sql("SELECT * FROM c.s.n").collect()) == 2  # the whole view, analysed
+    analysed: list[str] = []
+    real = relake.analyze_view
+
+    def counted(sql: str, fresh: bool = False) -> object:
+        if fresh or sql not in relake._view_plans:
+            analysed.append(sql)
+        return real(sql, fresh)
+
+    monkeypatch.setattr(relake, "analyze_view", counted)
+    for sql, rows in (
+        ("SELECT a FROM c.s.n ORDER BY a", [("x",), ("y",)]),
+        ("SELECT b, id FROM c.s.n WHERE id > 1", [("q", 20)]),
+        ("SELECT count(*) FROM c.s.n", [(2,)]),
+    ):
+        assert [tuple(r) for r in u.sql(sql).collect()] == rows
+        assert "`a`, `b`" not in (u.last_planned.sql or "")  # narrowed
+    assert analysed == []
+
+
 def test_a_re_registered_delta_table_is_read_with_its_new_columns(relake, spark, tmp_path) -> None:
     u = relake.session("u")
     assert u.sql("SELECT * FROM c.s.t").collect() == [(1, "x")]  # the view is cached now

@@ -186,7 +186,7 @@ def test_timestamp_as_of_a_constant_expression_is_governed(lg, aged, user, expec
 def test_timestamp_as_of_folds_now_into_the_view_the_verifier_checks(lg, aged):
     s = lg.session("f")
     s.sql(f"SELECT id FROM {aged} TIMESTAMP AS OF now() - INTERVAL 1 DAY").collect()
-    (body,) = [b for bodies in s.last_planned.expected.views.values() for b, _ in bodies]
+    (body,) = [b for bodies in s.last_planned.expected.views.values() for b, _, _ in bodies]
     assert re.search(r"TIMESTAMP AS OF '\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{6}Z'", body)
     assert "region = 'EMEA'" in body
 

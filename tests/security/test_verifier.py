@@ -53,8 +53,8 @@ def view_of(location: str, gov: Planned) -> Expected:
     """The views `gov` placed, expected at `location` (which may be another table's)."""
     e = Expected()
     for views in gov.expected.views.values():
-        for body, cols in views:
-            e.add_view(location, body, cols)
+        for body, cols, picks in views:
+            e.add_view(location, body, cols, picks=picks)
     return e
 
 
