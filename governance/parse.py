@@ -50,6 +50,8 @@ _RECURSION_LIMIT = 10_000
 if sys.getrecursionlimit() < _RECURSION_LIMIT:
     sys.setrecursionlimit(_RECURSION_LIMIT)
 _TOKENIZER = Spark.Tokenizer
+# one C-level scan instead of a Python generator over every character
+_SURROGATE = re.compile("[\ud800-\udfff]")
 # sqlglot warns on stderr before falling back to a Command, which we refuse anyway
 logging.getLogger("sqlglot").setLevel(logging.ERROR)
 
@@ -64,7 +66,7 @@ def decode_statement(text: str | bytes) -> str:
         raise SqlParseError("statement must be text")
     if "\x00" in text:
         raise SqlParseError("statement contains a NUL character")
-    if any(0xD800 <= ord(ch) <= 0xDFFF for ch in text):
+    if _SURROGATE.search(text):
         raise SqlParseError("statement contains an unpaired UTF-16 surrogate (invalid UTF-8)")
     if len(text) > MAX_STATEMENT_CHARS:
         raise SqlParseError(
@@ -77,7 +79,7 @@ def parse_statement(text: str | bytes) -> exp.Expression:
     text = decode_statement(text)
     try:
         tokens = _TOKENIZER().tokenize(text)
-        _check_nesting(tokens)
+        has_cross = _check_nesting(tokens)
         if tokens and tokens[0].token_type == TokenType.TABLE:
             return _table_statement(tokens, text)
         statements = Spark().parser(error_level=ErrorLevel.RAISE).parse(tokens, text)
@@ -95,7 +97,7 @@ def parse_statement(text: str | bytes) -> exp.Expression:
     if len(statements) > 1:
         raise Refused(f"multiple statements ({len(statements)}) in one call; send one at a time")
     stmt = statements[0]
-    if not any(t.token_type == TokenType.CROSS for t in tokens):
+    if not has_cross:
         _restore_comma_joins(stmt)
     if isinstance(stmt, exp.Command):
         word = str(stmt.this).split()[0].upper() if stmt.this else "?"
@@ -130,21 +132,32 @@ def _restore_comma_joins(stmt: exp.Expression) -> None:
             join.set("kind", None)
 
 
-def _check_nesting(tokens: list) -> None:
+_OPENING = frozenset({TokenType.L_PAREN, TokenType.L_BRACKET})
+_CLOSING = frozenset({TokenType.R_PAREN, TokenType.R_BRACKET})
+
+
+def _check_nesting(tokens: list) -> bool:
+    """Refuse statements nested or chained too deeply; also says whether a CROSS keyword
+    occurs (the same pass over the tokens serves `_restore_comma_joins`)."""
     depth = peak = operators = 0
+    cross = False
     for t in tokens:
         kind = t.token_type
-        if kind in (TokenType.L_PAREN, TokenType.L_BRACKET):
+        if kind in _OPENING:
             depth += 1
-            peak = max(peak, depth)
-        elif kind in (TokenType.R_PAREN, TokenType.R_BRACKET):
+            if depth > peak:
+                peak = depth
+        elif kind in _CLOSING:
             depth -= 1
         elif kind in _OPERATORS:
             operators += 1
+        elif kind == TokenType.CROSS:
+            cross = True
     if peak > MAX_NESTING:
         raise SqlParseError(f"statement nests {peak} levels deep; the limit is {MAX_NESTING}")
     if operators > MAX_OPERATORS:
         raise SqlParseError(f"statement has {operators} operators; the limit is {MAX_OPERATORS}")
+    return cross
 
 
 _TOKEN = re.compile(r"<Token token_type: TokenType\.(\w+), text: ?(.*?), line: .*?>")

@@ -15,6 +15,7 @@ keeps rewriting fast.
 
 from __future__ import annotations
 
+import functools
 import secrets
 import threading
 from dataclasses import dataclass
@@ -37,7 +38,10 @@ VIEW_ALIAS = "__lg_v"
 SOURCE_MARK = "__lg_source_" + secrets.token_hex(8) + "__"
 
 
+@functools.lru_cache(maxsize=4096)
 def quote_path(location: str) -> str:
+    """`delta.`<location>``, generated from a tree once per location (a pure function of
+    the text, so a location seen again costs a lookup, not a generator run)."""
     return exp.Table(
         this=exp.to_identifier(location, quoted=True), db=exp.to_identifier("delta")
     ).sql("spark")
@@ -124,6 +128,11 @@ class PolicySql:
         # long as the access it is built from
         self._views: dict[tuple, tuple[list[exp.Expression], exp.Expression | None]] = {}
         self._bodies: dict[tuple, str] = {}
+        # id(access) -> (access, mapping table -> (policy ids, column names)): what the
+        # policies applied on an access read depends on the access alone, and the enforcer
+        # hands out one TableAccess per (user, table version); the entry holds the access so
+        # its id cannot be reused while cached
+        self._found: dict[int, tuple[TableAccess, dict[str, tuple[list[str], list[str]]]]] = {}
         self._lock = threading.Lock()
 
     def _expr(self, key: str, text: str) -> exp.Expression:
@@ -191,18 +200,9 @@ class PolicySql:
     ) -> tuple[PolicyRead, ...]:
         """The mapping tables the policies applied on this access read, resolved in the
         catalog now; a name that does not resolve refuses the statement."""
-        found: dict[str, tuple[list[str], list[str]]] = {}
-        applied = self._applied(access)
-        if row_filters_only:
-            applied = applied[: len(access.row_filters)]
-        for key, text in applied:
-            names, used = self._mapping(key, text)
-            for name in names:
-                ids, cols = found.setdefault(name, ([], []))
-                policy = key.split(":", 1)[0]
-                if policy not in ids:
-                    ids.append(policy)
-                cols += used
+        found = self._mapped_by(access, row_filters_only)
+        if not found:
+            return ()
         reads = []
         for name, (ids, cols) in found.items():
             info = self.catalog.table(*name.split(".")) if self.catalog is not None else None
@@ -215,6 +215,35 @@ class PolicySql:
             columns = tuple(c.name for c in info.columns if c.name.lower() in named)
             reads.append(PolicyRead(info, tuple(ids), columns))
         return tuple(reads)
+
+    def _mapped_by(
+        self, access: TableAccess, row_filters_only: bool
+    ) -> dict[str, tuple[list[str], list[str]]]:
+        """Mapping table -> (ids of the policies reading it, column names they use), for the
+        filters and custom masks applied on `access`; memoised per access (callers must
+        not change the result)."""
+        if not row_filters_only:
+            hit = self._found.get(id(access))
+            if hit is not None and hit[0] is access:
+                return hit[1]
+        found: dict[str, tuple[list[str], list[str]]] = {}
+        applied = self._applied(access)
+        if row_filters_only:
+            applied = applied[: len(access.row_filters)]
+        for key, text in applied:
+            names, used = self._mapping(key, text)
+            for name in names:
+                ids, cols = found.setdefault(name, ([], []))
+                policy = key.split(":", 1)[0]
+                if policy not in ids:
+                    ids.append(policy)
+                cols += used
+        if not row_filters_only:
+            with self._lock:
+                if len(self._found) >= _MAX_CACHED:
+                    self._found.clear()
+                self._found[id(access)] = (access, found)
+        return found
 
     def refuse_in_write_condition(self, access: TableAccess, cmd: str) -> None:
         """A write under a row filter that reads a mapping table is refused: Delta evaluates
@@ -462,6 +491,9 @@ def columns_read(view: ReadView, names: set[str], star: bool, qstars: set[str]) 
 
 def check_hidden_columns(stmt: exp.Expression, views: list[ReadView], user: str) -> None:
     """Naming a denied column is an access-denied error, not 'column not found'."""
+    hiddens = {id(v): {h.lower(): h for h in v.access.hidden_columns} for v in views}
+    if not any(hiddens.values()):
+        return  # nothing is hidden: no name can be a denied column (skips three walks)
     visible = {c.lower() for v in views for c in v.access.visible_columns}
     aliases = {a.alias.lower() for a in stmt.find_all(exp.Alias)}
     by_alias = {v.alias.lower(): v for v in views}
@@ -469,7 +501,7 @@ def check_hidden_columns(stmt: exp.Expression, views: list[ReadView], user: str)
         for ident in join.args.get("using") or []:
             name = ident.name.lower()
             for v in views:
-                hidden = {h.lower(): h for h in v.access.hidden_columns}
+                hidden = hiddens[id(v)]
                 if name in hidden and name not in visible:
                     raise AccessDenied(
                         f"access denied: user {user} may not read column {hidden[name]} of "
@@ -491,7 +523,7 @@ def check_hidden_columns(stmt: exp.Expression, views: list[ReadView], user: str)
             name = qualifier
             candidates = views
         for v in candidates:
-            hidden = {h.lower(): h for h in v.access.hidden_columns}
+            hidden = hiddens[id(v)]
             if name in hidden and (
                 qualifier in by_alias or (name not in visible and name not in aliases)
             ):
