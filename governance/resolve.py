@@ -157,10 +157,11 @@ def resolve_tables(
     cte_counter = [0]
     # iterative walk: (node, visible CTEs lower-name -> new name)
     stack: list[tuple[exp.Expression, dict[str, str]]] = [(stmt, {})]
+    extend = stack.extend
     while stack:
         node, env = stack.pop()
-        with_ = node.args.get("with_") if isinstance(node, exp.Expression) else None
-        if isinstance(with_, exp.With):
+        with_ = node.args.get("with_")
+        if with_ is not None and isinstance(with_, exp.With):
             if with_.args.get("recursive"):
                 raise Refused("recursive CTEs are not governed")
             inner = dict(env)
@@ -173,8 +174,6 @@ def resolve_tables(
                 new = f"__lg_cte_{cte_counter[0]}"
                 inner[alias.lower()] = new
                 cte.set("alias", exp.TableAlias(this=exp.to_identifier(new)))
-                for col_alias in cte.args.get("alias_columns") or []:
-                    _ = col_alias
             for key, child in node.args.items():
                 if key == "with_":
                     continue
@@ -189,8 +188,9 @@ def resolve_tables(
                     continue
                 _push(stack, child, env)
             continue
-        for child in node.args.values():
-            _push(stack, child, env)
+        # sqlglot's own (compiled) child iteration, in the order of `_push`: most nodes
+        # are neither a WITH owner nor a table, and this loop is the walk's cost
+        extend([(child, env) for child in node.iter_expressions()])
     return out
 
 

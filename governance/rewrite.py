@@ -466,7 +466,8 @@ def columns_named(stmt: exp.Expression) -> tuple[set[str], set[str], bool, set[s
     qualifiers: set[str] = set()
     qualified_stars: set[str] = set()
     star = False
-    for node in stmt.walk():
+    # sqlglot's compiled walk picks the three node kinds that matter (most nodes are not)
+    for node in stmt.find_all(exp.Column, exp.Star, exp.Identifier):
         if isinstance(node, exp.Column):
             if isinstance(node.this, exp.Star):
                 qualified_stars.add(node.table.lower())
