@@ -414,12 +414,14 @@ def replace_reads(
     for i, (ref, access) in enumerate(reads):
         node = ref.node
         alias_node = node.args.get("alias")
+        # the original node leaves the tree, so its alias (like its pivots and joins
+        # below) moves to the placeholder uncopied
         if alias_node is not None and alias_node.this is not None:
             alias = alias_node.this
-            table_alias = alias_node.copy()
+            table_alias = alias_node
         else:
             alias = node.this
-            table_alias = exp.TableAlias(this=alias.copy())
+            table_alias = exp.TableAlias(this=alias)
             parts = [p.this.lower() for p in (node.args.get("db"), node.this) if p is not None]
             if len(parts) == 2:
                 unaliased[(parts[0], parts[1])] = alias.this
@@ -467,7 +469,7 @@ def columns_named(stmt: exp.Expression) -> tuple[set[str], set[str], bool, set[s
     qualified_stars: set[str] = set()
     star = False
     # sqlglot's compiled walk picks the three node kinds that matter (most nodes are not)
-    for node in stmt.find_all(exp.Column, exp.Star, exp.Identifier):
+    for node in stmt.find_all(exp.Column, exp.Star, exp.Dot):
         if isinstance(node, exp.Column):
             if isinstance(node.this, exp.Star):
                 qualified_stars.add(node.table.lower())
@@ -479,8 +481,10 @@ def columns_named(stmt: exp.Expression) -> tuple[set[str], set[str], bool, set[s
                     qualifiers.add(node.table.lower())
         elif isinstance(node, exp.Star) and not isinstance(node.parent, exp.Count):
             star = True
-        elif isinstance(node, exp.Identifier) and isinstance(node.parent, exp.Dot):
-            names.add(node.this.lower())
+        elif isinstance(node, exp.Dot):  # `s.field`: the identifiers it names
+            for part in node.iter_expressions():
+                if isinstance(part, exp.Identifier):
+                    names.add(part.this.lower())
     return names, qualifiers, star, qualified_stars
 
 
