@@ -190,8 +190,12 @@ def resolve_tables(
             continue
         # sqlglot's own (compiled) child iteration, in the order of `_push`: most nodes
         # are neither a WITH owner nor a table, and this loop is the walk's cost
-        extend([(child, env) for child in node.iter_expressions()])
+        extend([(c, env) for c in node.iter_expressions() if not isinstance(c, _LEAVES)])
     return out
+
+
+# Nodes whose arguments are only text and flags: nothing under them can be a table.
+_LEAVES = (exp.Identifier, exp.Literal)
 
 
 def _push(stack: list, child: object, env: dict[str, str]) -> None:
