@@ -474,9 +474,7 @@ def columns_named(stmt: exp.Expression) -> tuple[set[str], set[str], bool, set[s
             if isinstance(node.this, exp.Star):
                 qualified_stars.add(node.table.lower())
             else:
-                names.add(node.name.lower())
-                for p in node.parts:
-                    names.add(p.name.lower())
+                names.update(p.name.lower() for p in node.parts)  # `this` is one of them
                 if node.table:
                     qualifiers.add(node.table.lower())
         elif isinstance(node, exp.Star) and not isinstance(node.parent, exp.Count):
@@ -491,7 +489,13 @@ def columns_named(stmt: exp.Expression) -> tuple[set[str], set[str], bool, set[s
 def columns_read(view: ReadView, names: set[str], star: bool, qstars: set[str]) -> list[str]:
     if star or view.alias.lower() in qstars:
         return list(view.access.visible_columns)
-    return [c for c in view.access.visible_columns if c.lower() in names]
+    return [c for c, low in _lowered(view.access.visible_columns) if low in names]
+
+
+@functools.lru_cache(maxsize=4096)
+def _lowered(columns: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    """Each column with its lower-case name, once per column list, not per statement."""
+    return tuple((c, c.lower()) for c in columns)
 
 
 def check_hidden_columns(stmt: exp.Expression, views: list[ReadView], user: str) -> None:
