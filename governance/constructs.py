@@ -192,6 +192,11 @@ def govern_expression(
     `on_clock` is called when a time was folded from the clock (`TIMESTAMP AS OF now()`)."""
     replacements: list[tuple[exp.Expression, exp.Expression]] = []
     for node in tree.find_all(*_GOVERNED_NODES):  # the kinds checked below, nothing else
+        if isinstance(node, exp.Column):
+            for part in node.parts:
+                if part.name.lower() in METADATA_COLUMNS:
+                    raise Refused(f"file metadata columns ({part.name}) are not readable")
+            continue
         if isinstance(node, exp.Parameter) and isinstance(node.parent, exp.TableAlias):
             raise Refused(
                 f"the `table@{node.name}` time-travel spelling is not governed; "
@@ -212,11 +217,6 @@ def govern_expression(
             raise Refused(f"TRANSFORM ... USING in a {where} is refused: it runs a program")
         if isinstance(node, exp.Directory):
             raise Refused("writing to a DIRECTORY is refused; write into a governed table")
-        if isinstance(node, exp.Column):
-            for part in node.parts:
-                if part.name.lower() in METADATA_COLUMNS:
-                    raise Refused(f"file metadata columns ({part.name}) are not readable")
-            continue
         if isinstance(node, exp.Dot) and node.name.lower() in METADATA_COLUMNS:
             raise Refused(f"file metadata columns ({node.name}) are not readable")
         if isinstance(node, exp.CurrentUser | exp.SessionUser):

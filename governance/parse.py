@@ -50,6 +50,7 @@ _RECURSION_LIMIT = 10_000
 if sys.getrecursionlimit() < _RECURSION_LIMIT:
     sys.setrecursionlimit(_RECURSION_LIMIT)
 _TOKENIZER = Spark.Tokenizer
+_SPARK = Spark()  # settings only; each statement gets its own tokenizer and parser
 # one C-level scan instead of a Python generator over every character
 _SURROGATE = re.compile("[\ud800-\udfff]")
 # sqlglot warns on stderr before falling back to a Command, which we refuse anyway
@@ -82,7 +83,7 @@ def parse_statement(text: str | bytes) -> exp.Expression:
         has_cross = _check_nesting(tokens)
         if tokens and tokens[0].token_type == TokenType.TABLE:
             return _table_statement(tokens, text)
-        statements = Spark().parser(error_level=ErrorLevel.RAISE).parse(tokens, text)
+        statements = _SPARK.parser(error_level=ErrorLevel.RAISE).parse(tokens, text)
     except SqlParseError:
         raise
     except (ParseError, TokenError) as e:
@@ -113,7 +114,7 @@ def _table_statement(tokens: list, text: str) -> exp.Select:
         rest = rest[:-1]
     if not rest:
         raise SqlParseError("cannot parse statement: TABLE needs a table name")
-    table = Spark().parser(error_level=ErrorLevel.RAISE).parse_into(exp.Table, rest, text)[0]
+    table = _SPARK.parser(error_level=ErrorLevel.RAISE).parse_into(exp.Table, rest, text)[0]
     if not isinstance(table, exp.Table) or set(table.args) - {"this", "db", "catalog"}:
         raise SqlParseError("cannot parse statement: TABLE takes only a table name")
     return exp.select(exp.Star()).from_(table, copy=False)
