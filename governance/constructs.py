@@ -164,6 +164,21 @@ def _interval(value: exp.Expression) -> dt.timedelta:
     raise Refused(f"{_TT_HELP} (whole numbers of microseconds to weeks)")
 
 
+# Every node kind govern_expression looks at (function_name is empty for all but Func);
+# sqlglot's compiled walk skips the rest (identifiers, literals, operators, clauses).
+_GOVERNED_NODES = (
+    exp.Func,
+    exp.Parameter,
+    exp.Version,
+    exp.Placeholder,
+    exp.SessionParameter,
+    exp.QueryTransform,
+    exp.Directory,
+    exp.Column,
+    exp.Dot,
+)
+
+
 def govern_expression(
     tree: exp.Expression,
     user: str,
@@ -176,7 +191,12 @@ def govern_expression(
     """Check constructs and replace identity functions in place; returns the (new) root.
     `on_clock` is called when a time was folded from the clock (`TIMESTAMP AS OF now()`)."""
     replacements: list[tuple[exp.Expression, exp.Expression]] = []
-    for node in tree.walk():
+    for node in tree.find_all(*_GOVERNED_NODES):  # the kinds checked below, nothing else
+        if isinstance(node, exp.Column):
+            for part in node.parts:
+                if part.name.lower() in METADATA_COLUMNS:
+                    raise Refused(f"file metadata columns ({part.name}) are not readable")
+            continue
         if isinstance(node, exp.Parameter) and isinstance(node.parent, exp.TableAlias):
             raise Refused(
                 f"the `table@{node.name}` time-travel spelling is not governed; "
@@ -197,11 +217,6 @@ def govern_expression(
             raise Refused(f"TRANSFORM ... USING in a {where} is refused: it runs a program")
         if isinstance(node, exp.Directory):
             raise Refused("writing to a DIRECTORY is refused; write into a governed table")
-        if isinstance(node, exp.Column):
-            for part in node.parts:
-                if part.name.lower() in METADATA_COLUMNS:
-                    raise Refused(f"file metadata columns ({part.name}) are not readable")
-            continue
         if isinstance(node, exp.Dot) and node.name.lower() in METADATA_COLUMNS:
             raise Refused(f"file metadata columns ({node.name}) are not readable")
         if isinstance(node, exp.CurrentUser | exp.SessionUser):

@@ -50,6 +50,9 @@ _RECURSION_LIMIT = 10_000
 if sys.getrecursionlimit() < _RECURSION_LIMIT:
     sys.setrecursionlimit(_RECURSION_LIMIT)
 _TOKENIZER = Spark.Tokenizer
+_SPARK = Spark()  # settings only; each statement gets its own tokenizer and parser
+# one C-level scan instead of a Python generator over every character
+_SURROGATE = re.compile("[\ud800-\udfff]")
 # sqlglot warns on stderr before falling back to a Command, which we refuse anyway
 logging.getLogger("sqlglot").setLevel(logging.ERROR)
 
@@ -64,7 +67,7 @@ def decode_statement(text: str | bytes) -> str:
         raise SqlParseError("statement must be text")
     if "\x00" in text:
         raise SqlParseError("statement contains a NUL character")
-    if any(0xD800 <= ord(ch) <= 0xDFFF for ch in text):
+    if _SURROGATE.search(text):
         raise SqlParseError("statement contains an unpaired UTF-16 surrogate (invalid UTF-8)")
     if len(text) > MAX_STATEMENT_CHARS:
         raise SqlParseError(
@@ -77,10 +80,10 @@ def parse_statement(text: str | bytes) -> exp.Expression:
     text = decode_statement(text)
     try:
         tokens = _TOKENIZER().tokenize(text)
-        _check_nesting(tokens)
+        has_cross = _check_nesting(tokens)
         if tokens and tokens[0].token_type == TokenType.TABLE:
             return _table_statement(tokens, text)
-        statements = Spark().parser(error_level=ErrorLevel.RAISE).parse(tokens, text)
+        statements = _SPARK.parser(error_level=ErrorLevel.RAISE).parse(tokens, text)
     except SqlParseError:
         raise
     except (ParseError, TokenError) as e:
@@ -95,7 +98,7 @@ def parse_statement(text: str | bytes) -> exp.Expression:
     if len(statements) > 1:
         raise Refused(f"multiple statements ({len(statements)}) in one call; send one at a time")
     stmt = statements[0]
-    if not any(t.token_type == TokenType.CROSS for t in tokens):
+    if not has_cross:
         _restore_comma_joins(stmt)
     if isinstance(stmt, exp.Command):
         word = str(stmt.this).split()[0].upper() if stmt.this else "?"
@@ -111,7 +114,7 @@ def _table_statement(tokens: list, text: str) -> exp.Select:
         rest = rest[:-1]
     if not rest:
         raise SqlParseError("cannot parse statement: TABLE needs a table name")
-    table = Spark().parser(error_level=ErrorLevel.RAISE).parse_into(exp.Table, rest, text)[0]
+    table = _SPARK.parser(error_level=ErrorLevel.RAISE).parse_into(exp.Table, rest, text)[0]
     if not isinstance(table, exp.Table) or set(table.args) - {"this", "db", "catalog"}:
         raise SqlParseError("cannot parse statement: TABLE takes only a table name")
     return exp.select(exp.Star()).from_(table, copy=False)
@@ -130,21 +133,32 @@ def _restore_comma_joins(stmt: exp.Expression) -> None:
             join.set("kind", None)
 
 
-def _check_nesting(tokens: list) -> None:
+_OPENING = frozenset({TokenType.L_PAREN, TokenType.L_BRACKET})
+_CLOSING = frozenset({TokenType.R_PAREN, TokenType.R_BRACKET})
+
+
+def _check_nesting(tokens: list) -> bool:
+    """Refuse statements nested or chained too deeply; also says whether a CROSS keyword
+    occurs (the same pass over the tokens serves `_restore_comma_joins`)."""
     depth = peak = operators = 0
+    cross = False
     for t in tokens:
         kind = t.token_type
-        if kind in (TokenType.L_PAREN, TokenType.L_BRACKET):
+        if kind in _OPENING:
             depth += 1
-            peak = max(peak, depth)
-        elif kind in (TokenType.R_PAREN, TokenType.R_BRACKET):
+            if depth > peak:
+                peak = depth
+        elif kind in _CLOSING:
             depth -= 1
         elif kind in _OPERATORS:
             operators += 1
+        elif kind == TokenType.CROSS:
+            cross = True
     if peak > MAX_NESTING:
         raise SqlParseError(f"statement nests {peak} levels deep; the limit is {MAX_NESTING}")
     if operators > MAX_OPERATORS:
         raise SqlParseError(f"statement has {operators} operators; the limit is {MAX_OPERATORS}")
+    return cross
 
 
 _TOKEN = re.compile(r"<Token token_type: TokenType\.(\w+), text: ?(.*?), line: .*?>")

@@ -157,10 +157,11 @@ def resolve_tables(
     cte_counter = [0]
     # iterative walk: (node, visible CTEs lower-name -> new name)
     stack: list[tuple[exp.Expression, dict[str, str]]] = [(stmt, {})]
+    extend = stack.extend
     while stack:
         node, env = stack.pop()
-        with_ = node.args.get("with_") if isinstance(node, exp.Expression) else None
-        if isinstance(with_, exp.With):
+        with_ = node.args.get("with_")
+        if with_ is not None and isinstance(with_, exp.With):
             if with_.args.get("recursive"):
                 raise Refused("recursive CTEs are not governed")
             inner = dict(env)
@@ -189,9 +190,14 @@ def resolve_tables(
                     continue
                 _push(stack, child, env)
             continue
-        for child in node.args.values():
-            _push(stack, child, env)
+        # sqlglot's own (compiled) child iteration, in the order of `_push`: most nodes
+        # are neither a WITH owner nor a table, and this loop is the walk's cost
+        extend([(c, env) for c in node.iter_expressions() if not isinstance(c, _LEAVES)])
     return out
+
+
+# Nodes whose arguments are only text and flags: nothing under them can be a table.
+_LEAVES = (exp.Identifier, exp.Literal)
 
 
 def _push(stack: list, child: object, env: dict[str, str]) -> None:

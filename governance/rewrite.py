@@ -17,6 +17,7 @@ it): generating the policy part once is what keeps rewriting fast.
 
 from __future__ import annotations
 
+import functools
 import re
 import secrets
 import threading
@@ -40,7 +41,10 @@ VIEW_ALIAS = "__lg_v"
 SOURCE_MARK = "__lg_source_" + secrets.token_hex(8) + "__"
 
 
+@functools.lru_cache(maxsize=4096)
 def quote_path(location: str) -> str:
+    """`delta.`<location>``, generated from a tree once per location (a pure function of
+    the text, so a location seen again costs a lookup, not a generator run)."""
     return exp.Table(
         this=exp.to_identifier(location, quoted=True), db=exp.to_identifier("delta")
     ).sql("spark")
@@ -127,6 +131,11 @@ class PolicySql:
         # long as the access it is built from
         self._views: dict[tuple, tuple[list[exp.Expression], exp.Expression | None]] = {}
         self._bodies: dict[tuple, str] = {}
+        # id(access) -> (access, mapping table -> (policy ids, column names)): what the
+        # policies applied on an access read depends on the access alone, and the enforcer
+        # hands out one TableAccess per (user, table version); the entry holds the access so
+        # its id cannot be reused while cached
+        self._found: dict[int, tuple[TableAccess, dict[str, tuple[list[str], list[str]]]]] = {}
         self._lock = threading.Lock()
 
     def _expr(self, key: str, text: str) -> exp.Expression:
@@ -194,18 +203,9 @@ class PolicySql:
     ) -> tuple[PolicyRead, ...]:
         """The mapping tables the policies applied on this access read, resolved in the
         catalog now; a name that does not resolve refuses the statement."""
-        found: dict[str, tuple[list[str], list[str]]] = {}
-        applied = self._applied(access)
-        if row_filters_only:
-            applied = applied[: len(access.row_filters)]
-        for key, text in applied:
-            names, used = self._mapping(key, text)
-            for name in names:
-                ids, cols = found.setdefault(name, ([], []))
-                policy = key.split(":", 1)[0]
-                if policy not in ids:
-                    ids.append(policy)
-                cols += used
+        found = self._mapped_by(access, row_filters_only)
+        if not found:
+            return ()
         reads = []
         for name, (ids, cols) in found.items():
             info = self.catalog.table(*name.split(".")) if self.catalog is not None else None
@@ -218,6 +218,35 @@ class PolicySql:
             columns = tuple(c.name for c in info.columns if c.name.lower() in named)
             reads.append(PolicyRead(info, tuple(ids), columns))
         return tuple(reads)
+
+    def _mapped_by(
+        self, access: TableAccess, row_filters_only: bool
+    ) -> dict[str, tuple[list[str], list[str]]]:
+        """Mapping table -> (ids of the policies reading it, column names they use), for the
+        filters and custom masks applied on `access`; memoised per access (callers must
+        not change the result)."""
+        if not row_filters_only:
+            hit = self._found.get(id(access))
+            if hit is not None and hit[0] is access:
+                return hit[1]
+        found: dict[str, tuple[list[str], list[str]]] = {}
+        applied = self._applied(access)
+        if row_filters_only:
+            applied = applied[: len(access.row_filters)]
+        for key, text in applied:
+            names, used = self._mapping(key, text)
+            for name in names:
+                ids, cols = found.setdefault(name, ([], []))
+                policy = key.split(":", 1)[0]
+                if policy not in ids:
+                    ids.append(policy)
+                cols += used
+        if not row_filters_only:
+            with self._lock:
+                if len(self._found) >= _MAX_CACHED:
+                    self._found.clear()
+                self._found[id(access)] = (access, found)
+        return found
 
     def refuse_in_write_condition(self, access: TableAccess, cmd: str) -> None:
         """A write under a row filter that reads a mapping table is refused: Delta evaluates
@@ -396,12 +425,14 @@ def replace_reads(
     for i, (ref, access) in enumerate(reads):
         node = ref.node
         alias_node = node.args.get("alias")
+        # the original node leaves the tree, so its alias (like its pivots and joins
+        # below) moves to the placeholder uncopied
         if alias_node is not None and alias_node.this is not None:
             alias = alias_node.this
-            table_alias = alias_node.copy()
+            table_alias = alias_node
         else:
             alias = node.this
-            table_alias = exp.TableAlias(this=alias.copy())
+            table_alias = exp.TableAlias(this=alias)
             parts = [p.this.lower() for p in (node.args.get("db"), node.this) if p is not None]
             if len(parts) == 2:
                 unaliased[(parts[0], parts[1])] = alias.this
@@ -448,20 +479,21 @@ def columns_named(stmt: exp.Expression) -> tuple[set[str], set[str], bool, set[s
     qualifiers: set[str] = set()
     qualified_stars: set[str] = set()
     star = False
-    for node in stmt.walk():
+    # sqlglot's compiled walk picks the three node kinds that matter (most nodes are not)
+    for node in stmt.find_all(exp.Column, exp.Star, exp.Dot):
         if isinstance(node, exp.Column):
             if isinstance(node.this, exp.Star):
                 qualified_stars.add(node.table.lower())
             else:
-                names.add(node.name.lower())
-                for p in node.parts:
-                    names.add(p.name.lower())
+                names.update(p.name.lower() for p in node.parts)  # `this` is one of them
                 if node.table:
                     qualifiers.add(node.table.lower())
         elif isinstance(node, exp.Star) and not isinstance(node.parent, exp.Count):
             star = True
-        elif isinstance(node, exp.Identifier) and isinstance(node.parent, exp.Dot):
-            names.add(node.this.lower())
+        elif isinstance(node, exp.Dot):  # `s.field`: the identifiers it names
+            for part in node.iter_expressions():
+                if isinstance(part, exp.Identifier):
+                    names.add(part.this.lower())
     return names, qualifiers, star, qualified_stars
 
 
@@ -478,7 +510,7 @@ def words_spark_may_resolve(stmt: exp.Expression, text: str) -> frozenset[str] |
     not Python's), or when a quoted name is no plain word (Spark may read it as a regex)."""
     if not text.isascii():
         return None
-    for node in stmt.walk():
+    for node in stmt.find_all(exp.Star, exp.Join, exp.Identifier, exp.TableAlias, exp.Pivot):
         if _unnamed_read(node):
             return None
     return frozenset(_WORD.findall(text.lower()))
@@ -515,11 +547,20 @@ def columns_to_project(access: TableAccess, words: frozenset[str]) -> tuple[str,
 def columns_read(view: ReadView, names: set[str], star: bool, qstars: set[str]) -> list[str]:
     if star or view.alias.lower() in qstars:
         return list(view.access.visible_columns)
-    return [c for c in view.access.visible_columns if c.lower() in names]
+    return [c for c, low in _lowered(view.access.visible_columns) if low in names]
+
+
+@functools.lru_cache(maxsize=4096)
+def _lowered(columns: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    """Each column with its lower-case name, once per column list, not per statement."""
+    return tuple((c, c.lower()) for c in columns)
 
 
 def check_hidden_columns(stmt: exp.Expression, views: list[ReadView], user: str) -> None:
     """Naming a denied column is an access-denied error, not 'column not found'."""
+    hiddens = {id(v): {h.lower(): h for h in v.access.hidden_columns} for v in views}
+    if not any(hiddens.values()):
+        return  # nothing is hidden: no name can be a denied column (skips three walks)
     visible = {c.lower() for v in views for c in v.access.visible_columns}
     aliases = {a.alias.lower() for a in stmt.find_all(exp.Alias)}
     by_alias = {v.alias.lower(): v for v in views}
@@ -527,7 +568,7 @@ def check_hidden_columns(stmt: exp.Expression, views: list[ReadView], user: str)
         for ident in join.args.get("using") or []:
             name = ident.name.lower()
             for v in views:
-                hidden = {h.lower(): h for h in v.access.hidden_columns}
+                hidden = hiddens[id(v)]
                 if name in hidden and name not in visible:
                     raise AccessDenied(
                         f"access denied: user {user} may not read column {hidden[name]} of "
@@ -549,7 +590,7 @@ def check_hidden_columns(stmt: exp.Expression, views: list[ReadView], user: str)
             name = qualifier
             candidates = views
         for v in candidates:
-            hidden = {h.lower(): h for h in v.access.hidden_columns}
+            hidden = hiddens[id(v)]
             if name in hidden and (
                 qualifier in by_alias or (name not in visible and name not in aliases)
             ):

@@ -11,6 +11,7 @@ An enforcer is immutable once built; a reload builds a new one and swaps it in.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -84,8 +85,10 @@ class TableAccess:
     def can_select(self) -> bool:
         return "select" in self.privileges
 
-    @property
+    @functools.cached_property
     def policy_ids(self) -> tuple[str, ...]:
+        """Computed once per access: the enforcer caches accesses, and every statement
+        reading the table asks again (for its audit line)."""
         ids = list(self.grant_ids)
         ids += [f.id for f in self.row_filters]
         ids += [m.mask.id for m in self.masks.values()]

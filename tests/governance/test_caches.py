@@ -131,6 +131,55 @@ def test_a_statement_is_planned_with_one_catalog_store_read(offline, monkeypatch
     assert _view_columns(_plan(catalog, ps, "SELECT * FROM t")) == ["id", "a", "b"]
 
 
+MAPPED = """
+grants:
+  - {id: m-reads, principals: [m], privileges: [select], on: "c.s.*"}
+row_filters:
+  - id: m-mapped
+    on: c.s.t
+    principals: [m]
+    where: "id IN (SELECT id FROM c.acl.ids WHERE who = current_user())"
+"""
+
+
+def test_a_memoised_mapping_read_follows_the_mapping_table_re_registration(
+    tmp_path: Path,
+) -> None:
+    """PolicySql memoises which mapping tables a table's policies read (per TableAccess,
+    issue 14); the catalog entry behind each name is still looked up per statement, so a
+    mapping table moved to a new location is read there at once."""
+    catalog = Catalog(SqliteStore(tmp_path / "catalog.db"), tmp_path / "warehouse")
+    catalog.create_catalog("c")
+    for schema in ("s", "acl"):
+        catalog.create_schema("c", schema)
+    catalog.register_table(_info("/wh/c/s/t", ("id", "int"), ("a", "string")))
+    ids = (ColumnInfo("id", "int", position=0), ColumnInfo("who", "string", position=1))
+    catalog.register_table(TableInfo("c", "acl", "ids", "/wh/c/acl/ids", ids))
+    ps = PolicySql(PolicyEnforcer(load_policy_text({"p.yaml": MAPPED})), catalog)
+
+    def plan() -> str:
+        sql = (
+            Planner(
+                catalog=catalog,
+                enforcer=ps.enforcer,
+                policy_sql=ps,
+                user="m",
+                namespace=Namespace("c", "s"),
+            )
+            .plan("SELECT a FROM t")
+            .sql
+        )
+        assert sql is not None
+        return sql
+
+    assert "delta.`/wh/c/acl/ids`" in plan()
+    assert "delta.`/wh/c/acl/ids`" in plan()  # served from the memo
+    catalog.register_table(TableInfo("c", "acl", "ids", "/wh/c/acl/ids2", ids), replace=True)
+    sql = plan()
+    assert "delta.`/wh/c/acl/ids2`" in sql
+    assert "delta.`/wh/c/acl/ids`" not in sql
+
+
 # real Spark, real Delta --------------------------------------------------------------------
 
 
