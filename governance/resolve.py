@@ -161,7 +161,7 @@ def resolve_tables(
     while stack:
         node, env = stack.pop()
         with_ = node.args.get("with_")
-        if with_ is not None and isinstance(with_, exp.With):
+        if isinstance(with_, exp.With):
             if with_.args.get("recursive"):
                 raise Refused("recursive CTEs are not governed")
             inner = dict(env)

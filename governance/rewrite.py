@@ -328,18 +328,17 @@ class PolicySql:
         return out
 
     def body(
-        self, ident: Identity, access: TableAccess, columns: tuple[str, ...] | None = None
+        self, ident: Identity, access: TableAccess, picks: tuple[int, ...] | None = None
     ) -> str:
-        """The view body's SQL with SOURCE_MARK where the Delta relation goes; `columns`
-        (visible ones, in their order) narrows the projection to what a query names."""
-        key = (_key(ident, access, self.policy_reads(access)), columns)
+        """The view body's SQL with SOURCE_MARK where the Delta relation goes; `picks`
+        (positions among the visible columns, in order) narrows the projection."""
+        key = (_key(ident, access, self.policy_reads(access)), picks)
         hit = self._bodies.get(key)
         if hit is not None:
             return hit
         proj, where = self.view(ident, access)
-        if columns is not None:
-            keep = set(columns)
-            proj = [p for c, p in zip(access.visible_columns, proj, strict=True) if c in keep]
+        if picks is not None:
+            proj = [proj[i] for i in picks]
         select = exp.Select(expressions=[p.copy() for p in proj]).from_(
             exp.Table(
                 this=exp.to_identifier(SOURCE_MARK),
@@ -387,10 +386,10 @@ def view_sql(
     access: TableAccess,
     node: exp.Table | None = None,
     source: str | None = None,
-    columns: tuple[str, ...] | None = None,
+    picks: tuple[int, ...] | None = None,
 ) -> str:
     """The governed view's body; `source` replaces the Delta path for derived tables;
-    `columns` narrows the projection (see `columns_to_project`)."""
+    `picks` narrows the projection (see `columns_to_project`)."""
     if source is not None:
         if node is not None and (node.args.get("version") or node.args.get("sample")):
             raise Refused(f"time travel and sampling are not available on {access.table.full_name}")
@@ -411,7 +410,7 @@ def view_sql(
             sample.set("seed", None)
             seed_sql = seed.sql("spark") if seed is not None else str(secrets.randbelow(2**31))
             source += f" {sample.sql('spark')} REPEATABLE ({seed_sql})"
-    return ps.body(ident, access, columns).replace(SOURCE_MARK, source, 1)
+    return ps.body(ident, access, picks).replace(SOURCE_MARK, source, 1)
 
 
 def replace_reads(
@@ -529,18 +528,20 @@ def _unnamed_read(node: exp.Expression) -> bool:
     return isinstance(node, exp.Pivot)
 
 
-def columns_to_project(access: TableAccess, words: frozenset[str]) -> tuple[str, ...] | None:
-    """The visible columns a query can name (None: all of them). Analysing a view costs
-    Spark per projected column, so a query naming 3 of 30 columns gets a 3-column view; a
-    column whose name is no plain word is always kept. At least one column stays (a
-    projection cannot be empty): the first unmasked one if any."""
+def columns_to_project(access: TableAccess, words: frozenset[str]) -> tuple[int, ...] | None:
+    """Positions of the visible columns a query can name (None: all of them). Analysing a
+    view costs Spark per projected column, so a query naming 3 of 30 columns gets a
+    3-column view; a column whose name is no plain word is always kept. At least one column
+    stays (a projection cannot be empty): the first unmasked one if any."""
     visible = access.visible_columns
-    kept = tuple(c for c in visible if c.lower() in words or not _SIMPLE_NAME.fullmatch(c))
+    kept = tuple(
+        i for i, c in enumerate(visible) if c.lower() in words or not _SIMPLE_NAME.fullmatch(c)
+    )
     if len(kept) == len(visible):
         return None
     if not kept and visible:
-        plain = [c for c in visible if c.lower() not in access.masks]
-        kept = (plain[0] if plain else visible[0],)
+        plain = [i for i, c in enumerate(visible) if c.lower() not in access.masks]
+        kept = (plain[0] if plain else 0,)
     return kept
 
 

@@ -123,18 +123,16 @@ def _walker(jvm: Any, gateway: Any) -> Any:
 def _the_walker() -> Any:
     from pyspark import SparkContext
 
-    return _walker(SparkContext._jvm, SparkContext._gateway)
+    jvm, gateway = SparkContext._jvm, SparkContext._gateway
+    if jvm is None or gateway is None:
+        raise Refused("plan verification needs the SparkSession's JVM")
+    return _walker(jvm, gateway)
 
 
 def describe_plan(plan: Any) -> tuple[list[_Node], Any]:
     """Every node of an analyzed plan (children, subqueries, plan fields) in one JVM call;
     the second value holds the JVM nodes by 1 + id."""
-    from pyspark import SparkContext
-
-    jvm, gateway = SparkContext._jvm, SparkContext._gateway
-    if jvm is None or gateway is None:
-        raise Refused("plan verification needs the SparkSession's JVM")
-    out = _walker(jvm, gateway).apply(plan, f"{MAX_NODES}\n{_FIELD_SPEC}")
+    out = _the_walker().apply(plan, f"{MAX_NODES}\n{_FIELD_SPEC}")
     text = str(out[0])
     if text == "TOO_LARGE":
         raise Refused("plan is too large to verify")

@@ -132,30 +132,28 @@ class PlanningContext:
         the visible columns the statement can name, which is what Spark's analysis of the
         statement costs in proportion to."""
         outer = stmt.sql("spark", copy=False)
-        words = words_spark_may_resolve(stmt, outer) if narrow else None
+        words = words_spark_may_resolve(stmt, outer) if narrow and planned.views else None
         bodies = []
         for v in planned.views:
             table = v.access.table
             derived = self.derived.get(table.full_name)
-            columns = None
+            picks = None
             if words is not None and derived is None and not v.ref.node.args.get("sample"):
-                columns = columns_to_project(v.access, words)  # (a sample's seed is drawn
-                # per view text, and the verifier must see the whole view's draw)
-            body = view_sql(self.ps, self.ident, v.access, v.ref.node, derived, columns)
+                picks = columns_to_project(v.access, words)  # (a sample's seed is drawn per
+                # view text, and the verifier must see the whole view's draw)
+            body = view_sql(self.ps, self.ident, v.access, v.ref.node, derived, picks)
             if derived is not None:
                 planned.expected.add_derived(table.location, v.access.visible_columns)
                 planned.derived.add(table.full_name)
             else:
                 reads = self.ps.policy_reads(v.access)
                 locations = [r.table.location for r in reads]
-                whole, picks = body, None
-                if columns is not None:
-                    whole = view_sql(self.ps, self.ident, v.access, v.ref.node)
-                    position = {c: i for i, c in enumerate(v.access.visible_columns)}
-                    picks = tuple(position[c] for c in columns)
-                planned.expected.add_view(
-                    table.location, whole, columns or v.access.visible_columns, locations, picks
+                visible = v.access.visible_columns
+                whole = (
+                    body if picks is None else view_sql(self.ps, self.ident, v.access, v.ref.node)
                 )
+                columns = visible if picks is None else tuple(visible[i] for i in picks)
+                planned.expected.add_view(table.location, whole, columns, locations, picks)
                 planned.policy_reads += reads
             bodies.append(body)
         return splice(outer, planned.views, bodies)
