@@ -74,6 +74,7 @@ class Config:
     default_catalog: str = "main"
     default_schema: str = "default"
     verify_plans: bool = True
+    pinned_sources: bool = True  # queries read tables through DataFrames loaded once
     audit_max_bytes: int = 64 * 1024 * 1024
     audit_backup_count: int = 20
     policies_ref: str | None = None  # load the policies from this git ref's committed tree
@@ -135,6 +136,7 @@ class Config:
             default_catalog=f.default_catalog.lower(),
             default_schema=f.default_schema.lower(),
             verify_plans=f.verify_plans,
+            pinned_sources=f.pinned_sources,
             audit_max_bytes=f.audit_max_bytes,
             audit_backup_count=f.audit_backup_count,
             policies_ref=f.policies_ref or None,
@@ -230,6 +232,7 @@ class _File(BaseModel):
     default_catalog: str = "main"
     default_schema: str = "default"
     verify_plans: bool = True
+    pinned_sources: bool = True
     audit_max_bytes: int = 64 * 1024 * 1024
     audit_backup_count: int = 20
     api: _Api | None = Field(

@@ -18,6 +18,7 @@ from catalog.catalog import Catalog
 from governance.actions import execute_actions, read_history
 from governance.errors import AccessDenied, LakegateError
 from governance.planning.planned import ROW_FILTER_VIOLATION, Planned
+from governance.sources import SCHEMA_CHANGED, PinnedSources
 from governance.verify import Analyze, verify_plan
 
 if TYPE_CHECKING:
@@ -103,11 +104,22 @@ def failure_message(e: BaseException, query_id: str, user: str) -> str:
     return f"statement failed: [{cls}] (query {query_id})"
 
 
-def governed_frame(df: DataFrame, query_id: str, user: str) -> DataFrame:
-    """`df` whose actions report failures as class + query id (see GovernedDataFrame)."""
+def governed_frame(
+    df: DataFrame, query_id: str, user: str, on_failure: Callable[[str], None] | None = None
+) -> DataFrame:
+    """`df` whose actions report failures as class + query id (see GovernedDataFrame);
+    `on_failure` hears the error class first."""
     df.__class__ = _governed_class()
     df._lg_query_id, df._lg_user = query_id, user  # type: ignore[attr-defined]
+    df._lg_on_failure = on_failure  # type: ignore[attr-defined]
     return df
+
+
+def unpin_on_schema_change(sources: PinnedSources | None, planned: Planned, cls: str) -> None:
+    """A pinned table whose schema changed out of band fails the statement; its pins go, so
+    the next statement loads the table again (governance/sources.py)."""
+    if sources is not None and cls == SCHEMA_CHANGED and planned.pins:
+        sources.forget(planned.pins)
 
 
 _GOVERNED: list[type] = []
@@ -141,6 +153,8 @@ def _governed_class() -> type:
             except LakegateError:
                 raise
             except Exception as e:
+                if self._lg_on_failure is not None:
+                    self._lg_on_failure(error_class(e))
                 raise StatementFailed(
                     failure_message(e, self._lg_query_id, self._lg_user)
                 ) from None
@@ -172,11 +186,17 @@ def run_planned(
     verify: bool,
     analyze: Analyze,
     refresh_derived: Callable[[], None],
+    sources: PinnedSources | None = None,
 ) -> DataFrame:
     """Run a plan: its actions around its SQL, the SQL's analyzed plan verified first
-    (`refresh_derived` re-lists the derived tables' files before they are read)."""
+    (`refresh_derived` re-lists the derived tables' files before they are read; `sources`
+    makes the plan's pinned sources)."""
     if planned.derived:
         refresh_derived()
+    if planned.pins:
+        if sources is None:
+            raise LakegateError("a plan reads pinned sources but none are configured")
+        sources.ensure(spark, planned.pins)
     execute_actions(planned.before, catalog, spark)
     if planned.history is not None:
         return read_history(planned.history, spark)

@@ -388,7 +388,8 @@ def view_sql(
     source: str | None = None,
     picks: tuple[int, ...] | None = None,
 ) -> str:
-    """The governed view's body; `source` replaces the Delta path for derived tables;
+    """The governed view's body; `source` replaces the Delta path (a derived table, or
+    a query's pinned source: see governance/sources.py);
     `picks` narrows the projection (see `columns_to_project`)."""
     if source is not None:
         if node is not None and (node.args.get("version") or node.args.get("sample")):

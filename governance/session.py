@@ -29,10 +29,12 @@ from governance.errors import AccessDenied, AuditUnavailable, LakegateError, Ref
 from governance.execute import (
     ERROR_LOG,
     StatementFailed,
+    error_class,
     governed_frame,
     route_error_log,
     run_planned,
     spark_error,
+    unpin_on_schema_change,
 )
 
 # re-exported: callers (api/statements.py, tests) import these from the session
@@ -48,6 +50,7 @@ from governance.policy.loader import is_policy_file, load_policy_dir, load_polic
 from governance.policy.model import PolicySet
 from governance.resolve import Namespace
 from governance.rewrite import PolicySql
+from governance.sources import PinnedSources
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -104,6 +107,8 @@ class Lakegate:
         self.audit_view = f"__lg_audit_{uuid.uuid4().hex}"
         self._view_plans: dict[str, Any] = {}  # view SQL -> analyzed plan (verifier)
         self.plans = PlanCache()  # query plans by everything they depend on, across sessions
+        # a query's tables read through DataFrames loaded once (governance/sources.py)
+        self.sources = PinnedSources() if config.pinned_sources else None
         self._register_audit_table()
 
     @classmethod
@@ -426,8 +431,12 @@ class GovernedSession:
         return self._run(table_statement(name))
 
     def explain(self, statement: str | bytes) -> str:
-        """The Spark SQL the statement is rewritten to (no Spark needed, nothing audited)."""
-        planned = self._planner().plan(statement)
+        """The Spark SQL the statement is rewritten to (no Spark needed, nothing audited).
+        Views read `delta.`<location>``, which says which table; a query runs over the
+        table's pinned source instead (governance/sources.py), a name of this process."""
+        planner = self._planner()
+        planner.ctx.pin = None
+        planned = planner.plan(statement)
         return planned.sql or planned.describe()
 
     def write(
@@ -461,6 +470,7 @@ class GovernedSession:
             namespace=self.namespace,
             derived={AUDIT_TABLE: self.lg.audit_view},
             temp_views=self.temp_views,
+            pin=self.lg.sources.name if self.lg.sources is not None else None,
         )
 
     def _plan(self, planner: Planner, statement: str | bytes) -> Planned:
@@ -511,7 +521,14 @@ class GovernedSession:
             plan,
             self._execute if run else lambda _: None,
         )
-        return planned, None if df is None else governed_frame(df, self.last_query_id, self.user)
+        if df is None:
+            return planned, None
+        sources = self.lg.sources
+
+        def on_failure(cls: str) -> None:
+            unpin_on_schema_change(sources, planned, cls)
+
+        return planned, governed_frame(df, self.last_query_id, self.user, on_failure)
 
     def _statement(
         self,
@@ -546,6 +563,8 @@ class GovernedSession:
             self._audit_failed(str(e), query_id, stmt_hash, started, planned, planner)
             raise
         except Exception as e:
+            if planned is not None:
+                unpin_on_schema_change(self.lg.sources, planned, error_class(e))
             msg = self._spark_error(e, planned, query_id)
             if isinstance(msg, AccessDenied):
                 self._audit_denied(msg, query_id, stmt_hash, started, planner)
@@ -582,6 +601,7 @@ class GovernedSession:
             verify=lg.config.verify_plans,
             analyze=lg.analyze_view,
             refresh_derived=lg.refresh_audit_view,
+            sources=lg.sources,
         )
 
     def _spark_error(

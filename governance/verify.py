@@ -62,8 +62,9 @@ _PLAN_FIELDS: dict[str, tuple[tuple[str, bool], ...]] = {
     "OverwritePartitionsDynamic": (("table", True), ("query", False)),
     "InsertIntoStatement": (("table", True), ("query", False)),
 }
-# Nodes between a governed view's projection and its relation.
-_VIEW_INNER = frozenset({"SubqueryAlias", "Filter", "Sample", "GlobalLimit", "LocalLimit"})
+# Nodes between a governed view's projection and its relation (View: a pinned source,
+# governance/sources.py; canonicalisation drops it, so sameResult still decides).
+_VIEW_INNER = frozenset({"SubqueryAlias", "View", "Filter", "Sample", "GlobalLimit", "LocalLimit"})
 
 
 # (view SQL, fresh) -> Spark's analyzed plan of it; fresh=False may answer from a cache

@@ -314,6 +314,11 @@ class PlanGovernor:
                 "system.access.audit is not readable through Spark Connect; use "
                 "`lakegate audit query` or spark.sql through the REST API"
             )
+        if planned.pins:  # the backend's sessions share the driver's global temp views
+            lg = self.session.lg
+            if lg.sources is None:
+                raise Refused("a plan reads pinned sources but none are configured")
+            lg.sources.ensure(lg.spark, planned.pins)
         for loc, views in planned.expected.views.items():
             self.expected.views.setdefault(loc, []).extend(views)
         self.expected.policy_reads.update(planned.expected.policy_reads)

@@ -194,4 +194,5 @@ def _copy(planned: Planned) -> Planned:
         columns={k: list(v) for k, v in planned.columns.items()},
         derived=set(planned.derived),
         policy_reads=list(planned.policy_reads),
+        pins=dict(planned.pins),
     )

@@ -5,9 +5,12 @@ views, generate the SQL, refuse masked reads in writes, check a write target).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from sqlglot import exp
 
 from catalog.catalog import Catalog
+from catalog.model import TableInfo
 from governance.constructs import govern_expression
 from governance.errors import AccessDenied, Refused
 from governance.planning.planned import Planned
@@ -46,10 +49,14 @@ class PlanningContext:
         user: str,
         namespace: Namespace,
         derived: dict[str, str] | None = None,
+        pin: Callable[[TableInfo], str] | None = None,
     ) -> None:
         """`derived`: full table name -> the SQL relation it is read from (layer-owned temp
-        views, e.g. the audit log), instead of its Delta location."""
+        views, e.g. the audit log), instead of its Delta location; `pin`: a query's
+        relation for a table read at its current version (governance/sources.py), None:
+        `delta.`<location>``."""
         self.derived = derived or {}
+        self.pin = pin
         self.cmd = "select"  # the statement's audit cmd, known as soon as its kind is
         self.decided: dict[str, tuple[str, ...]] = {}  # table -> deciding policy ids
         self.filters: dict[str, tuple[str, ...]] = {}  # table -> row filter ids
@@ -126,22 +133,33 @@ class PlanningContext:
                     )
         return stmt
 
-    def generate(self, stmt: exp.Expression, planned: Planned, narrow: bool = False) -> str:
+    def generate(self, stmt: exp.Expression, planned: Planned, query: bool = False) -> str:
         """The statement's SQL with each view's body spliced in; the verifier learns the
-        bodies it must find in Spark's plan. `narrow` (queries): each view projects only
-        the visible columns the statement can name, which is what Spark's analysis of the
-        statement costs in proportion to."""
+        bodies it must find in Spark's plan. A `query`'s views project only the visible
+        columns the statement can name, and read a table at its current version through
+        its pin: what Spark's analysis of the statement costs is in proportion to both."""
         outer = stmt.sql("spark", copy=False)
-        words = words_spark_may_resolve(stmt, outer) if narrow and planned.views else None
+        words = words_spark_may_resolve(stmt, outer) if query and planned.views else None
         bodies = []
         for v in planned.views:
             table = v.access.table
             derived = self.derived.get(table.full_name)
+            node = v.ref.node
             picks = None
-            if words is not None and derived is None and not v.ref.node.args.get("sample"):
+            if words is not None and derived is None and not node.args.get("sample"):
                 picks = columns_to_project(v.access, words)  # (a sample's seed is drawn per
                 # view text, and the verifier must see the whole view's draw)
-            body = view_sql(self.ps, self.ident, v.access, v.ref.node, derived, picks)
+            source = derived
+            if (
+                query
+                and derived is None
+                and self.pin is not None
+                and not node.args.get("version")
+                and not node.args.get("sample")
+            ):
+                source = self.pin(table)
+                planned.pins[source] = table.location
+            body = view_sql(self.ps, self.ident, v.access, node, source, picks)
             if derived is not None:
                 planned.expected.add_derived(table.location, v.access.visible_columns)
                 planned.derived.add(table.full_name)
@@ -150,7 +168,7 @@ class PlanningContext:
                 locations = [r.table.location for r in reads]
                 visible = v.access.visible_columns
                 whole = (
-                    body if picks is None else view_sql(self.ps, self.ident, v.access, v.ref.node)
+                    body if picks is None else view_sql(self.ps, self.ident, v.access, node, source)
                 )
                 columns = visible if picks is None else tuple(visible[i] for i in picks)
                 planned.expected.add_view(table.location, whole, columns, locations, picks)

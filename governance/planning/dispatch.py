@@ -17,6 +17,7 @@ from typing import Any
 from sqlglot import exp
 
 from catalog.catalog import Catalog
+from catalog.model import TableInfo
 from governance.errors import Refused
 from governance.parse import parse_statement
 from governance.planning import ddl, metadata, queries, views, writes
@@ -82,10 +83,12 @@ class Planner:
         namespace: Namespace,
         derived: dict[str, str] | None = None,
         temp_views: views.TempViews | None = None,
+        pin: Callable[[TableInfo], str] | None = None,
     ) -> None:
         """`derived`: full table name -> the SQL relation it is read from (layer-owned temp
         views, e.g. the audit log), instead of its Delta location; `temp_views`: the
-        session's temporary views (None: the caller has no session, views are refused)."""
+        session's temporary views (None: the caller has no session, views are refused);
+        `pin`: see PlanningContext."""
         self.temp_views = temp_views
         self.ctx = PlanningContext(
             catalog=catalog,
@@ -94,6 +97,7 @@ class Planner:
             user=user,
             namespace=namespace,
             derived=derived,
+            pin=pin,
         )
 
     @property

@@ -112,6 +112,7 @@ class Planned:
     decided_by: tuple[str, ...] = ()  # policies that allowed a DDL statement
     history: ReadHistory | None = None  # DESCRIBE HISTORY: the result, read at the Spark edge
     policy_reads: list[PolicyRead] = field(default_factory=list)  # mapping tables read
+    pins: dict[str, str] = field(default_factory=dict)  # pinned source -> location (sources.py)
 
     @property
     def placeholders(self) -> list[str]:

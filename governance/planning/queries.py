@@ -17,5 +17,5 @@ def plan_query(ctx: PlanningContext, stmt: exp.Expression) -> Planned:
     stmt = ctx.govern(stmt)
     _, reads = ctx.reads(stmt)
     stmt = ctx.views_sql(stmt, reads, planned)
-    planned.sql = ctx.generate(stmt, planned, narrow=True)
+    planned.sql = ctx.generate(stmt, planned, query=True)
     return planned

@@ -126,3 +126,12 @@ def test_an_abbreviated_commit_of_digits_is_a_policies_ref(tmp_path: Path) -> No
     f = tmp_path / "lakegate.yaml"
     f.write_text("policies_ref: 1234567\n")  # YAML reads an int; the ref is its digits
     assert Config.load(f).policies_ref == "1234567"
+
+
+@pytest.mark.parametrize(("text", "value"), [("", True), ("pinned_sources: false\n", False)])
+def test_pinned_sources_are_on_unless_the_config_turns_them_off(
+    tmp_path: Path, text: str, value: bool
+) -> None:
+    f = tmp_path / "lakegate.yaml"
+    f.write_text(text)
+    assert Config.load(f).pinned_sources is value

@@ -1,0 +1,240 @@
+"""Pinned sources (governance/sources.py): a query's views read their table through a
+DataFrame loaded once, without giving up fresh reads, time travel, fail-closed schema
+changes or the verifier's guarantee. One test per rule, on a private lakehouse (and the
+shared demo lakehouse for the verifier's hostile plans)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from governance import AccessDenied
+from governance.errors import LakegateError, Refused
+from governance.execute import StatementFailed, analyze_only
+from governance.planning.dispatch import Planner
+from governance.planning.expected import Expected
+from governance.planning.planned import Planned
+from governance.resolve import Namespace
+from governance.session import Lakegate
+from governance.sources import SCHEMA_CHANGED
+from governance.verify import verify_plan
+
+POLICIES = """
+groups:
+  admins: [admin]
+grants:
+  - id: admin-all
+    principals: [group:admins]
+    privileges: [manage]
+    on: "*.*.*"
+  - id: readers
+    principals: [r]
+    privileges: [select]
+    on: p.s.*
+row_filters:
+  - {id: r-emea, on: p.s.t, principals: [r], kind: restrictive, where: "region = 'EMEA'"}
+column_masks:
+  - {id: r-note, on: p.s.t, columns: [note], principals: [r], mask: redact}
+"""
+
+
+@pytest.fixture(scope="module")
+def lg(make_lakegate) -> Lakegate:
+    return make_lakegate(
+        "pins",
+        POLICIES,
+        [
+            "CREATE CATALOG p",
+            "CREATE SCHEMA p.s",
+            "CREATE TABLE p.s.t (id INT, region STRING, note STRING)",
+            "INSERT INTO p.s.t VALUES (1, 'EMEA', 'a'), (2, 'AMER', 'b'), (3, 'EMEA', 'c')",
+            "CREATE TABLE p.s.w (id INT, region STRING, note STRING)",
+        ],
+    )
+
+
+def rows(lg: Lakegate, user: str, sql: str) -> list[tuple]:
+    return sorted(tuple(r) for r in lg.session(user).sql(sql).collect())
+
+
+def planned_of(lg: Lakegate, user: str, sql: str) -> Planned:
+    s = lg.session(user)
+    s.sql(sql).collect()
+    assert s.last_planned is not None
+    return s.last_planned
+
+
+def test_a_query_reads_its_table_through_a_pin_under_its_governed_view(lg) -> None:
+    p = planned_of(lg, "r", "SELECT id, note FROM p.s.t")
+    assert p.sql is not None and "delta.`" not in p.sql
+    assert list(p.pins.values()) == [lg.catalog.table("p", "s", "t").location]
+    assert all(pin in p.sql for pin in p.pins)
+    assert rows(lg, "r", "SELECT id, note FROM p.s.t") == [(1, "REDACTED"), (3, "REDACTED")]
+
+
+def test_a_pinned_table_is_read_at_its_newest_version(lg) -> None:
+    statement = "SELECT id FROM p.s.w"
+    assert rows(lg, "admin", statement) == []
+    lg.session("admin").sql("INSERT INTO p.s.w VALUES (7, 'EMEA', 'x')")
+    assert rows(lg, "admin", statement) == [(7,)]  # the same plan (cached), the newest data
+    lg.session("admin").sql("DELETE FROM p.s.w WHERE id = 7")
+    assert rows(lg, "admin", statement) == []
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT id FROM p.s.t VERSION AS OF 1",
+        "SELECT id FROM p.s.t TABLESAMPLE (100 PERCENT)",
+    ],
+)
+def test_time_travel_and_sampling_read_the_delta_path(lg, sql: str) -> None:
+    p = planned_of(lg, "r", sql)
+    assert p.pins == {}
+    assert p.sql is not None and "delta.`" in p.sql
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "INSERT INTO p.s.w SELECT id, region, 'n' FROM p.s.t WHERE id < 0",
+        "CREATE TABLE p.s.ctas AS SELECT id FROM p.s.t",
+    ],
+)
+def test_a_write_reads_the_delta_path(lg, sql: str) -> None:
+    """A write (and a stored definition) never depends on a view of this process."""
+    p = planned_of(lg, "admin", sql)
+    assert p.pins == {}
+    assert p.sql is not None and "__lg_src_" not in p.sql
+
+
+def test_a_catalog_change_makes_a_new_pin(make_lakegate) -> None:
+    lg = make_lakegate(
+        "pins-alter",
+        POLICIES,
+        [
+            "CREATE CATALOG p",
+            "CREATE SCHEMA p.s",
+            "CREATE TABLE p.s.t (id INT, region STRING, note STRING)",
+            "INSERT INTO p.s.t VALUES (1, 'EMEA', 'a')",
+        ],
+    )
+    before = planned_of(lg, "admin", "SELECT id FROM p.s.t").pins
+    lg.session("admin").sql("ALTER TABLE p.s.t ADD COLUMNS (extra INT)")
+    assert rows(lg, "admin", "SELECT id, extra FROM p.s.t") == [(1, None)]
+    after = planned_of(lg, "admin", "SELECT id, extra FROM p.s.t").pins
+    assert set(after) != set(before) and set(after.values()) == set(before.values())
+
+
+def test_a_schema_change_out_of_band_fails_closed_and_the_next_statement_reloads(
+    make_lakegate, spark
+) -> None:
+    lg = make_lakegate(
+        "pins-drift",
+        POLICIES,
+        [
+            "CREATE CATALOG p",
+            "CREATE SCHEMA p.s",
+            "CREATE TABLE p.s.t (id INT, region STRING, note STRING)",
+            "INSERT INTO p.s.t VALUES (1, 'EMEA', 'a'), (2, 'AMER', 'b')",
+        ],
+    )
+    statement = "SELECT id FROM p.s.t"
+    assert rows(lg, "admin", statement) == [(1,), (2,)]
+    location = lg.catalog.table("p", "s", "t").location
+    # the trusted process changes the table behind the catalog's back
+    spark.sql(
+        f"ALTER TABLE delta.`{location}` SET TBLPROPERTIES ('delta.columnMapping.mode' = "
+        "'name', 'delta.minReaderVersion' = '2', 'delta.minWriterVersion' = '5')"
+    )
+    spark.sql(f"ALTER TABLE delta.`{location}` DROP COLUMN note")  # the old pin's `note`
+    spark.sql(f"ALTER TABLE delta.`{location}` ADD COLUMNS (note STRING)")  # is another
+    with pytest.raises(StatementFailed) as failed:
+        rows(lg, "admin", statement)
+    assert str(failed.value).startswith(f"statement failed: [{SCHEMA_CHANGED}] (query ")
+    assert rows(lg, "admin", statement) == [(1,), (2,)]
+
+
+def test_analysts_cannot_name_a_pinned_source(lg) -> None:
+    pin = next(iter(planned_of(lg, "r", "SELECT id FROM p.s.t").pins))
+    with pytest.raises((AccessDenied, Refused, LakegateError)):
+        lg.session("r").sql(f"SELECT * FROM {pin}").collect()
+    with pytest.raises((AccessDenied, Refused, LakegateError)):
+        lg.session("r").sql("SELECT * FROM global_temp.t").collect()
+
+
+def test_with_pinned_sources_off_a_query_reads_the_delta_path(lg, spark) -> None:
+    off = Lakegate(dataclasses.replace(lg.config, pinned_sources=False), spark)
+    try:
+        p = planned_of(off, "r", "SELECT id FROM p.s.t")
+        assert p.pins == {} and p.sql is not None and "delta.`" in p.sql
+        assert rows(off, "r", "SELECT id FROM p.s.t") == [(1,), (3,)]
+    finally:
+        off.close()
+
+
+# the verifier keeps its guarantee over pinned sources (shared demo lakehouse) --------------
+
+
+def pinned_plan(lakehouse: Any, user: str, sql: str) -> Planned:
+    planned = Planner(
+        catalog=lakehouse.catalog,
+        enforcer=lakehouse.enforcer,
+        policy_sql=lakehouse.policy_sql,
+        user=user,
+        namespace=Namespace("main", "default"),
+        pin=lakehouse.sources.name,
+    ).plan(sql)
+    lakehouse.sources.ensure(lakehouse.spark, planned.pins)
+    return planned
+
+
+def verify(lakehouse: Any, sql: str, expected: Expected) -> None:
+    spark = lakehouse.spark
+    head = sql.lstrip().split(None, 1)[0].upper()
+    plan = (
+        analyze_only(spark, sql)
+        if head == "INSERT"
+        else spark.sql(sql)._jdf.queryExecution().analyzed()
+    )
+    verify_plan(plan, expected, lambda s, fresh: spark.sql(s)._jdf.queryExecution().analyzed())
+
+
+def test_a_governed_read_through_a_pin_passes_the_verifier(lakehouse) -> None:
+    gov = pinned_plan(lakehouse, "alice", "SELECT * FROM main.sales.customers")
+    assert gov.pins and gov.sql is not None
+    verify(lakehouse, gov.sql, gov.expected)
+
+
+HOSTILE_PINNED = {
+    # the pin read raw where alice's governed (masked) view is expected
+    "raw-pin": "SELECT * FROM {PIN}",
+    "raw-pin-aliased-like-the-view": "SELECT * FROM (SELECT * FROM {PIN} AS __lg_v) AS customers",
+    # the view's body over the pin with its masks dropped
+    "pin-without-masks": "SELECT id, name, email, phone, country FROM {PIN} AS __lg_v",
+    # the governed text twice, one view expected
+    "pinned-view-twice": "SELECT * FROM ({GOV}) a UNION ALL SELECT * FROM ({GOV}) b",
+    # a write whose source reads the pin raw
+    "write-from-raw-pin": "INSERT INTO delta.`{STRAY}` SELECT id FROM {PIN}",
+}
+
+
+@pytest.mark.parametrize("name", list(HOSTILE_PINNED))
+def test_a_read_of_a_pin_outside_its_governed_view_is_refused(
+    lakehouse, tmp_path, spark, name: str
+) -> None:
+    gov = pinned_plan(lakehouse, "alice", "SELECT * FROM main.sales.customers")
+    assert gov.sql is not None
+    (pin,) = gov.pins
+    stray = str(tmp_path / "stray")
+    spark.range(1).selectExpr("CAST(id AS INT) AS id").write.format("delta").save(stray)
+    sql = (
+        HOSTILE_PINNED[name]
+        .replace("{PIN}", pin)
+        .replace("{GOV}", gov.sql)
+        .replace("{STRAY}", stray)
+    )
+    with pytest.raises(Refused):
+        verify(lakehouse, sql, gov.expected)
