@@ -10,7 +10,7 @@
 // leaf is 1 when the node has no children besides its plan fields; paths are the relation's
 // root paths (Delta V1/V2 and file relations), columns a Project's output names; both
 // escaped (\\ \t \n \r, and \s for US) so that no name can forge a field or a line.
-// [1 + id] is the node itself, for the few nodes Python must ask more of (sameResult).
+// [1 + id] is the node itself, for the few nodes Python must ask more of (`same`).
 // spec: "Kind:field:isTarget,field:isTarget;Kind:..." (the fields that hold plans).
 // If the plan has more than `limit` nodes, [0] is the string "TOO_LARGE".
 
@@ -136,6 +136,22 @@ public class PlanWalker implements java.util.function.BiFunction {
         }
         return new org.apache.spark.sql.catalyst.plans.logical.Project(
             scala.collection.JavaConverters.asScalaBuffer(kept).toSeq(), whole.child());
+    }
+
+    /**
+     * Whether node `id` of a described plan (`described` is apply's answer) has the same
+     * result as `view`, a governed view's analyzed plan, cut to `picks` first unless it is
+     * empty (see narrow): one py4j call per comparison instead of three (fetch the node,
+     * narrow, sameResult). Spark's own sameResult decides.
+     */
+    public boolean same(Object[] described, int id, Object view, String picks) {
+        Object v = picks.length() == 0 ? view : narrow(view, picks);
+        if (v == null) {
+            return false;
+        }
+        org.apache.spark.sql.catalyst.plans.logical.LogicalPlan root =
+            (org.apache.spark.sql.catalyst.plans.logical.LogicalPlan) described[id + 1];
+        return root.sameResult((org.apache.spark.sql.catalyst.plans.logical.LogicalPlan) v);
     }
 
     /**

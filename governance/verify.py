@@ -214,7 +214,8 @@ class _Check:
             root = _view_root(ancestors)
             if root is not None:
                 body = _match_view(
-                    self.handles[1 + root.id],
+                    self.handles,
+                    root.id,
                     root.columns,
                     paths[0],
                     self.pending,
@@ -273,7 +274,8 @@ def _view_root(ancestors: list[_Node]) -> _Node | None:
 
 
 def _match_view(
-    root: Any,
+    handles: Any,
+    root_id: int,
     columns: tuple[str, ...],
     loc: str,
     pending: dict[str, list[tuple[str, tuple[str, ...], tuple[int, ...] | None]]],
@@ -283,7 +285,9 @@ def _match_view(
     """The body of the pending view the projection is, by sameResult, or None. Cached
     analyses first; a miss is re-checked against fresh ones (the table may have changed
     since the cache entry) before it counts. A narrowed view is compared with the whole
-    view's projection cut to the picked expressions, over the whole view's own child."""
+    view's projection cut to the picked expressions, over the whole view's own child; the
+    cut and the comparison are one JVM call (PlanWalker.same)."""
+    walker = _the_walker()
     for fresh in (False, True):
         if fresh or loc not in built:
             built[loc] = [analyze(body, fresh) for body, _, _ in pending[loc]]
@@ -291,11 +295,10 @@ def _match_view(
             _, wanted, picks = pending[loc][i]
             if columns != wanted:
                 continue
-            if picks is not None:
-                view = _the_walker().narrow(view, ",".join(map(str, picks)))
-                if view is None:
-                    continue
-            if root.sameResult(view):
+            if picks == ():
+                continue  # (a narrowed view keeps a column; an empty cut is no view)
+            cut = "" if picks is None else ",".join(map(str, picks))
+            if walker.same(handles, root_id, view, cut):
                 body = pending[loc][i][0]
                 del built[loc][i]
                 del pending[loc][i]
