@@ -99,8 +99,12 @@ class PinnedSources:
                 df.createOrReplaceGlobalTempView(view)
                 self._made.add(pin)
 
-    def forget(self, pins: Mapping[str, str]) -> None:
-        """Drop a statement's pins (their table's schema changed out of band): the next
-        statement that names them loads the table again."""
+    def forget(self, pins: Mapping[str, str] | None = None) -> None:
+        """Drop a statement's pins (None: every pin, when the failed statement's are not
+        known) after their table's schema changed out of band: the next statement that names
+        them loads the table again."""
         with self._lock:
-            self._made.difference_update(pins)
+            if pins is None:
+                self._made.clear()
+            else:
+                self._made.difference_update(pins)

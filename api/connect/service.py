@@ -47,6 +47,7 @@ from governance.planning.planned import Planned
 from governance.planning.writes import FrameInsert, plan_frame_insert
 from governance.resolve import checked_parts
 from governance.session import GovernedSession, Lakegate
+from governance.sources import SCHEMA_CHANGED
 from governance.verify import verify_plan
 
 #: Settings a client may change in its session; everything else is refused (governance
@@ -595,7 +596,14 @@ class ConnectService(base_pb2_grpc.SparkConnectServiceServicer):
             e.code(),
             e.details(),
         )
-        cls = info.metadata.get("errorClass") or info.reason.rsplit(".", 1)[-1] or "ERROR"
+        cls = (
+            info.metadata.get("errorClass")
+            or _leading_class(e.details() or "")
+            or info.reason.rsplit(".", 1)[-1]
+            or "ERROR"
+        )
+        if cls == SCHEMA_CHANGED and self.lg.sources is not None:
+            self.lg.sources.forget()  # a pinned table changed behind the catalog's back
         message = f"statement failed: [{cls}] (query {call.query_id})"
         try:
             self._audit(call, allowed=True, succeeded=False, reason=message)
@@ -692,6 +700,18 @@ def _write_v2(w: Any) -> tuple[str, bool, str]:
             "spark.sql('DELETE ...') and append"
         )
     return w.table_name, True, "append"
+
+
+#: Delta errors whose ErrorInfo carries no class, recognised by their message's first token
+#: (only these constants are ever taken from the text, so it can carry no value).
+_DELTA_CLASSES = frozenset({SCHEMA_CHANGED})
+_CLASS_AT_START = re.compile(r"\[([A-Z][A-Z0-9_]*)\] ")
+
+
+def _leading_class(details: str) -> str | None:
+    """A known Delta error class that the backend's message starts with, else None."""
+    m = _CLASS_AT_START.match(details)
+    return m.group(1) if m and m.group(1) in _DELTA_CLASSES else None
 
 
 def _spark_message(e: BaseException, call: _Call) -> str:
