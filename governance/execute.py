@@ -18,7 +18,7 @@ from catalog.catalog import Catalog
 from governance.actions import execute_actions, read_history
 from governance.errors import AccessDenied, LakegateError
 from governance.planning.planned import ROW_FILTER_VIOLATION, Planned
-from governance.sources import SCHEMA_CHANGED, PinnedSources
+from governance.sources import PinnedSources, ensure_pins
 from governance.verify import Analyze, verify_plan
 
 if TYPE_CHECKING:
@@ -115,13 +115,6 @@ def governed_frame(
     return df
 
 
-def unpin_on_schema_change(sources: PinnedSources | None, planned: Planned, cls: str) -> None:
-    """A pinned table whose schema changed out of band fails the statement; its pins go, so
-    the next statement loads the table again (governance/sources.py)."""
-    if sources is not None and cls == SCHEMA_CHANGED and planned.pins:
-        sources.forget(planned.pins)
-
-
 _GOVERNED: list[type] = []
 _ACTIONS = (
     "collect",
@@ -193,10 +186,7 @@ def run_planned(
     makes the plan's pinned sources)."""
     if planned.derived:
         refresh_derived()
-    if planned.pins:
-        if sources is None:
-            raise LakegateError("a plan reads pinned sources but none are configured")
-        sources.ensure(spark, planned.pins)
+    ensure_pins(sources, spark, planned.pins)
     execute_actions(planned.before, catalog, spark)
     if planned.history is not None:
         return read_history(planned.history, spark)

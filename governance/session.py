@@ -16,6 +16,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,7 +35,6 @@ from governance.execute import (
     route_error_log,
     run_planned,
     spark_error,
-    unpin_on_schema_change,
 )
 
 # re-exported: callers (api/statements.py, tests) import these from the session
@@ -434,9 +434,7 @@ class GovernedSession:
         """The Spark SQL the statement is rewritten to (no Spark needed, nothing audited).
         Views read `delta.`<location>``, which says which table; a query runs over the
         table's pinned source instead (governance/sources.py), a name of this process."""
-        planner = self._planner()
-        planner.ctx.pin = None
-        planned = planner.plan(statement)
+        planned = self._planner(pinned=False).plan(statement)
         return planned.sql or planned.describe()
 
     def write(
@@ -457,7 +455,7 @@ class GovernedSession:
 
     # internals --------------------------------------------------------------------------
 
-    def _planner(self) -> Planner:
+    def _planner(self, pinned: bool = True) -> Planner:
         self.lg.maybe_reload()
         state = self.lg._policy
         assert state is not None
@@ -470,7 +468,7 @@ class GovernedSession:
             namespace=self.namespace,
             derived={AUDIT_TABLE: self.lg.audit_view},
             temp_views=self.temp_views,
-            pin=self.lg.sources.name if self.lg.sources is not None else None,
+            pin=self.lg.sources.name if pinned and self.lg.sources is not None else None,
         )
 
     def _plan(self, planner: Planner, statement: str | bytes) -> Planned:
@@ -524,10 +522,7 @@ class GovernedSession:
         if df is None:
             return planned, None
         sources = self.lg.sources
-
-        def on_failure(cls: str) -> None:
-            unpin_on_schema_change(sources, planned, cls)
-
+        on_failure = None if sources is None else partial(sources.failed, pins=planned.pins)
         return planned, governed_frame(df, self.last_query_id, self.user, on_failure)
 
     def _statement(
@@ -563,8 +558,8 @@ class GovernedSession:
             self._audit_failed(str(e), query_id, stmt_hash, started, planned, planner)
             raise
         except Exception as e:
-            if planned is not None:
-                unpin_on_schema_change(self.lg.sources, planned, error_class(e))
+            if planned is not None and self.lg.sources is not None:
+                self.lg.sources.failed(error_class(e), planned.pins)
             msg = self._spark_error(e, planned, query_id)
             if isinstance(msg, AccessDenied):
                 self._audit_denied(msg, query_id, stmt_hash, started, planner)

@@ -53,7 +53,7 @@ class PinnedSources:
         # (location, registration) -> pin name (SQL text); one entry per registration seen,
         # which grows only with DDL (old pins stay valid for plans still holding them)
         self._names: dict[tuple, str] = {}
-        self._views: dict[str, str] = {}  # pin name -> its bare view name
+        self._views: dict[str, tuple[str, str]] = {}  # pin name -> (bare view, location)
         self._made: set[str] = set()  # pins whose view exists in Spark
         self._lock = threading.Lock()
 
@@ -74,11 +74,12 @@ class PinnedSources:
                     this=exp.to_identifier(view), db=exp.to_identifier(self.database)
                 ).sql("spark")
                 self._names[key] = pin
-                self._views[pin] = view
+                self._views[pin] = (view, table.location)
             return pin
 
     def ensure(self, spark: SparkSession, pins: Mapping[str, str]) -> None:
-        """Make every pin of a statement (pin name -> Delta location) that is not made yet."""
+        """Make every pin of a statement (pin name -> Delta location) that is not made yet;
+        the location loaded is the one the pin was named for, and the plan must agree."""
         missing = [p for p in pins if p not in self._made]
         if not missing:
             return
@@ -92,12 +93,18 @@ class PinnedSources:
             for pin in missing:
                 if pin in self._made:
                     continue
-                view = self._views.get(pin)
-                if view is None:
+                made = self._views.get(pin)
+                if made is None or made[1] != pins[pin]:
                     raise Refused("a plan names a pinned source this process did not make")
-                df = spark.read.format("delta").load(pins[pin])
-                df.createOrReplaceGlobalTempView(view)
+                view, location = made
+                spark.read.format("delta").load(location).createOrReplaceGlobalTempView(view)
                 self._made.add(pin)
+
+    def failed(self, error_class: str, pins: Mapping[str, str] | None = None) -> None:
+        """A statement over `pins` (None: unknown) failed with `error_class`: a schema
+        change behind the catalog's back unpins them (see `forget`)."""
+        if error_class == SCHEMA_CHANGED:
+            self.forget(pins)
 
     def forget(self, pins: Mapping[str, str] | None = None) -> None:
         """Drop a statement's pins (None: every pin, when the failed statement's are not
@@ -108,3 +115,14 @@ class PinnedSources:
                 self._made.clear()
             else:
                 self._made.difference_update(pins)
+
+
+def ensure_pins(
+    sources: PinnedSources | None, spark: SparkSession, pins: Mapping[str, str]
+) -> None:
+    """Make a plan's pins before Spark analyses it (every entry point that runs a plan)."""
+    if not pins:
+        return
+    if sources is None:
+        raise Refused("a plan reads pinned sources but none are configured")
+    sources.ensure(spark, pins)

@@ -295,8 +295,6 @@ def _match_view(
             _, wanted, picks = pending[loc][i]
             if columns != wanted:
                 continue
-            if picks == ():
-                continue  # (a narrowed view keeps a column; an empty cut is no view)
             cut = "" if picks is None else ",".join(map(str, picks))
             if walker.same(handles, root_id, view, cut):
                 body = pending[loc][i][0]

@@ -37,6 +37,7 @@ from governance.parse import MAX_STATEMENT_CHARS, parse_statement
 from governance.planning.views import TempView, expand, view_name
 from governance.resolve import checked_parts, qualify_name
 from governance.session import table_statement
+from governance.sources import ensure_pins
 from governance.verify import Expected, verify_plan
 
 if TYPE_CHECKING:
@@ -314,11 +315,8 @@ class PlanGovernor:
                 "system.access.audit is not readable through Spark Connect; use "
                 "`lakegate audit query` or spark.sql through the REST API"
             )
-        if planned.pins:  # the backend's sessions share the driver's global temp views
-            lg = self.session.lg
-            if lg.sources is None:
-                raise Refused("a plan reads pinned sources but none are configured")
-            lg.sources.ensure(lg.spark, planned.pins)
+        # the backend's sessions share the driver's global temp views
+        ensure_pins(self.session.lg.sources, self.session.lg.spark, planned.pins)
         for loc, views in planned.expected.views.items():
             self.expected.views.setdefault(loc, []).extend(views)
         self.expected.policy_reads.update(planned.expected.policy_reads)

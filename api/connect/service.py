@@ -602,8 +602,8 @@ class ConnectService(base_pb2_grpc.SparkConnectServiceServicer):
             or info.reason.rsplit(".", 1)[-1]
             or "ERROR"
         )
-        if cls == SCHEMA_CHANGED and self.lg.sources is not None:
-            self.lg.sources.forget()  # a pinned table changed behind the catalog's back
+        if self.lg.sources is not None:  # the failed statement's pins are not known here
+            self.lg.sources.failed(cls)
         message = f"statement failed: [{cls}] (query {call.query_id})"
         try:
             self._audit(call, allowed=True, succeeded=False, reason=message)

@@ -18,7 +18,7 @@ from governance.planning.expected import Expected
 from governance.planning.planned import Planned
 from governance.resolve import Namespace
 from governance.session import Lakegate
-from governance.sources import SCHEMA_CHANGED
+from governance.sources import SCHEMA_CHANGED, PinnedSources, ensure_pins
 from governance.verify import verify_plan
 
 POLICIES = """
@@ -238,3 +238,19 @@ def test_a_read_of_a_pin_outside_its_governed_view_is_refused(
     )
     with pytest.raises(Refused):
         verify(lakehouse, sql, gov.expected)
+
+
+def test_a_plan_may_only_name_pins_this_process_made_for_their_table(lakehouse, spark) -> None:
+    """The location loaded is the registry's, never the plan's word alone; and a plan with
+    pins cannot run where pinning is off."""
+    customers = lakehouse.catalog.table("main", "sales", "customers")
+    orders = lakehouse.catalog.table("main", "sales", "orders").location
+    sources = PinnedSources()
+    pin = sources.name(customers)
+    for pins in ({pin: orders}, {"global_temp.__lg_src_forged_0": customers.location}):
+        with pytest.raises(Refused, match="did not make"):
+            sources.ensure(spark, pins)
+    with pytest.raises(Refused, match="none are configured"):
+        ensure_pins(None, spark, {pin: customers.location})
+    sources.ensure(spark, {pin: customers.location})
+    assert spark.sql(f"SELECT count(*) FROM {pin}").first()[0] > 0
