@@ -15,6 +15,7 @@ from pydantic.json_schema import SkipJsonSchema
 
 from api.discovery import TABLE_NAME_PATTERN
 from catalog.products import CLASSIFICATIONS, STAGES
+from governance.masks import MASK_KINDS
 
 # --- Unity Catalog -------------------------------------------------------------------------
 
@@ -119,8 +120,12 @@ class TableExists(BaseModel):
 # --- Lakegate: tables, search, identity ------------------------------------------------------
 
 
+#: The mask kinds and what each shows, for the API's own documentation.
+_MASK_TEXT = "; ".join(f"{k.name}: {k.description}" for k in MASK_KINDS.values())
+
+
 class MaskInfo(BaseModel):
-    kind: str = Field(description="redact, null, hash, last4, first4, email_domain, year, custom")
+    kind: str = Field(description=_MASK_TEXT)
     policy: str = Field(description="the column mask's id")
 
 
@@ -144,7 +149,7 @@ class RowFilterInfo(BaseModel):
 
 class MaskedColumn(BaseModel):
     column: str
-    kind: str
+    kind: str = Field(description=_MASK_TEXT)
     policy: str
 
 

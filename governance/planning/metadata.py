@@ -10,6 +10,7 @@ import re
 from sqlglot import exp
 
 from governance.errors import LakegateError, Refused
+from governance.masks import masked_type
 from governance.planning.context import PlanningContext
 from governance.planning.planned import Planned, ReadHistory
 from governance.resolve import Namespace, checked_parts, table_parts
@@ -157,18 +158,3 @@ def plan_show(ctx: PlanningContext, m: re.Match[str]) -> Planned:
         planned.local_rows = sorted({(t.catalog,) for t in visible})
         planned.local_schema = "catalog string"
     return planned
-
-
-def masked_type(mask: str, type_text: str) -> str:
-    """The type a masked column has for the user (what DESCRIBE shows)."""
-    if mask in ("hash", "last4", "first4", "email_domain"):
-        return "string"
-    if mask == "redact":
-        return (
-            "string" if type_text.lower().startswith(("string", "varchar", "char")) else type_text
-        )
-    if mask == "year" and not type_text.lower().startswith(("date", "timestamp")):
-        return "date"
-    if mask == "custom":
-        return "masked"
-    return type_text

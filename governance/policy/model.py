@@ -13,18 +13,10 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from governance.identity import canonical_name
+from governance.masks import MASK_KINDS
 
 PRIVILEGES: tuple[str, ...] = ("select", "modify", "create", "manage")
-MASKS: tuple[str, ...] = (
-    "redact",
-    "null",
-    "hash",
-    "last4",
-    "first4",
-    "email_domain",
-    "year",
-    "custom",
-)
+MASKS: tuple[str, ...] = tuple(MASK_KINDS)  # one table of masks: governance/masks.py
 EFFECTS: tuple[str, ...] = ("allow", "deny")
 FILTER_KINDS: tuple[str, ...] = ("permissive", "restrictive")
 Effect = Literal["allow", "deny"]
