@@ -8,7 +8,7 @@ import ipaddress
 from pathlib import Path
 from typing import Any
 
-PERSONAS = ("alice", "bob", "carol", "dana", "erin", "mallory", "mira", "wes")
+PERSONAS = ("alice", "bob", "carol", "dana", "erin", "frank", "mallory", "mira", "wes")
 
 
 def token_of(user: str) -> str:

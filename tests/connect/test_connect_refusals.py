@@ -93,18 +93,23 @@ REFUSALS: list[tuple[str, Callable[[Any], Any], str]] = [
     ),
     ("explain", lambda s: s.table("main.sales.orders").explain(), "explain is refused"),
     ("inputFiles", lambda s: s.table("main.sales.orders").inputFiles(), "input_files"),
-    ("SQL path read", lambda s: s.sql("SELECT * FROM delta.`/tmp/x`").collect(), ""),
+    (
+        "SQL path read",
+        lambda s: s.sql("SELECT * FROM delta.`/tmp/x`").collect(),
+        "path-based table reference delta.`...` is not allowed",
+    ),
     ("SQL SET", lambda s: s.sql("SET spark.sql.ansi.enabled=true"), "not governed"),
     (
         "audit table through connect",
         lambda s: s.sql("SELECT * FROM system.access.audit").collect(),
-        "",
+        "user erin has no SELECT privilege on table system.access.audit",
     ),
 ]
 
 
 @pytest.mark.parametrize(("name", "action", "why"), REFUSALS, ids=[r[0] for r in REFUSALS])
 def test_bypass_routes_are_refused_with_one_line(remote, name, action, why) -> None:
+    assert why, "every refusal names the reason it expects"
     with pytest.raises(Exception) as e:
         action(remote("erin"))
     text = str(e.value)
@@ -126,6 +131,20 @@ def test_refusals_are_audited_before_the_answer(remote, audit_dir) -> None:
         and "path reads" in ln.get("reason", "")
     ]
     assert lines and lines[-1]["ugi"].startswith("erin ")
+
+
+@pytest.mark.parametrize(
+    "read",
+    [
+        lambda s: s.sql("SELECT * FROM system.access.audit").collect(),
+        lambda s: s.table("system.access.audit").collect(),
+    ],
+    ids=["sql", "table"],
+)
+def test_audit_table_is_not_readable_through_connect_even_by_auditors(remote, read) -> None:
+    """frank may read the audit table (REST, CLI) but not through Connect."""
+    with pytest.raises(Exception, match=r"system\.access\.audit is not readable through Spark"):
+        read(remote("frank"))
 
 
 def test_unknown_relation_types_are_refused() -> None:
