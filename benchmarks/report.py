@@ -152,7 +152,7 @@ def _f(v: Any, spec: str = ".3f", none: str = "-") -> str:
 
 
 def _met(ok: bool | None) -> str:
-    return "n/a" if ok is None else ("**met**" if ok else "**NOT met**")
+    return "not measured" if ok is None else ("**met**" if ok else "**NOT met**")
 
 
 def breakdown_section(tpcds: dict[str, Any], add: Any) -> None:
@@ -301,7 +301,9 @@ def write_report(results: dict[str, Any], out_md: Path, charts_dir: Path) -> Pat
             (
                 "Delta file skipping / partition pruning kept under row filters",
                 "same files as raw",
-                "same" if t.get("skipping_kept", {}).get("met") else "differs (see below)",
+                {True: "same", False: "differs (see below)", None: "no probe ran"}[
+                    t.get("skipping_kept", {}).get("met")
+                ],
                 _met(t.get("skipping_kept", {}).get("met")),
             ),
         ]

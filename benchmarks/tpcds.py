@@ -29,40 +29,13 @@ import yaml
 from sqlglot import exp
 from sqlglot.errors import ErrorLevel
 
+from benchmarks.tpcds_policies import tpcds_policy_yaml
+from benchmarks.tpcds_tables import FACT_TABLES, TABLES
 from catalog.model import ColumnInfo, TableInfo
 
 EXTENSION_DIST = "duckdb-ext-tpcds"
 SQLGLOT_VERSION = "30.30.0"  # pinned in pyproject.toml; transpiled SQL changes between releases
 
-FACT_TABLES: tuple[str, ...] = (
-    "catalog_returns",
-    "catalog_sales",
-    "inventory",
-    "store_returns",
-    "store_sales",
-    "web_returns",
-    "web_sales",
-)
-DIMENSION_TABLES: tuple[str, ...] = (
-    "call_center",
-    "catalog_page",
-    "customer",
-    "customer_address",
-    "customer_demographics",
-    "date_dim",
-    "household_demographics",
-    "income_band",
-    "item",
-    "promotion",
-    "reason",
-    "ship_mode",
-    "store",
-    "time_dim",
-    "warehouse",
-    "web_page",
-    "web_site",
-)
-TABLES: tuple[str, ...] = tuple(sorted(FACT_TABLES + DIMENSION_TABLES))
 
 # Queries left out of `spark_queries()`, with the reason. Empty with the pinned versions: all 99
 # transpile, and every transpiled query ran on Spark 3.5.8 with the same answers as DuckDB at
@@ -325,8 +298,6 @@ def main(argv: list[str] | None = None) -> int:
         result = fn(*a)
         print(f"  [{label}: {1000 * (time.perf_counter() - t0):.0f} ms]", file=sys.stderr)
         return result
-
-    from benchmarks.tpcds_policies import tpcds_policy_yaml
 
     tables = timed("tpcds_tables", tpcds_tables, "/tmp/lakegate-tpcds")
     if args.policy:

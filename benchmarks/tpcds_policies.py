@@ -10,7 +10,7 @@ import sqlglot
 import yaml
 from sqlglot import exp
 
-from benchmarks.tpcds import TABLES
+from benchmarks.tpcds_tables import TABLES
 from catalog.model import TableInfo
 
 BENCH_USER = "bench"

@@ -5,6 +5,7 @@ not met (figures, never timed tests)."""
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 from typing import Any
 
 from benchmarks.breakdown import PARTS
@@ -136,36 +137,59 @@ def summarize(queries: list[dict[str, Any]], probes: list[dict[str, Any]]) -> di
         "targets": {
             "total_c_over_b": {
                 "target": TARGET_C_OVER_B,
-                "met": bool(tb and tc / tb <= TARGET_C_OVER_B),
+                "met": _verdict(tb, lambda: tc / tb <= TARGET_C_OVER_B),
             },
             "total_c_over_a": {
                 "target": TARGET_C_OVER_A,
-                "met": bool(ta and tc / ta <= TARGET_C_OVER_A),
+                "met": _verdict(ta, lambda: tc / ta <= TARGET_C_OVER_A),
             },
             "total_c_over_floor": {
                 "target": TARGET_C_OVER_FLOOR,
-                "met": bool(tf and tc / tf <= TARGET_C_OVER_FLOOR),
+                "met": _verdict(tf, lambda: tc / tf <= TARGET_C_OVER_FLOOR),
             },
             "overhead_ms_median": {
                 "target": TARGET_OVERHEAD_MS,
-                "met": bool(overhead_ms and statistics.median(overhead_ms) <= TARGET_OVERHEAD_MS),
+                "met": _verdict(
+                    overhead_ms, lambda: statistics.median(overhead_ms) <= TARGET_OVERHEAD_MS
+                ),
             },
             "verify_ms_median": {
                 "target": TARGET_VERIFY_MS,
-                "met": verify_med is not None and verify_med <= TARGET_VERIFY_MS,
+                "met": _verdict(verify_med, lambda: verify_med <= TARGET_VERIFY_MS),
             },
             # a flagged query counts unless re-measuring with more rounds clears it
             "no_query_over_1_25_b": {
                 "target": FLAG_RATIO,
-                "met": not [
-                    f
-                    for f in flagged
-                    if f["recheck_c_over_b"] is None or f["recheck_c_over_b"] > FLAG_RATIO
-                ],
+                "met": _verdict(
+                    ok,
+                    lambda: (
+                        not [
+                            f
+                            for f in flagged
+                            if f["recheck_c_over_b"] is None or f["recheck_c_over_b"] > FLAG_RATIO
+                        ]
+                    ),
+                ),
             },
-            "skipping_kept": {"met": all(s["same"] for s in skipping) and not more_files},
+            "skipping_kept": {
+                "met": _verdict(
+                    skipping, lambda: all(p["same"] for p in skipping) and not more_files
+                )
+            },
         },
     }
+
+
+def _verdict(measured: Any, met: Callable[[], bool]) -> bool | None:
+    """A target's verdict: None ("not measured") when nothing was measured for it, never a
+    "met" read off an empty list."""
+    if measured is None or not measured:
+        return None
+    return bool(met())
+
+
+def _word(met: bool | None) -> str:
+    return "not measured" if met is None else ("MET" if met else "NOT MET")
 
 
 def _sum(d: dict[str, Any] | None) -> int | None:
@@ -187,18 +211,18 @@ def print_summary(result: dict[str, Any]) -> None:
     if s["c_over_a"] is not None:
         log(
             f"  total C/A {s['c_over_a']:.3f} (target <= {TARGET_C_OVER_A}: "
-            f"{'MET' if s['targets']['total_c_over_a']['met'] else 'NOT MET'})"
+            f"{_word(s['targets']['total_c_over_a']['met'])})"
         )
         log(
             f"  total C/A' {s['c_over_floor']:.3f} (target <= {TARGET_C_OVER_FLOOR}: "
-            f"{'MET' if s['targets']['total_c_over_floor']['met'] else 'NOT MET'}); median "
+            f"{_word(s['targets']['total_c_over_floor']['met'])}); median "
             f"C - A' {s['overhead_ms_median']:.1f} ms per statement (target <= "
             f"{TARGET_OVERHEAD_MS:.0f} ms: "
-            f"{'MET' if s['targets']['overhead_ms_median']['met'] else 'NOT MET'})"
+            f"{_word(s['targets']['overhead_ms_median']['met'])})"
         )
         log(
             f"  total C/B {s['c_over_b']:.3f} (target <= {TARGET_C_OVER_B}: "
-            f"{'MET' if s['targets']['total_c_over_b']['met'] else 'NOT MET'})"
+            f"{_word(s['targets']['total_c_over_b']['met'])})"
         )
         log(
             f"  total B/A {s['b_over_a']:.3f}; per-query median C/A "

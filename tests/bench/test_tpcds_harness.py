@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # the benchmarks are not part of the installed distribution
     sys.path.insert(0, str(ROOT))
 
-from benchmarks import tpcds, tpcds_policies  # noqa: E402
+from benchmarks import tpcds, tpcds_policies, tpcds_tables  # noqa: E402
 from catalog.model import TableInfo  # noqa: E402
 from governance.policy.model import MASKS, NamePattern, Principal  # noqa: E402
 
@@ -107,7 +107,7 @@ def test_qualified_queries_name_only_tpcds_tables(tables: list[TableInfo]) -> No
 def test_24_tables_with_spark_types(tables: list[TableInfo]) -> None:
     assert len(tables) == 24
     assert [t.name for t in tables] == sorted(tpcds.TABLES)
-    assert set(tpcds.FACT_TABLES) | set(tpcds.DIMENSION_TABLES) == set(tpcds.TABLES)
+    assert set(tpcds_tables.FACT_TABLES) | set(tpcds_tables.DIMENSION_TABLES) == set(tpcds.TABLES)
     for t in tables:
         assert t.full_name == f"tpcds.sf1.{t.name}"
         assert t.location == f"/lake/sf1/{t.name}"
