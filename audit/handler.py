@@ -20,12 +20,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, TypeVar
+from typing import IO, Protocol, TypeVar
 
 from audit.format import LOGGER_NAME, format_prefix_time, logger_category
-
-if TYPE_CHECKING:
-    from audit.tree import TreeKeeper
 
 LOG_NAME = "audit.log"
 LOCK_NAME = "audit.lock"
@@ -34,6 +31,16 @@ _ROTATED_RE = re.compile(re.escape(LOG_NAME) + r"\.([1-9][0-9]*)")
 _FILE_MODE = 0o640
 _KEEP_DELETIONS = 100_000
 T = TypeVar("T")
+
+
+class TreeHooks(Protocol):
+    """What the handler calls, under its lock, to keep the Merkle tree (``audit.tree``)."""
+
+    def sync(self, fd: int, inode: int, size: int) -> None: ...
+    def file_started(self, file_id: str) -> None: ...
+    def appended(self, lines: list[str], inode: int, end: int) -> None: ...
+    def due(self, *, now: bool = False) -> bool: ...
+    def checkpoint(self, file_id: str | None = None) -> object: ...
 
 
 class AuditFormatter(logging.Formatter):
@@ -116,7 +123,7 @@ class LockedRotatingFileHandler(logging.handlers.RotatingFileHandler):
         #: Identity of the file holding this writer's last line (None before its first line).
         self.last_file_id: str | None = None
         #: The Merkle tree and checkpoints (``audit.tree``), when configured.
-        self.tree: TreeKeeper | None = None
+        self.tree: TreeHooks | None = None
         self.addFilter(self._accept)
 
     def _accept(self, record: logging.LogRecord) -> bool:
@@ -144,16 +151,17 @@ class LockedRotatingFileHandler(logging.handlers.RotatingFileHandler):
         with self.lock, self.locked():
             return func()
 
-    def tree_tick(self) -> None:
+    def tree_tick(self, *, final: bool = False) -> None:
         """Under the lock: catch the tree up with the file, and sign a checkpoint if lines
-        have waited long enough (called by the checkpoint timer)."""
+        have waited long enough (the checkpoint timer), or if any line is unsigned (``final``,
+        on close)."""
 
         def tick() -> None:
             if self.tree is None or not os.path.exists(self.baseFilename):
                 return
             info = self._ensure_current()
             self.tree.sync(self._fd(), info.st_ino, info.st_size)
-            if self.tree.due():
+            if self.tree.due(now=final):
                 self.tree.checkpoint()
 
         self.run_locked(tick)

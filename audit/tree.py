@@ -212,9 +212,10 @@ class TreeKeeper:
         else:
             self._save()
 
-    def due(self) -> bool:
+    def due(self, *, now: bool = False) -> bool:
+        """Lines are unsigned and have waited ``every_seconds`` (any unsigned line: ``now``)."""
         pending = self.frontier.size > self.cp_size
-        return pending and time.time() - self.cp_time >= self.settings.every_seconds
+        return pending and (now or time.time() - self.cp_time >= self.settings.every_seconds)
 
     def checkpoint(self, file_id: str | None = None) -> Checkpoint:
         """Sign the current size and root; store it here and at the witness."""

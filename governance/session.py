@@ -95,7 +95,10 @@ class Lakegate:
         self._spark_log = spark_log
         self.catalog = Catalog(open_store(config.catalog), config.warehouse)
         self.audit = AuditLog(
-            config.audit, max_bytes=config.audit_max_bytes, backup_count=config.audit_backup_count
+            config.audit,
+            max_bytes=config.audit_max_bytes,
+            backup_count=config.audit_backup_count,
+            checkpoints=config.audit_checkpoints,
         )
         self._reload_lock = threading.Lock()
         self._last_check = 0.0

@@ -7,8 +7,10 @@ from pathlib import Path
 
 import click
 
+from audit.checkpoint import CheckpointError
 from audit.query import format_json, format_table, parse_time, query
 from audit.verify import verify
+from governance.cli.audit_tree import register, tree_check
 from governance.cli.kit import (
     EXIT_FAILED,
     EXIT_OK,
@@ -67,9 +69,20 @@ def _directory(explicit: str | None, command: str) -> Path | None:
 @audit.command("verify")
 @config_option
 @click.argument("verify_dir", required=False, metavar="[DIR]")
+@click.option("--public-key", help="check the Merkle tree with this public key (PEM)")
+@click.option("--witness", help="witness directory (default: audit_checkpoints.witness)")
+@click.option("--origin", help="the log's checkpoint origin (default: the configured one)")
 @output_option("text", "json", default="text")
-def cmd_verify(verify_dir: str | None, output: str) -> int:
-    """Check every hash chain; exit 1 on the first break, 2 when there is nothing to check.
+def cmd_verify(
+    verify_dir: str | None,
+    public_key: str | None,
+    witness: str | None,
+    origin: str | None,
+    output: str,
+) -> int:
+    """Check every hash chain, and the Merkle tree against the signed checkpoints and the
+    witness when checkpoints are configured; exit 1 on a break, 2 when there is nothing to
+    check.
 
     DIR defaults to the audit directory in lakegate.yaml."""
     directory = _directory(verify_dir, "verify")
@@ -79,11 +92,19 @@ def cmd_verify(verify_dir: str | None, output: str) -> int:
     if not report.files:
         fail(f"audit verify: no audit log files in {directory}: nothing was verified")
         return EXIT_USAGE
+    try:
+        tree = tree_check(directory, public_key, witness, origin)
+    except CheckpointError as exc:
+        fail(f"audit verify: {exc}")
+        return EXIT_USAGE
     if output == "json":
-        click.echo(json.dumps(report.to_dict(), indent=2))
+        data = report.to_dict() | ({"tree": tree.to_dict()} if tree is not None else {})
+        click.echo(json.dumps(data, indent=2))
     else:
         click.echo(report.summary())
-    return EXIT_OK if report.ok else EXIT_FAILED
+        if tree is not None:
+            click.echo(tree.summary())
+    return EXIT_OK if report.ok and (tree is None or tree.ok) else EXIT_FAILED
 
 
 def _positive(_ctx: click.Context, _param: click.Parameter, value: int | None) -> int | None:
@@ -144,3 +165,6 @@ def cmd_query(
             "records (run 'audit verify')"
         )
     return EXIT_OK
+
+
+register(audit, _directory)
