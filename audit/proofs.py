@@ -192,13 +192,15 @@ def verify_tree(
                 if not _matches(frontier, by_size, item.name, 0, report):
                     return report
             elif start.checkpoint.size != frontier.size:
+                missing = start.checkpoint.size - frontier.size
                 report.breaks.append(
                     Finding(
-                        "replaced",
+                        "deleted" if missing > 0 else "inserted",
                         item.name,
                         0,
                         f"began at leaf {start.checkpoint.size} ({start.where}) but follows "
-                        f"{frontier.size} leaves: lines before it were removed or added",
+                        f"{frontier.size} leaves: {abs(missing)} line(s) before it were "
+                        + ("removed" if missing > 0 else "added"),
                     )
                 )
                 return report

@@ -18,11 +18,12 @@ import pytest
 if (_ROOT := str(Path(__file__).resolve().parents[2])) not in sys.path:
     sys.path.insert(0, _ROOT)
 
-from audit import AuditEvent, AuditLog
+from audit import AuditEvent, AuditLog, AuditWriteError
 from audit.checkpoint import (
     CHECKPOINTS_NAME,
     Checkpoint,
     CheckpointSettings,
+    default_origin,
     generate_key,
     load_private_key,
     load_public_key,
@@ -128,12 +129,29 @@ def test_edited_line_with_the_chain_rehashed_is_found_by_the_tree_alone(log: Log
 
 
 def test_deleted_line_is_found(log: Log) -> None:
-    lines = log.lines()
-    del lines[1]
-    log.put(rehash(lines, 1))
-    kind, _, detail = first_break(log.tree())
-    assert kind in ("rewritten", "truncated")
-    assert "rolled back" in detail or "do not match" in detail
+    path = log.dir / "audit.log.1"
+    lines = log.lines(path)
+    del lines[-1]
+    log.put(rehash(lines, len(lines)), path)
+    kind, where, detail = first_break(log.tree())
+    assert (kind, where) == ("deleted", "audit.log")
+    assert detail.endswith("1 line(s) before it were removed")
+
+
+def test_deleted_newest_line_is_found(log: Log) -> None:
+    log.put(log.lines()[:-1])
+    kind, where, detail = first_break(log.tree())
+    assert kind == "truncated" and where.startswith(CHECKPOINTS_NAME)
+    assert "newest lines were cut" in detail
+
+
+def test_inserted_line_is_found(log: Log) -> None:
+    path = log.dir / "audit.log.1"
+    lines = log.lines(path)
+    log.put([*lines, lines[-1].replace("user", "ghost", 1)], path)
+    kind, where, detail = first_break(log.tree())
+    assert (kind, where) == ("inserted", "audit.log")
+    assert detail.endswith("1 line(s) before it were added")
 
 
 def test_reordered_lines_are_found(log: Log) -> None:
@@ -243,15 +261,9 @@ def test_checkpoint_of_another_log_with_the_same_key_is_found(log: Log, tmp_path
 
 
 def test_deleted_witness_file_is_found(log: Log) -> None:
-    witness_file(log.witness, log.tree().witness and log.settings.origin or _origin(log)).unlink()
+    witness_file(log.witness, default_origin(log.dir)).unlink()
     kind, _, detail = first_break(log.tree())
     assert kind == "deleted" and detail == "the witness holds no checkpoint of this log"
-
-
-def _origin(log: Log) -> str:
-    from audit.checkpoint import default_origin
-
-    return default_origin(log.dir)
 
 
 def test_lost_tree_state_is_rebuilt_from_the_start_checkpoint_of_the_current_file(
@@ -274,7 +286,7 @@ def test_lines_of_a_writer_without_checkpoints_are_caught_up_by_the_next(log: Lo
 def test_signing_key_readable_by_others_is_refused(tmp_path: Path) -> None:
     written = Log(tmp_path)
     os.chmod(written.key, 0o644)
-    with pytest.raises(Exception, match="must be a file readable by its owner only"):
+    with pytest.raises(AuditWriteError, match="must be a file readable by its owner only"):
         written.write(1)
 
 
@@ -282,5 +294,5 @@ def test_signing_key_inside_the_audit_directory_is_refused(tmp_path: Path) -> No
     inside = tmp_path / "audit" / "signing.pem"
     generate_key(inside)
     written = Log(tmp_path, key=inside)
-    with pytest.raises(Exception, match="signing key must be outside the audit directory"):
+    with pytest.raises(AuditWriteError, match="signing key must be outside the audit directory"):
         written.write(1)
