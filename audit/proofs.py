@@ -113,6 +113,13 @@ def _lines(item: SnapshotFile) -> Iterator[bytes]:
             yield raw
 
 
+def _complete(item: SnapshotFile) -> bytes:
+    """The file's complete lines (up to its last newline within the snapshot size)."""
+    item.handle.seek(0)
+    data = item.handle.read(item.size)
+    return data[: data.rfind(b"\n") + 1]
+
+
 def _start_frontier(start: Checkpoint) -> Frontier:
     frontier = Frontier(start.size, [bytes.fromhex(node) for node in start.frontier])
     if frontier.root().hex() != start.root:
@@ -255,43 +262,42 @@ def prove(directory: Path, event_id: str, origin: str | None = None) -> dict[str
         if not files or files[0].file_id not in starts:
             raise ProofError("the oldest retained audit file has no start checkpoint")
         base = starts[files[0].file_id]
-        leaves: list[list[bytes]] = []
         offsets: list[int] = []
         position = base.size
         found: tuple[int, bytes] | None = None
         for item in files:
-            lines = list(_lines(item))
-            if found is None:
-                for number, line in enumerate(lines):
-                    if needle in line:
-                        found = (position + number, line)
-                        break
-            leaves.append(lines)
+            data = _complete(item)
+            if found is None and (hit := data.find(needle)) >= 0:
+                begin = data.rfind(b"\n", 0, hit) + 1
+                found = (
+                    position + data.count(b"\n", 0, begin),
+                    data[begin : data.find(b"\n", hit)],
+                )
             offsets.append(position)
-            position += len(lines)
-    if found is None:
-        raise ProofError(f"no retained audit line has eventId {event_id}")
-    index, line = found
-    covering = [cp for cp in candidates if index < cp.size <= position]
-    if not covering:
-        raise ProofError(
-            f"no checkpoint covers line {index + 1} yet (run 'lakegate audit checkpoint')"
-        )
-    checkpoint = max(covering, key=lambda cp: cp.size)
-    cache: dict[int, list[bytes]] = {}
+            position += data.count(b"\n")
+        if found is None:
+            raise ProofError(f"no retained audit line has eventId {event_id}")
+        index, line = found
+        covering = [cp for cp in candidates if index < cp.size <= position]
+        if not covering:
+            raise ProofError(
+                f"no checkpoint covers line {index + 1} yet (run 'lakegate audit checkpoint')"
+            )
+        checkpoint = max(covering, key=lambda cp: cp.size)
+        split: dict[int, list[bytes]] = {}
 
-    def leaf(at: int) -> bytes:
-        if at < base.size:
-            raise ProofError(f"leaf {at} was rotated away and no stored tile covers it")
-        slot = max(i for i, start in enumerate(offsets) if start <= at)
-        if slot not in cache:
-            cache[slot] = [leaf_hash(item) for item in leaves[slot]]
-        return cache[slot][at - offsets[slot]]
+        def leaf(at: int) -> bytes:
+            if at < base.size:
+                raise ProofError(f"leaf {at} was rotated away and no stored tile covers it")
+            slot = max(i for i, start in enumerate(offsets) if start <= at)
+            if slot not in split:
+                split[slot] = _complete(files[slot]).split(b"\n")
+            return leaf_hash(split[slot][at - offsets[slot]])
 
-    nodes = [bytes.fromhex(node) for node in base.frontier]
-    known = dict(zip(frontier_ranges(base.size), nodes, strict=True))
-    subtree = subtree_resolver(leaf, known, _read_tiles(directory))
-    path = inclusion_path(index, checkpoint.size, subtree)
+        nodes = [bytes.fromhex(node) for node in base.frontier]
+        known = dict(zip(frontier_ranges(base.size), nodes, strict=True))
+        subtree = subtree_resolver(leaf, known, _read_tiles(directory))
+        path = inclusion_path(index, checkpoint.size, subtree)
     signed = json.loads(checkpoint.to_json())
     signed.pop("file", None)
     signed.pop("frontier", None)

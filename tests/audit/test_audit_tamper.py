@@ -296,3 +296,20 @@ def test_signing_key_inside_the_audit_directory_is_refused(tmp_path: Path) -> No
     written = Log(tmp_path, key=inside)
     with pytest.raises(AuditWriteError, match="signing key must be outside the audit directory"):
         written.write(1)
+
+
+def test_every_retained_line_has_a_proof_even_after_rotation_deleted_older_lines(
+    log: Log,
+) -> None:
+    from audit.handler import log_files
+    from audit.proofs import prove, verify_proof
+
+    retained = {
+        line.split("\teventId=", 1)[1].split("\t", 1)[0]
+        for path in log_files(log.dir)
+        for line in log.lines(path)
+    }
+    assert retained and retained < set(log.event_ids)  # older lines were rotated away
+    for event_id in retained:
+        proof = prove(log.dir, event_id)
+        assert verify_proof(proof, log.public).startswith(f"OK: event {event_id} is line ")
