@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -34,14 +34,17 @@ class QueryResult:
     skipped: int
 
 
-def read_records(directory: str | Path) -> Iterator[AuditRecord | None]:
+def read_records(directory: str | Path, *, phased: bool = False) -> Iterator[AuditRecord | None]:
     """Every line of every retained file, parsed; ``None`` for lines that are not records.
 
-    Parsing does not check the hash chain (that is ``verify``'s job).
+    Parsing does not check the hash chain (that is ``verify``'s job). ``phased`` skips, before
+    parsing, every line without an intent/outcome/recovered phase (a scan of the whole log).
     """
     with open_snapshot(directory) as snapshot:
         for item in snapshot.files:
             for lineno, (raw, _) in enumerate(item.lines(), start=1):
+                if phased and (b"\tphase=" not in raw or b"\tphase=null\t" in raw):
+                    continue
                 parsed = parse_complete(raw.decode("ascii", "replace"))
                 if parsed is None:
                     yield None
@@ -122,16 +125,24 @@ def _effect_key(record: AuditRecord) -> tuple[str | None, str | None, str | None
     return record.query_id, record.src, record.dst, record.cmd
 
 
+def open_intents(records: Iterable[AuditRecord | None]) -> list[AuditRecord]:
+    """Intent lines that no ``outcome`` (or ``recovered``) line of the same query, table and
+    command closes, oldest first."""
+    open_: dict[tuple[str | None, str | None, str | None, str], AuditRecord] = {}
+    for record in records:
+        if record is None:
+            continue
+        if record.phase == "intent":
+            open_[_effect_key(record)] = record
+        elif record.phase in ("outcome", "recovered"):
+            open_.pop(_effect_key(record), None)
+    return list(open_.values())
+
+
 def _pending(directory: str | Path, *, limit: int | None, **filters: object) -> QueryResult:
     """Intents without an outcome, filtered like :func:`query`, oldest first."""
     result = query(directory, **filters)  # type: ignore[arg-type]
-    open_: dict[tuple[str | None, str | None, str | None, str], AuditRecord] = {}
-    for record in result.records:
-        if record.phase == "intent":
-            open_[_effect_key(record)] = record
-        elif record.phase == "outcome":
-            open_.pop(_effect_key(record), None)
-    kept = list(open_.values())
+    kept = open_intents(result.records)
     if limit and limit > 0:
         kept = kept[-limit:]
     return QueryResult(kept, result.scanned, result.skipped)

@@ -35,6 +35,7 @@ from governance.execute import (
     route_error_log,
     run_planned,
     spark_error,
+    tagged_commits,
 )
 
 # re-exported: callers (api/statements.py, tests) import these from the session
@@ -551,7 +552,11 @@ class GovernedSession:
             self._check_audit()
             if planned.cmd not in READ_ONLY_CMDS:
                 self._audit_intent(planned, query_id, stmt_hash)
-            df = execute(planned)
+            if planned.cmd not in READ_ONLY_CMDS and planned.sql is not None:
+                with tagged_commits(self.lg.spark, query_id):  # its Delta commits name it
+                    df = execute(planned)
+            else:
+                df = execute(planned)
             if isinstance(planned, ViewPlanned):
                 df = self._apply_view(planned)
         except AccessDenied as e:
