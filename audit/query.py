@@ -148,9 +148,12 @@ def _pending(directory: str | Path, *, limit: int | None, **filters: object) -> 
     return QueryResult(kept, result.scanned, result.skipped)
 
 
-def format_json(records: list[AuditRecord]) -> str:
-    """A JSON array of objects keyed like the log fields."""
-    return json.dumps([r.to_json() for r in records], indent=2, ensure_ascii=False)
+def format_json(records: list[AuditRecord], landed: list[str] | None = None) -> str:
+    """A JSON array of objects keyed like the log fields (plus ``landing`` when given)."""
+    rows = [r.to_json() for r in records]
+    if landed is not None:
+        rows = [row | {"landing": text} for row, text in zip(rows, landed, strict=True)]
+    return json.dumps(rows, indent=2, ensure_ascii=False)
 
 
 _COLUMNS: tuple[tuple[str, int], ...] = (
@@ -161,7 +164,7 @@ _COLUMNS: tuple[tuple[str, int], ...] = (
     ("SRC", 40),
     ("DST", 30),
     ("PROTO", 5),
-    ("REASON", 60),
+    ("REASON", 90),
 )
 
 
@@ -171,8 +174,9 @@ def _cell(value: object, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def format_table(records: list[AuditRecord]) -> str:
-    """Fixed-width text table; long values are cut with an ellipsis."""
+def format_table(records: list[AuditRecord], landed: list[str] | None = None) -> str:
+    """Fixed-width text table; long values are cut with an ellipsis. ``landed``: for
+    ``--pending``, whether each intent's write landed (in place of the reason)."""
     rows = [
         (
             format_iso_z(r.ts).replace("T", " ").rstrip("Z"),
@@ -182,15 +186,16 @@ def format_table(records: list[AuditRecord]) -> str:
             r.src,
             r.dst,
             r.proto,
-            r.reason,
+            r.reason if landed is None else f"{r.query_id}: {landed[i]}",
         )
-        for r in records
+        for i, r in enumerate(records)
     ]
     widths = [
         max([len(title)] + [len(_cell(row[i], limit)) for row in rows])
         for i, (title, limit) in enumerate(_COLUMNS)
     ]
-    lines = ["  ".join(title.ljust(widths[i]) for i, (title, _) in enumerate(_COLUMNS)).rstrip()]
+    titles = [title for title, _ in _COLUMNS[:-1]] + ["REASON" if landed is None else "LANDING"]
+    lines = ["  ".join(title.ljust(widths[i]) for i, title in enumerate(titles)).rstrip()]
     for row in rows:
         cells = (
             _cell(value, limit).ljust(widths[i])

@@ -10,7 +10,7 @@ import click
 from audit.checkpoint import CheckpointError
 from audit.query import format_json, format_table, parse_time, query
 from audit.verify import verify
-from governance.cli.audit_tree import register, tree_check
+from governance.cli.audit_tree import landings, pending_notices, register, tree_check
 from governance.cli.kit import (
     EXIT_FAILED,
     EXIT_OK,
@@ -97,13 +97,19 @@ def cmd_verify(
     except CheckpointError as exc:
         fail(f"audit verify: {exc}")
         return EXIT_USAGE
+    pending = pending_notices(directory)
     if output == "json":
         data = report.to_dict() | ({"tree": tree.to_dict()} if tree is not None else {})
-        click.echo(json.dumps(data, indent=2))
+        click.echo(json.dumps(data | {"pending": pending}, indent=2))
     else:
         click.echo(report.summary())
         if tree is not None:
             click.echo(tree.summary())
+        for item in pending:
+            click.echo(
+                f"notice: intent without outcome at {item['at']} (query {item['queryId']}, "
+                f"{item['cmd']} {item['table']}): {item['landing']}"
+            )
     return EXIT_OK if report.ok and (tree is None or tree.ok) else EXIT_FAILED
 
 
@@ -158,7 +164,11 @@ def cmd_query(
         limit=limit,
         pending=pending,
     )
-    click.echo(format_json(result.records) if output == "json" else format_table(result.records))
+    landed = landings(result.records) if pending else None
+    if output == "json":
+        click.echo(format_json(result.records, landed))
+    else:
+        click.echo(format_table(result.records, landed))
     if result.skipped:
         fail(
             f"audit query: skipped {result.skipped} line(s) that are not complete audit "

@@ -16,8 +16,11 @@ from audit.checkpoint import (
     generate_key,
     load_public_key,
 )
+from audit.format import AuditRecord
+from audit.landing import Locate, landing
 from audit.merkle import ProofError
 from audit.proofs import TreeReport, prove, verify_proof, verify_tree
+from audit.query import open_intents, read_records
 from audit.tree import force_checkpoint
 from governance.cli.kit import EXIT_FAILED, EXIT_OK, EXIT_USAGE, config_path, fail
 
@@ -42,6 +45,36 @@ def tree_check(
     seen = Path(witness) if witness else (settings.witness if settings else None)
     name = origin or (settings.origin if settings else None) or default_origin(directory)
     return verify_tree(directory, load_public_key(key), name, seen)
+
+
+def _locator() -> Locate | None:
+    """Table locations from the configured catalog, None without a configuration."""
+    from governance.config import Config
+    from governance.recovery import config_locator
+
+    cfg = config_path()
+    return config_locator(Config.load(cfg)) if cfg.is_file() else None
+
+
+def landings(records: list[AuditRecord]) -> list[str]:
+    """For each pending intent: did its write land (the table's Delta log says)?"""
+    locate = _locator()
+    return [str(landing(record, locate)) for record in records]
+
+
+def pending_notices(directory: Path) -> list[dict[str, object]]:
+    """Every intent without an outcome, with whether its write landed (for `audit verify`)."""
+    records = open_intents(read_records(directory, phased=True))
+    return [
+        {
+            "at": f"{record.file}:{record.line}",
+            "queryId": record.query_id,
+            "cmd": record.cmd,
+            "table": record.dst or record.src,
+            "landing": text,
+        }
+        for record, text in zip(records, landings(records), strict=True)
+    ]
 
 
 def needs_settings(command: str) -> CheckpointSettings:
