@@ -48,9 +48,7 @@ class Log:
         self.event_ids: list[str] = []
 
     def write(self, statements: int, start: int = 0) -> None:
-        with AuditLog(
-            self.dir, max_bytes=3000, backup_count=4, checkpoints=self.settings
-        ) as log:
+        with AuditLog(self.dir, max_bytes=3000, backup_count=4, checkpoints=self.settings) as log:
             for i in range(start, start + statements):
                 events = [
                     AuditEvent(allowed=True, user=f"user{i % 3}", cmd="select",
