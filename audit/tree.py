@@ -48,6 +48,9 @@ TILES_NAME = "audit.tiles"
 _MAGIC = b"LGMRKL01"
 _HEADER = struct.Struct("<8sQQQQdI")  # magic, inode, covered bytes, size, cp size, cp time, n
 _CHUNK = 1 << 20
+#: A lone writer writes the state at least every this many batches (and at every checkpoint
+#: and rotation); lines after it are re-read from audit.log by whoever needs them.
+_SAVE_EVERY = 64
 _errors = logging.getLogger("lakegate.errors")
 
 
@@ -97,7 +100,11 @@ class TreeKeeper:
         self.covered = 0  # bytes of audit.log the frontier covers (a line boundary)
         self.cp_size = 0
         self.cp_time = 0.0
-        self._cached: tuple[int, int] | None = None  # (inode, covered) of the state we wrote
+        #: (inode, covered) of audit.log when our in-memory state was exact: while the file
+        #: still has that size, nobody else appended and the state need not be read back.
+        self._cached: tuple[int, int] | None = None
+        self._unsaved = 0  # batches appended since the state file was last written
+        self._shared = False  # another writer appended since our last batch
 
     def close(self) -> None:
         for fd in (self._state_fd, self._tiles_fd):
@@ -121,6 +128,7 @@ class TreeKeeper:
         ) + b"".join(self.frontier.nodes)
         os.pwrite(self._state_fd, body + hashlib.sha256(body).digest()[:8], 0)
         self._cached = (self.inode, self.covered)
+        self._unsaved = 0
 
     def _load(self) -> bool:
         data = os.pread(self._state_fd, _HEADER.size + 64 * 32 + 8, 0)
@@ -146,6 +154,7 @@ class TreeKeeper:
         """Bring the tree up to the complete lines of ``audit.log`` (open as ``fd``)."""
         if self._cached == (inode, size):
             return
+        self._shared = True
         if not self._load() or self.inode != inode or self.covered > size:
             self._rebuild(fd, inode, size)
             return
@@ -209,8 +218,12 @@ class TreeKeeper:
             pending > 0 and time.time() - self.cp_time >= settings.every_seconds
         ):
             self.checkpoint()
-        else:
+        elif self._shared or self._unsaved >= _SAVE_EVERY:
             self._save()
+            self._shared = False
+        else:  # a lone writer: the file itself is the journal the next reader catches up from
+            self._unsaved += 1
+            self._cached = (self.inode, self.covered)
 
     def due(self, *, now: bool = False) -> bool:
         """Lines are unsigned and have waited ``every_seconds`` (any unsigned line: ``now``)."""

@@ -311,3 +311,26 @@ def test_every_retained_line_has_a_proof_even_after_rotation_deleted_older_lines
     for event_id in retained:
         proof = prove(log.dir, event_id)
         assert verify_proof(proof, log.public).startswith(f"OK: event {event_id} is line ")
+
+
+def _write_in_child(root: str, start: int) -> None:
+    Log(Path(root)).write(80, start=start)
+
+
+def test_writer_processes_interleaving_and_rotating_keep_one_tree(tmp_path: Path) -> None:
+    import multiprocessing
+
+    written = Log(tmp_path)  # makes the key before the children start
+    context = multiprocessing.get_context("fork")
+    children = [
+        context.Process(target=_write_in_child, args=(str(tmp_path), n * 1000)) for n in range(3)
+    ]
+    for child in children:
+        child.start()
+    for child in children:
+        child.join()
+    assert [child.exitcode for child in children] == [0, 0, 0]
+    report = written.tree()
+    assert report.ok, report.summary()
+    assert report.unsigned_tail == 0  # each writer signed what it left at close
+    assert verify(written.dir).ok
