@@ -8,8 +8,18 @@ from pathlib import Path
 import click
 
 from audit.checkpoint import CheckpointError
-from audit.query import format_json, format_table, parse_time, query
+from audit.query import (
+    Filters,
+    format_csv,
+    format_json,
+    format_jsonl,
+    format_table,
+    parse_time,
+    query,
+)
 from audit.verify import verify
+from governance.cli.audit_questions import group_members
+from governance.cli.audit_questions import register as register_questions
 from governance.cli.audit_tree import landings, pending_notices, register, tree_check
 from governance.cli.kit import (
     EXIT_FAILED,
@@ -123,20 +133,30 @@ def _positive(_ctx: click.Context, _param: click.Parameter, value: int | None) -
 @config_option
 @click.option("--dir", "query_dir", help="audit directory (default: the configured one)")
 @click.option("--user", help="acting user (exact)")
+@click.option("--group", help="acting user in this policy group (today's membership)")
 @click.option("--table", help="table read or written (src or dst)")
+@click.option("--column", help="lines whose columns include this column")
 @click.option("--cmd", help="command, e.g. select, refused, policyReload")
 @click.option("--denied", is_flag=True, help="only denied/refused accesses")
+@click.option("--outcome", type=click.Choice(["succeeded", "failed"]), help="ran to completion?")
+@click.option("--policy-version", help="policyVersion or its prefix (sha256:..., git:<commit>)")
+@click.option("--caller-context", help="caller context (exact), e.g. connect:<session id>")
 @click.option("--pending", is_flag=True, help="only intents of effects with no outcome on record")
 @click.option("--since", help="ISO-8601 time (inclusive, UTC unless zoned)")
 @click.option("--until", help="ISO-8601 time (exclusive)")
 @click.option("--limit", type=int, callback=_positive, help="keep only the newest N matches")
-@output_option("table", "json", default="table")
+@output_option("table", "json", "jsonl", "csv", default="table")
 def cmd_query(
     query_dir: str | None,
     user: str | None,
+    group: str | None,
     table: str | None,
+    column: str | None,
     cmd: str | None,
     denied: bool,
+    outcome: str | None,
+    policy_version: str | None,
+    caller_context: str | None,
     pending: bool,
     since: str | None,
     until: str | None,
@@ -153,22 +173,23 @@ def cmd_query(
     except ValueError as exc:
         fail(f"audit query: {exc}")
         return EXIT_USAGE
-    result = query(
-        directory,
+    filters = Filters(
         user=user,
+        users=group_members(group) if group else None,
         table=table,
+        column=column,
         cmd=cmd,
         denied=denied,
+        outcome=outcome,
+        policy_version=policy_version,
+        caller_context=caller_context,
         since=start,
         until=end,
-        limit=limit,
-        pending=pending,
     )
+    result = query(directory, limit=limit, pending=pending, filters=filters)
     landed = landings(result.records) if pending else None
-    if output == "json":
-        click.echo(format_json(result.records, landed))
-    else:
-        click.echo(format_table(result.records, landed))
+    formats = {"json": format_json, "jsonl": format_jsonl, "csv": format_csv}
+    click.echo(formats.get(output, format_table)(result.records, landed))
     if result.skipped:
         fail(
             f"audit query: skipped {result.skipped} line(s) that are not complete audit "
@@ -178,3 +199,4 @@ def cmd_query(
 
 
 register(audit, _directory)
+register_questions(audit, _directory)

@@ -5,6 +5,7 @@ checkpoints")."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -58,8 +59,14 @@ def _locator() -> Locate | None:
 
 def landings(records: list[AuditRecord]) -> list[str]:
     """For each pending intent: did its write land (the table's Delta log says)?"""
+    ask = landing_of()
+    return [ask(record) for record in records]
+
+
+def landing_of() -> Callable[[AuditRecord], str]:
+    """`record -> "landed: ..." | "not landed: ..." | "unknown: ..."`, catalog opened once."""
     locate = _locator()
-    return [str(landing(record, locate)) for record in records]
+    return lambda record: str(landing(record, locate))
 
 
 def pending_notices(directory: Path) -> list[dict[str, object]]:
