@@ -129,7 +129,8 @@ def writes(
     until: datetime | None = None,
     landing: Callable[[AuditRecord], str] | None = None,
 ) -> Answer:
-    """Every statement that changed (or tried to change) ``table``: its intent and its
+    """Every statement that changed (or tried to change) ``table``, by time then query id:
+    its intent and its
     outcome (``succeeded``, ``failed``, ``recovered: ...``, ``denied`` or ``pending``, with
     whether a pending write landed when ``landing`` can tell)."""
     statements: dict[tuple[str | None, str, str | None, str | None], _Write] = {}
@@ -142,7 +143,8 @@ def writes(
         else:
             item.outcome = r
     rows: list[list[object]] = []
-    for (query_id, cmd, src, dst), item in statements.items():
+    ordered = sorted(statements.items(), key=lambda kv: (kv[1].first.ts, kv[0][0] or ""))
+    for (query_id, cmd, src, dst), item in ordered:
         done = item.outcome
         if done is None:
             state = "pending" + (f" ({landing(item.first)})" if landing else "")

@@ -128,11 +128,11 @@ def test_writes_to_a_table_with_intent_and_outcome(log_dir: Path) -> None:
     picked = [dict(zip(columns, row, strict=True)) for row in rows]
     assert [(r["queryId"], r["user"], r["cmd"], r["intent"], r["outcome"]) for r in picked] == [
         ("q7", "eve", "insert", None, "denied"),
+        ("q10", "bob", "delete", iso(T0 + 3 * D), "failed"),
         ("q8", "alice", "insert", iso(T0 + 3 * D), "succeeded"),
         ("q9", "bob", "update", iso(T0 + 3 * D), "pending"),
-        ("q10", "bob", "delete", iso(T0 + 3 * D), "failed"),
     ]
-    assert picked[3]["reason"] == "statement failed: [DELTA_X] (query q10)"
+    assert picked[1]["reason"] == "statement failed: [DELTA_X] (query q10)"
 
 
 def test_query_filters_by_column_outcome_policy_version_and_caller_context(
