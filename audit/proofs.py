@@ -120,6 +120,27 @@ def _complete(item: SnapshotFile) -> bytes:
     return data[: data.rfind(b"\n") + 1]
 
 
+class _Lines:
+    """Line ``k`` of a file's bytes, found by walking from the nearest known line start (a
+    proof needs one block of adjacent lines: no split of the whole file)."""
+
+    def __init__(self, data: bytes, count: int, anchors: dict[int, int]) -> None:
+        self.data = data
+        self.anchors = {0: 0, count: len(data)} | anchors
+
+    def line(self, k: int) -> bytes:
+        near = min(self.anchors, key=lambda a: abs(a - k))
+        at, offset = near, self.anchors[near]
+        while at < k:
+            offset = self.data.index(b"\n", offset) + 1
+            at += 1
+        while at > k:
+            offset = self.data.rfind(b"\n", 0, offset - 1) + 1
+            at -= 1
+        self.anchors[k] = offset
+        return self.data[offset : self.data.index(b"\n", offset)]
+
+
 def _start_frontier(start: Checkpoint) -> Frontier:
     frontier = Frontier(start.size, [bytes.fromhex(node) for node in start.frontier])
     if frontier.root().hex() != start.root:
@@ -263,18 +284,21 @@ def prove(directory: Path, event_id: str, origin: str | None = None) -> dict[str
             raise ProofError("the oldest retained audit file has no start checkpoint")
         base = starts[files[0].file_id]
         offsets: list[int] = []
+        counts: list[int] = []
         position = base.size
         found: tuple[int, bytes] | None = None
-        for item in files:
+        kept: dict[int, _Lines] = {}
+        for slot, item in enumerate(files):
             data = _complete(item)
+            count = data.count(b"\n")
             if found is None and (hit := data.find(needle)) >= 0:
                 begin = data.rfind(b"\n", 0, hit) + 1
-                found = (
-                    position + data.count(b"\n", 0, begin),
-                    data[begin : data.find(b"\n", hit)],
-                )
+                number = data.count(b"\n", 0, begin)
+                found = (position + number, data[begin : data.find(b"\n", hit)])
+                kept[slot] = _Lines(data, count, {number: begin})
             offsets.append(position)
-            position += data.count(b"\n")
+            counts.append(count)
+            position += count
         if found is None:
             raise ProofError(f"no retained audit line has eventId {event_id}")
         index, line = found
@@ -284,15 +308,14 @@ def prove(directory: Path, event_id: str, origin: str | None = None) -> dict[str
                 f"no checkpoint covers line {index + 1} yet (run 'lakegate audit checkpoint')"
             )
         checkpoint = max(covering, key=lambda cp: cp.size)
-        split: dict[int, list[bytes]] = {}
 
         def leaf(at: int) -> bytes:
             if at < base.size:
                 raise ProofError(f"leaf {at} was rotated away and no stored tile covers it")
             slot = max(i for i, start in enumerate(offsets) if start <= at)
-            if slot not in split:
-                split[slot] = _complete(files[slot]).split(b"\n")
-            return leaf_hash(split[slot][at - offsets[slot]])
+            if slot not in kept:
+                kept[slot] = _Lines(_complete(files[slot]), counts[slot], {})
+            return leaf_hash(kept[slot].line(at - offsets[slot]))
 
         nodes = [bytes.fromhex(node) for node in base.frontier]
         known = dict(zip(frontier_ranges(base.size), nodes, strict=True))

@@ -140,3 +140,12 @@ def test_proof_from_a_frontier_tiles_and_retained_leaves_only() -> None:
     for index in (first, first + 1, 2 * TILE_SIZE - 1, 2 * TILE_SIZE, len(leaves) - 1):
         path = inclusion_path(index, len(leaves), subtree)
         assert root_from_inclusion(index, len(leaves), leaves[index], path) == mth(leaves)
+
+
+def test_lines_are_found_walking_either_way_from_known_starts() -> None:
+    from audit.proofs import _Lines
+
+    data = b"".join(f"line {i}\n".encode() for i in range(50))
+    lines = _Lines(data, 50, {30: data.index(b"line 30")})
+    for k in (29, 0, 1, 49, 31, 10, 48):
+        assert lines.line(k) == f"line {k}".encode()
