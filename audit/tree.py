@@ -166,8 +166,9 @@ class TreeKeeper:
 
     def _rebuild(self, fd: int, inode: int, size: int) -> None:
         """Recompute the state from the newest retained file that has a start checkpoint
-        (or from the oldest file at size 0 when no checkpoint names any): the state was lost,
-        or a writer without checkpoints rotated."""
+        (or, when no checkpoint names any file, from the oldest file at size 0, signing the
+        start of each: a log that existed before checkpoints were configured): the state was
+        lost, or a writer without checkpoints rotated."""
         starts = {
             cp.file: cp
             for _, cp in read_checkpoints(self.directory / CHECKPOINTS_NAME)
@@ -188,8 +189,11 @@ class TreeKeeper:
         else:
             self.frontier = Frontier(on_tile=self._tile)
         self.inode, self.covered = inode, 0
+        upgrade = not starts  # the first tree writer of an existing log signs every file
         for index in range(begin, len(ids)):
-            if ids[index] is not None and ids[index] not in starts:
+            if upgrade and ids[index] is not None:
+                # Later, a file no tree writer began stays unsigned: verify reports it as
+                # replaced rather than this writer vouching for it.
                 self.file_started(ids[index])  # type: ignore[arg-type]
             if index < len(files):
                 with open(files[index], "rb") as handle:

@@ -334,3 +334,28 @@ def test_writer_processes_interleaving_and_rotating_keep_one_tree(tmp_path: Path
     assert report.ok, report.summary()
     assert report.unsigned_tail == 0  # each writer signed what it left at close
     assert verify(written.dir).ok
+
+
+def test_a_log_written_before_checkpoints_were_configured_is_taken_over(tmp_path: Path) -> None:
+    written = Log(tmp_path)
+    with AuditLog(written.dir, max_bytes=3000, backup_count=4) as plain:
+        for i in range(40):
+            plain.write([AuditEvent(allowed=True, user="old", cmd="select", src=f"a.b.t{i}")])
+    written.write(10, start=40)
+    report = written.tree()
+    assert report.ok, report.summary()
+    retained = [line for path in written.dir.glob("audit.log*") for line in written.lines(path)]
+    assert report.size - report.first_leaf == len(retained)
+    assert report.checked > 0
+
+
+def test_a_replaced_rotated_file_is_not_vouched_for_by_a_rebuild(log: Log, tmp_path: Path) -> None:
+    other = Log(tmp_path, "other")
+    other.write(60)
+    shutil.copyfile(other.dir / "audit.log.2", log.dir / "audit.log.2")
+    planted_first = other.lines(other.dir / "audit.log.2")[0]
+    (log.dir / "audit.merkle").unlink()  # the tree state lost too: the next write rebuilds
+    log.write(3, start=60)
+    kind, where, _ = first_break(log.tree())
+    assert kind == "replaced"  # (rotation may have renumbered the planted file since)
+    assert log.lines(log.dir / where)[0] == planted_first
