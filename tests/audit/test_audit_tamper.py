@@ -359,3 +359,30 @@ def test_a_replaced_rotated_file_is_not_vouched_for_by_a_rebuild(log: Log, tmp_p
     kind, where, _ = first_break(log.tree())
     assert kind == "replaced"  # (rotation may have renumbered the planted file since)
     assert log.lines(log.dir / where)[0] == planted_first
+
+
+def test_lines_left_unsigned_are_signed_by_the_timer_without_another_write(
+    tmp_path: Path,
+) -> None:
+    import time
+
+    written = Log(tmp_path)
+    settings = replace(written.settings, every_lines=1000, every_seconds=1.0)
+    with AuditLog(written.dir, checkpoints=settings) as log:
+        log.write([AuditEvent(allowed=True, user="u", cmd="select", src="a.b.c")])
+        path = written.dir / CHECKPOINTS_NAME
+        deadline = time.monotonic() + 60  # a wait, not a measurement: the host may be slow
+        while time.monotonic() < deadline:
+            sizes = [json.loads(line)["size"] for line in path.read_text().splitlines()]
+            if sizes[-1] == 1:
+                break
+            time.sleep(0.05)
+        assert sizes == [0, 1]  # the start of the file, then the timer's (no write since)
+
+
+def test_a_witness_that_cannot_take_the_checkpoint_refuses_the_access(tmp_path: Path) -> None:
+    written = Log(tmp_path)
+    written.witness.parent.mkdir(parents=True, exist_ok=True)
+    written.witness.write_text("a file where the witness directory should be")
+    with pytest.raises(AuditWriteError, match="audit log write failed"):
+        written.write(1)
