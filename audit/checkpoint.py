@@ -38,7 +38,7 @@ class CheckpointSettings:
     public_key: Path | None = None  # default: ``<key>.pub``
     every_lines: int = 10_000
     every_seconds: float = 60.0
-    witness: Path | None = None  # a directory outside the audit directory
+    witness: Path | None = None  # a directory outside the audit directory (maybe a git repo)
     origin: str | None = None  # default: the audit directory's absolute path
 
     @property
@@ -206,11 +206,15 @@ def witness_file(witness: Path, origin: str) -> Path:
 def read_checkpoints(path: Path) -> list[tuple[int, Checkpoint | None]]:
     """``(line number, checkpoint or None for a malformed line)``; empty when absent."""
     with contextlib.suppress(FileNotFoundError):
-        out: list[tuple[int, Checkpoint | None]] = []
-        for number, line in enumerate(path.read_text("ascii", "replace").splitlines(), 1):
-            try:
-                out.append((number, Checkpoint.from_json(line)))
-            except CheckpointError:
-                out.append((number, None))
-        return out
+        return parse_checkpoints(path.read_text("ascii", "replace"))
     return []
+
+
+def parse_checkpoints(text: str) -> list[tuple[int, Checkpoint | None]]:
+    out: list[tuple[int, Checkpoint | None]] = []
+    for number, line in enumerate(text.splitlines(), 1):
+        try:
+            out.append((number, Checkpoint.from_json(line)))
+        except CheckpointError:
+            out.append((number, None))
+    return out

@@ -21,8 +21,8 @@ from audit.checkpoint import (
     Checkpoint,
     CheckpointError,
     default_origin,
+    parse_checkpoints,
     read_checkpoints,
-    witness_file,
 )
 from audit.escape import escape_value
 from audit.handler import SnapshotFile, open_snapshot
@@ -37,6 +37,7 @@ from audit.merkle import (
 )
 from audit.tree import TILES_NAME
 from audit.verify_report import Finding
+from audit.witness import read as read_witness
 
 PROOF_FORMAT = "lakegate-audit-inclusion-proof/v1"
 
@@ -91,10 +92,10 @@ class _Signed:
 
 
 def _signed(
-    path: Path, label: str, public: Ed25519PublicKey, origin: str, report: TreeReport
+    text: str, label: str, public: Ed25519PublicKey, origin: str, report: TreeReport
 ) -> list[_Signed]:
     out: list[_Signed] = []
-    for number, checkpoint in read_checkpoints(path):
+    for number, checkpoint in parse_checkpoints(text):
         if checkpoint is None:
             report.breaks.append(Finding("forged", label, number, "not a checkpoint line"))
             continue
@@ -180,14 +181,18 @@ def verify_tree(
     checkpoint, here and at the witness."""
     origin = origin or default_origin(directory)
     report = TreeReport()
-    signed = _signed(directory / CHECKPOINTS_NAME, CHECKPOINTS_NAME, public, origin, report)
+    try:
+        local = (directory / CHECKPOINTS_NAME).read_text("ascii", "replace")
+    except FileNotFoundError:
+        local = ""
+    signed = _signed(local, CHECKPOINTS_NAME, public, origin, report)
     if witness is not None:
-        published = witness_file(witness, origin)
-        report.witness = str(published)
-        at_witness = _signed(published, str(published), public, origin, report)
+        label, text = read_witness(witness, origin)
+        report.witness = label
+        at_witness = _signed(text, label, public, origin, report)
         if signed and not at_witness:
             report.breaks.append(
-                Finding("deleted", str(published), 0, "the witness holds no checkpoint of this log")
+                Finding("deleted", label, 0, "the witness holds no checkpoint of this log")
             )
         signed += at_witness
     starts = {s.checkpoint.file: s for s in signed if s.checkpoint.file is not None}

@@ -38,10 +38,10 @@ from audit.checkpoint import (
     default_origin,
     load_private_key,
     read_checkpoints,
-    witness_file,
 )
 from audit.handler import LOCK_NAME, LOG_NAME, file_id_of_line, log_files
 from audit.merkle import Frontier
+from audit.witness import publish
 
 STATE_NAME = "audit.merkle"
 TILES_NAME = "audit.tiles"
@@ -247,8 +247,7 @@ class TreeKeeper:
         line = checkpoint.to_json()
         append_line(self.directory / CHECKPOINTS_NAME, line, fsync=self.fsync)
         if self.settings.witness is not None:
-            self.settings.witness.mkdir(parents=True, exist_ok=True)
-            append_line(witness_file(self.settings.witness, self.origin), line, fsync=self.fsync)
+            publish(self.settings.witness, self.origin, line, checkpoint.size, fsync=self.fsync)
         self.cp_size, self.cp_time = self.frontier.size, time.time()
         self._save()
         return checkpoint

@@ -386,3 +386,30 @@ def test_a_witness_that_cannot_take_the_checkpoint_refuses_the_access(tmp_path: 
     written.witness.write_text("a file where the witness directory should be")
     with pytest.raises(AuditWriteError, match="audit log write failed"):
         written.write(1)
+
+
+def test_a_rollback_is_found_by_a_git_witness_even_with_its_work_tree_rolled_back(
+    tmp_path: Path,
+) -> None:
+    import subprocess
+
+    written = Log(tmp_path)
+    written.witness.mkdir()
+    subprocess.run(["git", "init", "-q", str(written.witness)], check=True)
+    written.write(30)
+    backup = tmp_path / "backup"
+    shutil.copytree(written.dir, backup)
+    published = witness_file(written.witness, default_origin(written.dir))
+    old_witness = published.read_text()
+    written.write(30, start=30)
+    commits = subprocess.run(
+        ["git", "-C", str(written.witness), "rev-list", "--count", "HEAD"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    assert int(commits) == len(published.read_text().splitlines())  # one commit each
+    shutil.rmtree(written.dir)
+    shutil.copytree(backup, written.dir)
+    published.write_text(old_witness)  # the work tree rolled back too; HEAD is not
+    kind, where, detail = first_break(written.tree())
+    assert kind == "truncated" and "(git HEAD):" in where
+    assert "newest lines were cut or the log was rolled back" in detail
