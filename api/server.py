@@ -5,10 +5,14 @@ from __future__ import annotations
 import ipaddress
 import logging
 import socket
+from typing import TYPE_CHECKING
 
 import click
 
 from governance.cli.kit import EXIT_OK, EXIT_UNAVAILABLE, config_option, config_path, fail
+
+if TYPE_CHECKING:
+    from governance.session import Lakegate
 
 
 @click.command("serve")
@@ -47,6 +51,7 @@ def serve(host: str | None, port: int | None, log_level: str, access_log: bool) 
     lg = Lakegate.open(
         cfg, error_log=here / "lakegate-server.log", spark_log=here / "lakegate-spark.log"
     )  # JVM noise off the console
+    _recovered(lg)
     if not cfg.api.tokens and not cfg.api.secret:
         fail(
             "no api.tokens or api.secret in the config: every request will be refused "
@@ -105,3 +110,15 @@ def _is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def _recovered(lg: Lakegate) -> None:
+    """Write the outcomes a crashed server left out (governance/recovery.py), and say so."""
+    from governance.recovery import recover_outcomes
+
+    resolved = [r for r in recover_outcomes(lg) if r.landing.state != "unknown"]
+    if resolved:
+        fail(
+            f"recorded {len(resolved)} outcome(s) a stopped server left out (phase=recovered; "
+            "see 'lakegate audit query --pending')"
+        )

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, TypeVar
+from typing import IO, Protocol, TypeVar
 
 from audit.format import LOGGER_NAME, format_prefix_time, logger_category
 
@@ -31,6 +31,16 @@ _ROTATED_RE = re.compile(re.escape(LOG_NAME) + r"\.([1-9][0-9]*)")
 _FILE_MODE = 0o640
 _KEEP_DELETIONS = 100_000
 T = TypeVar("T")
+
+
+class TreeHooks(Protocol):
+    """What the handler calls, under its lock, to keep the Merkle tree (``audit.tree``)."""
+
+    def sync(self, fd: int, inode: int, size: int) -> None: ...
+    def file_started(self, file_id: str) -> None: ...
+    def appended(self, lines: list[str], inode: int, end: int) -> None: ...
+    def due(self, *, now: bool = False) -> bool: ...
+    def checkpoint(self, file_id: str | None = None) -> object: ...
 
 
 class AuditFormatter(logging.Formatter):
@@ -112,6 +122,8 @@ class LockedRotatingFileHandler(logging.handlers.RotatingFileHandler):
         self._file_id: str | None = None  # identity of the open audit.log once it has a line
         #: Identity of the file holding this writer's last line (None before its first line).
         self.last_file_id: str | None = None
+        #: The Merkle tree and checkpoints (``audit.tree``), when configured.
+        self.tree: TreeHooks | None = None
         self.addFilter(self._accept)
 
     def _accept(self, record: logging.LogRecord) -> bool:
@@ -138,6 +150,21 @@ class LockedRotatingFileHandler(logging.handlers.RotatingFileHandler):
         """Run ``func`` under the write lock: no append or rotation can happen meanwhile."""
         with self.lock, self.locked():
             return func()
+
+    def tree_tick(self, *, final: bool = False) -> None:
+        """Under the lock: catch the tree up with the file, and sign a checkpoint if lines
+        have waited long enough (the checkpoint timer), or if any line is unsigned (``final``,
+        on close)."""
+
+        def tick() -> None:
+            if self.tree is None or not os.path.exists(self.baseFilename):
+                return
+            info = self._ensure_current()
+            self.tree.sync(self._fd(), info.st_ino, info.st_size)
+            if self.tree.due(now=final):
+                self.tree.checkpoint()
+
+        self.run_locked(tick)
 
     def _ensure_current(self) -> os.stat_result:
         """Reopen if another process rotated (or someone removed) ``audit.log``."""
@@ -279,11 +306,16 @@ class LockedRotatingFileHandler(logging.handlers.RotatingFileHandler):
         payload: bytes = record.audit_payload  # type: ignore[attr-defined]
         try:
             with self.locked():
-                size = self._seal_torn_tail(self._ensure_current().st_size)
+                info = self._ensure_current()
+                size, inode = self._seal_torn_tail(info.st_size), info.st_ino
+                if self.tree is not None:
+                    self.tree.sync(self._fd(), inode, size)
                 if self.shouldRollover(record, size):
                     self.doRollover()
-                    size = 0
+                    size, inode = 0, os.fstat(self._fd()).st_ino
                 current = self._current_file_id(size, payload)
+                if self.tree is not None and size == 0:
+                    self.tree.file_started(current)
                 if self.last_file_id is not None and self.last_file_id != current:
                     self._record_crossing(record, self.last_file_id, current)
                 self._clean_size = -1
@@ -293,6 +325,9 @@ class LockedRotatingFileHandler(logging.handlers.RotatingFileHandler):
                 record.audit_committed = True  # type: ignore[attr-defined]
                 if self.fsync:
                     os.fsync(self._fd())
+                if self.tree is not None:
+                    lines: list[str] = record.audit_lines  # type: ignore[attr-defined]
+                    self.tree.appended(lines, inode, self._clean_size)
         except Exception as exc:  # surfaced by AuditLog.write, never swallowed
             record.audit_error = exc  # type: ignore[attr-defined]
 

@@ -25,6 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
 
+from audit.checkpoint import CheckpointError, CheckpointSettings
 from audit.escape import escape_list, escape_pairs, escape_value
 from audit.format import (
     HASH_SEPARATOR,
@@ -42,6 +43,7 @@ from audit.handler import (
     file_id,
     log_files,
 )
+from audit.tree import CheckpointTimer, TreeKeeper
 
 WRITERS_DIR = ".writers"
 _forks = [0]  # bumped in every forked child: cheaper than os.getpid() on each write
@@ -250,6 +252,7 @@ class AuditLog:
         writer_id: str | None = None,
         *,
         fsync: bool = False,
+        checkpoints: CheckpointSettings | None = None,
     ) -> None:
         if max_bytes < 0:
             raise ValueError("max_bytes must be >= 0 (0 disables rotation)")
@@ -274,6 +277,13 @@ class AuditLog:
         except OSError as exc:
             raise AuditWriteError(f"cannot open audit log {self.path}: {_describe(exc)}") from exc
         self._handler.setFormatter(self._formatter)
+        self._timer: CheckpointTimer | None = None
+        if checkpoints is not None:
+            try:
+                self._handler.tree = TreeKeeper(self.directory, checkpoints, fsync=fsync)
+            except (OSError, ValueError, CheckpointError) as exc:
+                self._handler.close()
+                raise AuditWriteError(f"cannot keep the audit tree: {_describe(exc)}") from exc
         self.writer_id = writer_id if writer_id is not None else default_writer_id()
         self._writer_field = escape_value(self.writer_id)
         self._seq = 0
@@ -286,6 +296,8 @@ class AuditLog:
                 )
         except BaseException as exc:
             self._handler.close()
+            if self._handler.tree is not None:
+                self._handler.tree.close()
             self._release_writer_id()
             if isinstance(exc, OSError):
                 raise AuditWriteError(
@@ -297,6 +309,8 @@ class AuditLog:
         if self._logger.level == logging.NOTSET:
             self._logger.setLevel(logging.INFO)
         self._logger.addHandler(self._handler)
+        if checkpoints is not None:
+            self._timer = CheckpointTimer(checkpoints.every_seconds, self._handler.tree_tick)
 
     @property
     def fsync(self) -> bool:
@@ -396,8 +410,18 @@ class AuditLog:
             if self._closed:
                 return
             self._closed = True
+            if self._timer is not None:
+                self._timer.stop()
+                try:  # a clean shutdown leaves no line unsigned
+                    self._handler.tree_tick(final=True)
+                except Exception as exc:
+                    logging.getLogger("lakegate.errors").error(
+                        "audit checkpoint at close failed: %s", _describe(exc)
+                    )
             self._logger.removeHandler(self._handler)
             self._handler.close()
+            if self._handler.tree is not None:
+                self._handler.tree.close()
             self._release_writer_id()
 
     def __enter__(self) -> AuditLog:

@@ -6,9 +6,11 @@ Large-scale analysis goes through the ``system.access.audit`` table (``audit.spa
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -34,14 +36,17 @@ class QueryResult:
     skipped: int
 
 
-def read_records(directory: str | Path) -> Iterator[AuditRecord | None]:
+def read_records(directory: str | Path, *, phased: bool = False) -> Iterator[AuditRecord | None]:
     """Every line of every retained file, parsed; ``None`` for lines that are not records.
 
-    Parsing does not check the hash chain (that is ``verify``'s job).
+    Parsing does not check the hash chain (that is ``verify``'s job). ``phased`` skips, before
+    parsing, every line without an intent/outcome/recovered phase (a scan of the whole log).
     """
     with open_snapshot(directory) as snapshot:
         for item in snapshot.files:
             for lineno, (raw, _) in enumerate(item.lines(), start=1):
+                if phased and (b"\tphase=" not in raw or b"\tphase=null\t" in raw):
+                    continue
                 parsed = parse_complete(raw.decode("ascii", "replace"))
                 if parsed is None:
                     yield None
@@ -61,6 +66,58 @@ def table_matches(name: str | None, wanted: str) -> bool:
     return name == wanted or name.endswith("." + wanted)
 
 
+@dataclass(frozen=True)
+class Filters:
+    """What ``audit query`` keeps; every set filter must match (``None``: any).
+
+    ``users`` is a set of acting users (``--group``, expanded by the caller); ``column`` a
+    column of ``columns`` (case-insensitive); ``outcome`` one of ``succeeded``, ``failed``;
+    ``policy_version`` a ``policyVersion`` or its prefix (``git:3f2a``); ``caller_context``
+    exact.
+    """
+
+    user: str | None = None
+    users: frozenset[str] | None = None
+    table: str | None = None
+    column: str | None = None
+    cmd: str | None = None
+    denied: bool = False
+    outcome: str | None = None
+    policy_version: str | None = None
+    caller_context: str | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+
+    def keeps(self, record: AuditRecord) -> bool:
+        if self.user is not None and record.user != self.user:
+            return False
+        if self.users is not None and record.user not in self.users:
+            return False
+        if self.cmd is not None and record.cmd.lower() != self.cmd.lower():
+            return False
+        if self.denied and record.allowed:
+            return False
+        if self.outcome is not None and record.succeeded != (self.outcome == "succeeded"):
+            return False
+        if self.table is not None and not (
+            table_matches(record.src, self.table) or table_matches(record.dst, self.table)
+        ):
+            return False
+        if self.column is not None and self.column.lower() not in (
+            c.lower() for c in record.columns
+        ):
+            return False
+        if self.policy_version is not None and not (record.policy_version or "").startswith(
+            self.policy_version
+        ):
+            return False
+        if self.caller_context is not None and record.caller_context != self.caller_context:
+            return False
+        if self.since is not None and record.ts < to_utc(self.since):
+            return False
+        return self.until is None or record.ts < to_utc(self.until)
+
+
 def query(
     directory: str | Path,
     *,
@@ -72,27 +129,20 @@ def query(
     until: datetime | None = None,
     limit: int | None = None,
     pending: bool = False,
+    filters: Filters | None = None,
 ) -> QueryResult:
     """Filter records; ``since`` is inclusive, ``until`` exclusive; ``limit`` keeps the newest.
 
-    ``user`` matches the acting user exactly; ``table`` matches ``src`` or ``dst``.
-    ``pending`` keeps only ``phase=intent`` records that no later ``phase=outcome`` record of
-    the same query and table closes: effects whose result is not on record (a crash, or an
-    outcome that could not be written).
+    ``user`` matches the acting user exactly; ``table`` matches ``src`` or ``dst``; the other
+    filters come in ``filters`` (:class:`Filters`, which these keywords fill when it is not
+    given). ``pending`` keeps only ``phase=intent`` records that no later ``outcome`` (or
+    ``recovered``) record of the same query and table closes: effects whose result is not on
+    record (a crash, or an outcome that could not be written).
     """
+    if filters is None:
+        filters = Filters(user=user, table=table, cmd=cmd, denied=denied, since=since, until=until)
     if pending:
-        return _pending(
-            directory,
-            user=user,
-            table=table,
-            cmd=cmd,
-            denied=denied,
-            since=since,
-            until=until,
-            limit=limit,
-        )
-    since_utc = to_utc(since) if since is not None else None
-    until_utc = to_utc(until) if until is not None else None
+        return _pending(directory, limit=limit, filters=filters)
     kept: deque[AuditRecord] = deque(maxlen=limit if limit and limit > 0 else None)
     scanned = skipped = 0
     for record in read_records(directory):
@@ -100,21 +150,8 @@ def query(
         if record is None:
             skipped += 1
             continue
-        if user is not None and record.user != user:
-            continue
-        if cmd is not None and record.cmd.lower() != cmd.lower():
-            continue
-        if denied and record.allowed:
-            continue
-        if table is not None and not (
-            table_matches(record.src, table) or table_matches(record.dst, table)
-        ):
-            continue
-        if since_utc is not None and record.ts < since_utc:
-            continue
-        if until_utc is not None and record.ts >= until_utc:
-            continue
-        kept.append(record)
+        if filters.keeps(record):
+            kept.append(record)
     return QueryResult(list(kept), scanned, skipped)
 
 
@@ -122,64 +159,119 @@ def _effect_key(record: AuditRecord) -> tuple[str | None, str | None, str | None
     return record.query_id, record.src, record.dst, record.cmd
 
 
-def _pending(directory: str | Path, *, limit: int | None, **filters: object) -> QueryResult:
-    """Intents without an outcome, filtered like :func:`query`, oldest first."""
-    result = query(directory, **filters)  # type: ignore[arg-type]
+def open_intents(records: Iterable[AuditRecord | None]) -> list[AuditRecord]:
+    """Intent lines that no ``outcome`` (or ``recovered``) line of the same query, table and
+    command closes, oldest first."""
     open_: dict[tuple[str | None, str | None, str | None, str], AuditRecord] = {}
-    for record in result.records:
+    for record in records:
+        if record is None:
+            continue
         if record.phase == "intent":
             open_[_effect_key(record)] = record
-        elif record.phase == "outcome":
+        elif record.phase in ("outcome", "recovered"):
             open_.pop(_effect_key(record), None)
-    kept = list(open_.values())
+    return list(open_.values())
+
+
+def _pending(directory: str | Path, *, limit: int | None, filters: Filters) -> QueryResult:
+    """Intents without an outcome, filtered like :func:`query`, oldest first."""
+    result = query(directory, filters=filters)
+    kept = open_intents(result.records)
     if limit and limit > 0:
         kept = kept[-limit:]
     return QueryResult(kept, result.scanned, result.skipped)
 
 
-def format_json(records: list[AuditRecord]) -> str:
-    """A JSON array of objects keyed like the log fields."""
-    return json.dumps([r.to_json() for r in records], indent=2, ensure_ascii=False)
+def format_json(records: list[AuditRecord], landed: list[str] | None = None) -> str:
+    """A JSON array of objects keyed like the log fields (plus ``landing`` when given)."""
+    return json.dumps(_rows(records, landed), indent=2, ensure_ascii=False)
 
 
-_COLUMNS: tuple[tuple[str, int], ...] = (
-    ("TIME (UTC)", 23),
-    ("ALLOWED", 7),
-    ("USER", 24),
-    ("CMD", 12),
-    ("SRC", 40),
-    ("DST", 30),
-    ("PROTO", 5),
-    ("REASON", 60),
+def format_jsonl(records: list[AuditRecord], landed: list[str] | None = None) -> str:
+    """One JSON object per line (JSON Lines), keyed like :func:`format_json`."""
+    return "\n".join(
+        json.dumps(row, ensure_ascii=False, separators=(",", ":")) for row in _rows(records, landed)
+    )
+
+
+def format_csv(records: list[AuditRecord], landed: list[str] | None = None) -> str:
+    """CSV with a header of the JSON keys; lists joined with ``,``, masks as ``column:mask``."""
+    rows = _rows(records, landed)
+    out = io.StringIO()
+    keys = list(rows[0]) if rows else list(_EMPTY_KEYS)
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(keys)
+    for row in rows:
+        writer.writerow([_csv_cell(row[key]) for key in keys])
+    return out.getvalue().rstrip("\n")
+
+
+def _rows(records: list[AuditRecord], landed: list[str] | None) -> list[dict[str, object]]:
+    rows = [r.to_json() for r in records]
+    if landed is not None:
+        rows = [row | {"landing": text} for row, text in zip(rows, landed, strict=True)]
+    return rows
+
+
+def _csv_cell(value: object) -> object:
+    if isinstance(value, list):
+        return ",".join(
+            f"{item['column']}:{item['mask']}" if isinstance(item, dict) else str(item)
+            for item in value
+        )
+    return "" if value is None else value
+
+
+_EMPTY_KEYS = ("ts", "allowed", "user", "cmd", "src", "dst", "columns", "masked", "reason")
+
+#: (title, longest value shown before it is cut with an ellipsis; None: never cut)
+_COLUMNS: tuple[tuple[str, int | None], ...] = (
+    ("TIME (UTC)", None),
+    ("ALLOWED", None),
+    ("DONE", None),
+    ("USER", None),
+    ("CMD", None),
+    ("SRC", 60),
+    ("DST", 60),
+    ("PROTO", None),
+    ("COLUMNS", 50),
+    ("MASKED", 50),
+    ("REASON", 90),
 )
 
 
-def _cell(value: object, width: int) -> str:
+def _cell(value: object, width: int | None) -> str:
     text = "-" if value is None or value == "" else str(value)
     text = text.replace("\t", " ").replace("\n", " ")
-    return text if len(text) <= width else text[: width - 1] + "…"
+    return text if width is None or len(text) <= width else text[: width - 1] + "…"
 
 
-def format_table(records: list[AuditRecord]) -> str:
-    """Fixed-width text table; long values are cut with an ellipsis."""
+def format_table(records: list[AuditRecord], landed: list[str] | None = None) -> str:
+    """Fixed-width text table: commands, protocols and users whole; long tables, column
+    lists and reasons cut with an ellipsis. ``landed``: for ``--pending``, whether each
+    intent's write landed (in place of the reason)."""
     rows = [
         (
             format_iso_z(r.ts).replace("T", " ").rstrip("Z"),
             "yes" if r.allowed else "NO",
+            "yes" if r.succeeded else "no",
             r.user,
             r.cmd,
             r.src,
             r.dst,
             r.proto,
-            r.reason,
+            ",".join(r.columns),
+            ",".join(f"{c}:{m}" for c, m in r.masked),
+            r.reason if landed is None else f"{r.query_id}: {landed[i]}",
         )
-        for r in records
+        for i, r in enumerate(records)
     ]
     widths = [
         max([len(title)] + [len(_cell(row[i], limit)) for row in rows])
         for i, (title, limit) in enumerate(_COLUMNS)
     ]
-    lines = ["  ".join(title.ljust(widths[i]) for i, (title, _) in enumerate(_COLUMNS)).rstrip()]
+    titles = [title for title, _ in _COLUMNS[:-1]] + ["REASON" if landed is None else "LANDING"]
+    lines = ["  ".join(title.ljust(widths[i]) for i, title in enumerate(titles)).rstrip()]
     for row in rows:
         cells = (
             _cell(value, limit).ljust(widths[i])

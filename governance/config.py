@@ -26,6 +26,7 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails
 
+from audit.checkpoint import CheckpointSettings
 from governance.errors import ConfigError
 from governance.identity import canonical_user
 
@@ -77,6 +78,8 @@ class Config:
     pinned_sources: bool = True  # queries read tables through DataFrames loaded once
     audit_max_bytes: int = 64 * 1024 * 1024
     audit_backup_count: int = 20
+    # the Merkle tree, signed checkpoints and the witness (audit/README.md); off when None
+    audit_checkpoints: CheckpointSettings | None = None
     policies_ref: str | None = None  # load the policies from this git ref's committed tree
     policies_settle: float = 1.0  # seconds a changed policy dir must stay unchanged
     path: Path | None = None
@@ -139,6 +142,16 @@ class Config:
             pinned_sources=f.pinned_sources,
             audit_max_bytes=f.audit_max_bytes,
             audit_backup_count=f.audit_backup_count,
+            audit_checkpoints=None
+            if (cp := f.audit_checkpoints) is None
+            else CheckpointSettings(
+                key=rel(cp.key),
+                public_key=None if cp.public_key is None else rel(cp.public_key),
+                every_lines=cp.every_lines,
+                every_seconds=cp.every_seconds,
+                witness=None if cp.witness is None else rel(cp.witness),
+                origin=cp.origin,
+            ),
             policies_ref=f.policies_ref or None,
             policies_settle=f.policies_settle,
             path=p,
@@ -219,6 +232,17 @@ class _Connect(BaseModel):
     tls_key: str | None = Field(None, description=_PATH)
 
 
+class _Checkpoints(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    key: str = Field(description=_PATH)
+    public_key: str | None = Field(None, description=_PATH)
+    every_lines: int = Field(10_000, gt=0)
+    every_seconds: float = Field(60.0, gt=0)
+    witness: str | None = Field(None, description=_PATH)
+    origin: str | None = None
+
+
 class _File(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -235,6 +259,9 @@ class _File(BaseModel):
     pinned_sources: bool = True
     audit_max_bytes: int = 64 * 1024 * 1024
     audit_backup_count: int = 20
+    audit_checkpoints: _Checkpoints | None = Field(
+        None, description="'{where}' must be a mapping (key, every_lines, every_seconds, witness)"
+    )
     api: _Api | None = Field(
         None, description="'{where}' must be a mapping (tokens, secret, row_limit, timeout)"
     )

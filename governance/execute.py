@@ -8,12 +8,15 @@ identifiers.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from audit.landing import COMMIT_TAG_CONF, commit_tag
 from catalog.catalog import Catalog
 from governance.actions import execute_actions, read_history
 from governance.errors import AccessDenied, LakegateError
@@ -169,6 +172,28 @@ def _governed_class() -> type:
     )
     _GOVERNED.append(cls)
     return cls
+
+
+_TAGGING = threading.Lock()
+
+
+@contextlib.contextmanager
+def tagged_commits(spark: SparkSession, query_id: str) -> Iterator[None]:
+    """Every Delta commit made meanwhile carries ``lakegate:queryId=<id>`` as its
+    ``userMetadata``, so an intent whose outcome never made it to the audit log can be
+    resolved from the table's log (audit/landing.py). The setting is the session's, so
+    tagged statements of one process take turns (reads are not held up)."""
+    with _TAGGING:
+        conf = spark.conf
+        before = conf.get(COMMIT_TAG_CONF, None)
+        conf.set(COMMIT_TAG_CONF, commit_tag(query_id))
+        try:
+            yield
+        finally:
+            if before is None:
+                conf.unset(COMMIT_TAG_CONF)
+            else:
+                conf.set(COMMIT_TAG_CONF, before)
 
 
 def run_planned(

@@ -35,6 +35,7 @@ from governance.execute import (
     route_error_log,
     run_planned,
     spark_error,
+    tagged_commits,
 )
 
 # re-exported: callers (api/statements.py, tests) import these from the session
@@ -95,7 +96,10 @@ class Lakegate:
         self._spark_log = spark_log
         self.catalog = Catalog(open_store(config.catalog), config.warehouse)
         self.audit = AuditLog(
-            config.audit, max_bytes=config.audit_max_bytes, backup_count=config.audit_backup_count
+            config.audit,
+            max_bytes=config.audit_max_bytes,
+            backup_count=config.audit_backup_count,
+            checkpoints=config.audit_checkpoints,
         )
         self._reload_lock = threading.Lock()
         self._last_check = 0.0
@@ -548,7 +552,11 @@ class GovernedSession:
             self._check_audit()
             if planned.cmd not in READ_ONLY_CMDS:
                 self._audit_intent(planned, query_id, stmt_hash)
-            df = execute(planned)
+            if planned.cmd not in READ_ONLY_CMDS and planned.sql is not None:
+                with tagged_commits(self.lg.spark, query_id):  # its Delta commits name it
+                    df = execute(planned)
+            else:
+                df = execute(planned)
             if isinstance(planned, ViewPlanned):
                 df = self._apply_view(planned)
         except AccessDenied as e:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from governance.cli.kit import EXIT_OK, config_option, config_path
+from governance.cli.kit import EXIT_OK, config_option, config_path, fail
 from governance.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -97,6 +97,7 @@ def connect(host: str | None, port: int | None) -> int:
     lg = Lakegate.open(
         config, spark_log=here / "lakegate-spark.log", error_log=here / "lakegate-server.log"
     )
+    _recovered(lg)
     try:
         gateway = Gateway(lg, host=host, port=port)
         gateway.start()
@@ -109,3 +110,15 @@ def connect(host: str | None, port: int | None) -> int:
     finally:
         lg.close()
     return EXIT_OK
+
+
+def _recovered(lg: Lakegate) -> None:
+    """Write the outcomes a crashed server left out (governance/recovery.py), and say so."""
+    from governance.recovery import recover_outcomes
+
+    resolved = [r for r in recover_outcomes(lg) if r.landing.state != "unknown"]
+    if resolved:
+        fail(
+            f"recorded {len(resolved)} outcome(s) a stopped server left out (phase=recovered; "
+            "see 'lakegate audit query --pending')"
+        )

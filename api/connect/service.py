@@ -33,6 +33,7 @@ from api.auth import TokenAuth, Unauthenticated
 from api.connect.backend import MAX_MESSAGE_BYTES, SECRET_HEADER, Backend
 from api.connect.relations import PlanGovernor, WriteSourceGovernor, checked_write
 from audit import AuditEvent, AuditWriteError
+from audit.landing import commit_tag
 from governance.errors import AccessDenied, AuditUnavailable, LakegateError
 from governance.execute import (
     ERROR_LOG,
@@ -463,7 +464,9 @@ class ConnectService(base_pb2_grpc.SparkConnectServiceServicer):
                 lg = session.lg
                 if lg.config.verify_plans:
                     verify_plan(ds.queryExecution().analyzed(), gov.expected, lg.analyze_view)
-                ds.write().format("delta").mode("overwrite" if frame.overwrite else "append").save(
+                how = "overwrite" if frame.overwrite else "append"
+                tag = commit_tag(session.last_query_id or "")  # resolves a lost outcome
+                ds.write().format("delta").mode(how).option("userMetadata", tag).save(
                     frame.location
                 )
 

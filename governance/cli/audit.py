@@ -7,8 +7,20 @@ from pathlib import Path
 
 import click
 
-from audit.query import format_json, format_table, parse_time, query
+from audit.checkpoint import CheckpointError
+from audit.query import (
+    Filters,
+    format_csv,
+    format_json,
+    format_jsonl,
+    format_table,
+    parse_time,
+    query,
+)
 from audit.verify import verify
+from governance.cli.audit_questions import group_members
+from governance.cli.audit_questions import register as register_questions
+from governance.cli.audit_tree import landings, pending_notices, register, tree_check
 from governance.cli.kit import (
     EXIT_FAILED,
     EXIT_OK,
@@ -67,9 +79,20 @@ def _directory(explicit: str | None, command: str) -> Path | None:
 @audit.command("verify")
 @config_option
 @click.argument("verify_dir", required=False, metavar="[DIR]")
+@click.option("--public-key", help="check the Merkle tree with this public key (PEM)")
+@click.option("--witness", help="witness directory (default: audit_checkpoints.witness)")
+@click.option("--origin", help="the log's checkpoint origin (default: the configured one)")
 @output_option("text", "json", default="text")
-def cmd_verify(verify_dir: str | None, output: str) -> int:
-    """Check every hash chain; exit 1 on the first break, 2 when there is nothing to check.
+def cmd_verify(
+    verify_dir: str | None,
+    public_key: str | None,
+    witness: str | None,
+    origin: str | None,
+    output: str,
+) -> int:
+    """Check every hash chain, and the Merkle tree against the signed checkpoints and the
+    witness when checkpoints are configured; exit 1 on a break, 2 when there is nothing to
+    check.
 
     DIR defaults to the audit directory in lakegate.yaml."""
     directory = _directory(verify_dir, "verify")
@@ -79,11 +102,25 @@ def cmd_verify(verify_dir: str | None, output: str) -> int:
     if not report.files:
         fail(f"audit verify: no audit log files in {directory}: nothing was verified")
         return EXIT_USAGE
+    try:
+        tree = tree_check(directory, public_key, witness, origin)
+    except CheckpointError as exc:
+        fail(f"audit verify: {exc}")
+        return EXIT_USAGE
+    pending = pending_notices(directory)
     if output == "json":
-        click.echo(json.dumps(report.to_dict(), indent=2))
+        data = report.to_dict() | ({"tree": tree.to_dict()} if tree is not None else {})
+        click.echo(json.dumps(data | {"pending": pending}, indent=2))
     else:
         click.echo(report.summary())
-    return EXIT_OK if report.ok else EXIT_FAILED
+        if tree is not None:
+            click.echo(tree.summary())
+        for item in pending:
+            click.echo(
+                f"notice: intent without outcome at {item['at']} (query {item['queryId']}, "
+                f"{item['cmd']} {item['table']}): {item['landing']}"
+            )
+    return EXIT_OK if report.ok and (tree is None or tree.ok) else EXIT_FAILED
 
 
 def _positive(_ctx: click.Context, _param: click.Parameter, value: int | None) -> int | None:
@@ -96,20 +133,30 @@ def _positive(_ctx: click.Context, _param: click.Parameter, value: int | None) -
 @config_option
 @click.option("--dir", "query_dir", help="audit directory (default: the configured one)")
 @click.option("--user", help="acting user (exact)")
+@click.option("--group", help="acting user in this policy group (today's membership)")
 @click.option("--table", help="table read or written (src or dst)")
+@click.option("--column", help="lines whose columns include this column")
 @click.option("--cmd", help="command, e.g. select, refused, policyReload")
 @click.option("--denied", is_flag=True, help="only denied/refused accesses")
+@click.option("--outcome", type=click.Choice(["succeeded", "failed"]), help="ran to completion?")
+@click.option("--policy-version", help="policyVersion or its prefix (sha256:..., git:<commit>)")
+@click.option("--caller-context", help="caller context (exact), e.g. connect:<session id>")
 @click.option("--pending", is_flag=True, help="only intents of effects with no outcome on record")
 @click.option("--since", help="ISO-8601 time (inclusive, UTC unless zoned)")
 @click.option("--until", help="ISO-8601 time (exclusive)")
 @click.option("--limit", type=int, callback=_positive, help="keep only the newest N matches")
-@output_option("table", "json", default="table")
+@output_option("table", "json", "jsonl", "csv", default="table")
 def cmd_query(
     query_dir: str | None,
     user: str | None,
+    group: str | None,
     table: str | None,
+    column: str | None,
     cmd: str | None,
     denied: bool,
+    outcome: str | None,
+    policy_version: str | None,
+    caller_context: str | None,
     pending: bool,
     since: str | None,
     until: str | None,
@@ -126,21 +173,30 @@ def cmd_query(
     except ValueError as exc:
         fail(f"audit query: {exc}")
         return EXIT_USAGE
-    result = query(
-        directory,
+    filters = Filters(
         user=user,
+        users=group_members(group) if group else None,
         table=table,
+        column=column,
         cmd=cmd,
         denied=denied,
+        outcome=outcome,
+        policy_version=policy_version,
+        caller_context=caller_context,
         since=start,
         until=end,
-        limit=limit,
-        pending=pending,
     )
-    click.echo(format_json(result.records) if output == "json" else format_table(result.records))
+    result = query(directory, limit=limit, pending=pending, filters=filters)
+    landed = landings(result.records) if pending else None
+    formats = {"json": format_json, "jsonl": format_jsonl, "csv": format_csv}
+    click.echo(formats.get(output, format_table)(result.records, landed))
     if result.skipped:
         fail(
             f"audit query: skipped {result.skipped} line(s) that are not complete audit "
             "records (run 'audit verify')"
         )
     return EXIT_OK
+
+
+register(audit, _directory)
+register_questions(audit, _directory)

@@ -251,6 +251,27 @@ def test_the_intent_is_on_record_before_the_effect_and_then_the_outcome(
     assert any(ln["cmd"] == "executePlan" and ln["allowed"] == "true" for ln in mine[outcome:])
 
 
+def test_a_dataframe_writes_delta_commit_names_its_query(
+    remote, audit_dir, connect_lakegate, clean
+) -> None:
+    """What lets a lost outcome be resolved from the table's log (audit/landing.py)."""
+    import json
+    from pathlib import Path
+
+    before = len(audit_lines(audit_dir))
+    _frame(remote("carol")).write.insertInto(ORDERS)
+    intent = next(ln for ln in audit_lines(audit_dir)[before:] if ln.get("phase") == "intent")
+    location = connect_lakegate.catalog.table(*ORDERS.split(".")).location
+    log = Path(location.removeprefix("file:")) / "_delta_log"
+    newest = max(log.glob("*.json"), key=lambda p: int(p.stem))
+    info = next(
+        json.loads(line)["commitInfo"]
+        for line in newest.read_text().splitlines()
+        if '"commitInfo"' in line
+    )
+    assert info["userMetadata"] == f"lakegate:queryId={intent['queryId']}"
+
+
 def test_a_refused_write_is_audited(remote, audit_dir, clean) -> None:
     before = len(audit_lines(audit_dir))
     with pytest.raises(Exception, match="outside their row filter"):

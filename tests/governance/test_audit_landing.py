@@ -1,0 +1,123 @@
+"""An intent without an outcome is resolved (issue 28, item 4): every Delta commit a governed
+write makes names its query in the commit's userMetadata, so `audit query --pending` and
+`audit verify` say whether the write landed, and a restarted server records the missing
+outcome as `phase=recovered`. Real Delta tables; the crashed server is an audit writer that
+wrote intents and stopped (its writer lock free), one of whose three writes committed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from audit import AuditEvent, AuditLog
+from audit.landing import COMMIT_TAG_CONF, TAG_PREFIX
+from audit.query import query
+from audit.verify import verify
+from governance.cli.audit import audit
+from governance.cli.kit import EXIT_OK
+from governance.cli.kit import run as run_cli
+from governance.execute import tagged_commits
+from governance.recovery import recover_outcomes
+
+POLICIES = """
+groups:
+  admins: [admin]
+grants:
+  - {id: admin-all, principals: [group:admins], privileges: [manage], on: "*.*.*"}
+  - {id: u-all, principals: [u], privileges: [select, modify, create], on: "l.s.*"}
+"""
+
+
+@pytest.fixture(scope="module")
+def llake(make_lakegate):
+    return make_lakegate(
+        "audit-landing",
+        POLICIES,
+        ["CREATE CATALOG l", "CREATE SCHEMA l.s", "CREATE TABLE l.s.t (id INT)"],
+    )
+
+
+def table_dir(lg) -> Path:
+    location = lg.catalog.table("l", "s", "t").location
+    return Path(location.removeprefix("file:"))
+
+
+def last_commit(lg) -> tuple[int, dict]:
+    newest = max((table_dir(lg) / "_delta_log").glob("*.json"), key=lambda p: int(p.stem))
+    for line in newest.read_text().splitlines():
+        if '"commitInfo"' in line:
+            return int(newest.stem), json.loads(line)["commitInfo"]
+    raise AssertionError(f"no commitInfo in {newest}")
+
+
+@pytest.mark.parametrize(
+    "sql",
+    ["INSERT INTO l.s.t VALUES (1), (2)", "UPDATE l.s.t SET id = id + 1", "DELETE FROM l.s.t"],
+)
+def test_a_governed_write_names_its_query_in_its_delta_commit(llake, sql):
+    s = llake.session("u")
+    s.sql(sql)
+    _, info = last_commit(llake)
+    assert info["userMetadata"] == f"{TAG_PREFIX}{s.last_query_id}"
+    assert llake.spark.conf.get(COMMIT_TAG_CONF, None) is None  # the tag is gone again
+
+
+def test_a_read_leaves_no_tag_in_the_session(llake):
+    s = llake.session("u")
+    s.sql("SELECT id FROM l.s.t").collect()
+    assert llake.spark.conf.get(COMMIT_TAG_CONF, None) is None
+
+
+def intent(query_id: str) -> AuditEvent:
+    return AuditEvent(allowed=True, user="u", auth="TOKEN", cmd="insert", src="l.s.t",
+                      query_id=query_id, policy_version="sha256:test", phase="intent",
+                      proto="rest")  # fmt: skip
+
+
+def test_intents_of_a_crashed_server_say_whether_they_landed_and_are_recovered(
+    llake, capsys: pytest.CaptureFixture[str]
+):
+    directory = llake.config.audit
+    with AuditLog(directory, writer_id="crashed-server") as crashed:
+        crashed.write([intent("q-landed")])
+        with tagged_commits(llake.spark, "q-landed"):  # the write ran; its outcome was lost
+            llake.spark.sql(f"INSERT INTO delta.`{table_dir(llake)}` VALUES (42)")
+        crashed.write([intent("q-lost-1")])
+        crashed.write([intent("q-lost-2")])
+    version, _ = last_commit(llake)
+    with AuditLog(directory, writer_id="busy-server") as busy:
+        busy.write([intent("q-running")])  # its writer is alive: it may still finish
+
+        pending = [r.query_id for r in query(directory, pending=True).records]
+        assert pending[-4:] == ["q-landed", "q-lost-1", "q-lost-2", "q-running"]
+        argv = ["--config", str(llake.config.path), "query", "--pending", "-o", "json"]
+        assert run_cli(audit, argv, prog="lakegate audit") == EXIT_OK
+        said = {r["queryId"]: r["landing"] for r in json.loads(capsys.readouterr().out)}
+        assert said["q-landed"] == f"landed: l.s.t version {version}"
+        assert said["q-lost-1"] == "not landed: no commit of it in l.s.t"
+        assert said["q-running"] == "not landed: no commit of it in l.s.t"
+
+        resolved = recover_outcomes(llake)
+        assert sorted((r.intent.query_id, r.landing.state) for r in resolved) == [
+            ("q-landed", "landed"),
+            ("q-lost-1", "not landed"),
+            ("q-lost-2", "not landed"),
+        ]
+        records = query(directory).records
+        recovered = [(r.query_id, r.succeeded, r.user) for r in records if r.phase == "recovered"]
+        assert recovered == [("q-landed", True, "u"), ("q-lost-1", False, "u"),
+                             ("q-lost-2", False, "u")]  # fmt: skip
+        landed = next(r for r in records if r.phase == "recovered" and r.query_id == "q-landed")
+        assert landed.reason == (
+            f"recovered after its writer crashed-server died: landed: l.s.t version {version}"
+        )
+        assert [r.query_id for r in query(directory, pending=True).records] == ["q-running"]
+        assert recover_outcomes(llake) == []  # nothing left to recover
+    assert verify(directory).ok
+
+    argv = ["--config", str(llake.config.path), "verify"]
+    run_cli(audit, argv, prog="lakegate audit")
+    out = capsys.readouterr().out
+    assert "(query q-running, insert l.s.t): not landed: no commit of it in l.s.t" in out
