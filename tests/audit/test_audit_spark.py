@@ -38,18 +38,10 @@ TRICKY = [
 
 
 @pytest.fixture(scope="module")
-def audit_spark() -> Iterator[SparkSession]:
-    """Reuse the session the suite already runs; start (and later stop) one only if none."""
-    existing = SparkSession.getActiveSession()
-    session = existing or (
-        SparkSession.builder.master("local[2]")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .getOrCreate()
-    )
-    yield session
-    if existing is None:
-        session.stop()
+def audit_spark(spark: SparkSession) -> SparkSession:
+    """The suite's one shared session (a module-local session stopped at the end left later
+    modules without Delta's catalog when this file ran first)."""
+    return spark
 
 
 @pytest.fixture(scope="module")
