@@ -17,7 +17,6 @@ import re
 import threading
 import time
 import uuid
-from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
@@ -31,7 +30,9 @@ from sqlglot import exp
 
 from api.auth import TokenAuth, Unauthenticated
 from api.connect.backend import MAX_MESSAGE_BYTES, SECRET_HEADER, Backend
+from api.connect.limits import LimitExceeded, Statement, StatementLimits, StatementRefused
 from api.connect.relations import PlanGovernor, WriteSourceGovernor, checked_write
+from api.connect.sessions import Entry, SessionRefused, SessionRegistry, Sweeper
 from audit import AuditEvent, AuditWriteError
 from governance.errors import AccessDenied, AuditUnavailable, LakegateError
 from governance.execute import (
@@ -104,7 +105,17 @@ _WRITE_REFUSED = {
     "sort_column_names": "sortBy in DataFrame writes is refused; the table's layout is its owner's",
 }
 _UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
-MAX_SESSIONS = 10_000
+#: AnalyzePlan requests refused: Spark's cache is one for every user of the backend, so a
+#: user would see (storageLevel) and drop (unpersist) another user's cached DataFrame.
+_CACHE_REFUSED = (
+    "persist/cache, unpersist and storageLevel are refused through the gateway: Spark's "
+    "cache is shared by every user of the backend"
+)
+_INTERRUPTS = {
+    base_pb2.InterruptRequest.INTERRUPT_TYPE_ALL: "all",
+    base_pb2.InterruptRequest.INTERRUPT_TYPE_TAG: "tag",
+    base_pb2.InterruptRequest.INTERRUPT_TYPE_OPERATION_ID: "operation",
+}
 
 
 class _Refusal(Exception):
@@ -126,6 +137,7 @@ class _Call:
     query_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     started: float = field(default_factory=time.perf_counter)
     stmt_hash: str | None = None
+    entry: Entry | None = None  # the admitted session (sessions.py)
 
 
 class ConnectService(base_pb2_grpc.SparkConnectServiceServicer):
@@ -143,13 +155,25 @@ class ConnectService(base_pb2_grpc.SparkConnectServiceServicer):
             ],
         )
         self.stub = base_pb2_grpc.SparkConnectServiceStub(self._channel)
-        self._sessions: OrderedDict[tuple[str, str], tuple[GovernedSession, threading.RLock]] = (
-            OrderedDict()
+        cfg, api = lg.config.connect, lg.config.api
+        self.sessions = SessionRegistry(
+            per_user=cfg.max_sessions_per_user,
+            total=cfg.max_sessions,
+            idle_timeout=cfg.session_idle_timeout,
+            release=backend.release,
         )
+        self.limits = StatementLimits(
+            per_user=cfg.max_statements_per_user,
+            timeout=cfg.statement_timeout or api.timeout,
+            row_limit=cfg.row_limit or api.row_limit,
+        )
+        self._sweeper = Sweeper(self.sessions, min(cfg.session_idle_timeout / 2, 60.0))
+        self._sweeper.start()
         self._local_ops: set[tuple[str, str, str]] = set()
         self._lock = threading.Lock()
 
     def close(self) -> None:
+        self._sweeper.stop()
         self._channel.close()
 
     # the RPCs ---------------------------------------------------------------------------
@@ -157,7 +181,11 @@ class ConnectService(base_pb2_grpc.SparkConnectServiceServicer):
     def ExecutePlan(self, request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
         call = self._begin("executePlan", request, context)
         plan = request.plan
+        if not request.operation_id:  # the gateway must know it to cancel the operation
+            request.operation_id = str(uuid.uuid4())
+        stmt: Statement | None = None
         try:
+            stmt = self._statement(call, request.operation_id, request.tags)
             op = plan.WhichOneof("op_type")
             if op == "command" and plan.command.WhichOneof("command_type") == "sql_command":
                 answers = self._sql_command(call, request)
@@ -180,30 +208,37 @@ class ConnectService(base_pb2_grpc.SparkConnectServiceServicer):
                 )
             elif op == "root":
                 answers = None
-                request.plan.root.CopyFrom(self._govern(call, plan.root))
+                request.plan.root.CopyFrom(self._row_limited(self._govern(call, plan.root)))
             else:
                 raise AccessDenied("an empty plan is refused")
         except Exception as e:
-            self._fail(call, context, e)
-        self._allow(call, context)
+            self._fail(call, context, self._ended(stmt, e))
+        finally:
+            self._clear_group()
+        assert stmt is not None
         if answers is not None:
+            self.limits.finish(stmt)
+            self._allow(call, context)
             yield from answers
             return
         try:
-            for resp in self.stub.ExecutePlan(request, metadata=self._meta()):
-                resp.ClearField("metrics")  # operator names may carry storage paths
-                if resp.WhichOneof("response_type") == "extension":
-                    continue
-                yield resp
-        except grpc.RpcError as e:
-            self._backend_error(call, context, e)
+            self._allow(call, context)
+        except BaseException:
+            self.limits.finish(stmt)
+            raise
+        yield from self._stream(
+            call, context, stmt, self.stub.ExecutePlan(request, metadata=self._meta())
+        )
 
     def AnalyzePlan(self, request: Any, context: grpc.ServicerContext) -> Any:
         call = self._begin("analyzePlan", request, context)
+        stmt: Statement | None = None
         try:
             kind = request.WhichOneof("analyze")
             if kind is None:
                 raise AccessDenied("an empty analyze request is refused")
+            if kind in ("persist", "unpersist", "get_storage_level"):
+                raise AccessDenied(_CACHE_REFUSED)
             if kind == "explain":
                 raise AccessDenied(
                     "explain is refused through the gateway: it shows the "
@@ -212,14 +247,24 @@ class ConnectService(base_pb2_grpc.SparkConnectServiceServicer):
             if kind == "input_files":
                 raise AccessDenied("input_files is refused: it shows storage locations")
             if kind not in ("spark_version", "ddl_parse"):
+                stmt = self._statement(call, str(uuid.uuid4()), ())
                 self._govern_fields(call, getattr(request, kind))
         except Exception as e:
-            self._fail(call, context, e)
-        self._allow(call, context)
+            self._fail(call, context, self._ended(stmt, e))
+        finally:
+            self._clear_group()
         try:
-            return self.stub.AnalyzePlan(request, metadata=self._meta())
+            self._allow(call, context)
+            return self.stub.AnalyzePlan(
+                request, metadata=self._meta(), timeout=self.limits.timeout
+            )
         except grpc.RpcError as e:
+            if e.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+                self._fail(call, context, self.limits.timed_out())
             self._backend_error(call, context, e)
+        finally:
+            if stmt is not None:
+                self.limits.finish(stmt)
 
     def Config(self, request: Any, context: grpc.ServicerContext) -> Any:
         call = self._begin("config", request, context)
@@ -277,17 +322,26 @@ class ConnectService(base_pb2_grpc.SparkConnectServiceServicer):
         )
 
     def Interrupt(self, request: Any, context: grpc.ServicerContext) -> Any:
-        return self._forward("interrupt", self.stub.Interrupt, request, context)
+        """Forwarded to the backend, and every statement it names is cancelled here too:
+        its Spark jobs (gateway job group, backend job tag) and its concurrency slot."""
+        call = self._begin("interrupt", request, context)
+        answer = self._forward_call(call, self.stub.Interrupt, request, context)
+        kind = _INTERRUPTS.get(request.interrupt_type)
+        if kind is not None:
+            value = request.operation_tag if kind == "tag" else request.operation_id
+            for stmt in self.limits.matching(call.user, call.session_id, kind, value):
+                self.limits.cancel(stmt)
+                if stmt.key[2] not in answer.interrupted_ids:
+                    answer.interrupted_ids.append(stmt.key[2])
+        return answer
 
     def ReattachExecute(self, request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
         call = self._begin("reattachExecute", request, context)
         self._allow(call, context)
-        try:
-            for resp in self.stub.ReattachExecute(request, metadata=self._meta()):
-                resp.ClearField("metrics")
-                yield resp
-        except grpc.RpcError as e:
-            self._backend_error(call, context, e)
+        stmt = self.limits.get((call.user, call.session_id, request.operation_id))
+        yield from self._stream(
+            call, context, stmt, self.stub.ReattachExecute(request, metadata=self._meta())
+        )
 
     def ReleaseExecute(self, request: Any, context: grpc.ServicerContext) -> Any:
         call = self._begin("releaseExecute", request, context)
@@ -311,22 +365,111 @@ class ConnectService(base_pb2_grpc.SparkConnectServiceServicer):
         (outside `spark.sql`), where a fresh thread would have none."""
         spark = self.lg.spark
         spark._jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
-        key = (call.user, call.session_id)
+        entry = call.entry
+        assert entry is not None  # admitted in _begin
         with self._lock:
-            found = self._sessions.get(key)
-            if found is None:
-                s = self.lg.session(
+            if entry.governed is None:
+                entry.governed = self.lg.session(
                     call.user,
                     auth="TOKEN",
                     proto="connect",
                     ip=call.ip,
                     caller_context=f"connect:{call.session_id}",
                 )
-                found = self._sessions[key] = (s, threading.RLock())
-                while len(self._sessions) > MAX_SESSIONS:
-                    self._sessions.popitem(last=False)
-            self._sessions.move_to_end(key)
-        return found
+        return entry.governed, entry.lock
+
+    # limits -----------------------------------------------------------------------------
+
+    def _statement(self, call: _Call, op_id: str, tags: Any) -> Statement:
+        """Admit a statement (limits.py): a concurrency slot, a timeout that cancels its
+        Spark jobs here (this thread's job group) and in the backend (Spark Connect's
+        interrupt and the operation's job tag), and its session kept from expiry."""
+        stmt = self.limits.start((call.user, call.session_id, op_id), tags)
+        entry = call.entry
+        if entry is not None:
+            self.sessions.started(entry)
+            stmt.on_done.append(lambda: self.sessions.finished(entry))
+        sc = self.lg.spark.sparkContext
+        group = stmt.job_group
+        stmt.cancel_actions.append(lambda: sc.cancelJobGroup(group))
+        stmt.cancel_actions.append(lambda: self._interrupt_backend(call, op_id))
+        stmt.cancel_actions.append(lambda: self.backend.cancel(call.user, call.session_id, op_id))
+        sc.setJobGroup(group, f"lakegate connect {call.user}", interruptOnCancel=True)
+        return stmt
+
+    def _interrupt_backend(self, call: _Call, op_id: str) -> None:
+        req = base_pb2.InterruptRequest(
+            session_id=call.session_id,
+            interrupt_type=base_pb2.InterruptRequest.INTERRUPT_TYPE_OPERATION_ID,
+            operation_id=op_id,
+        )
+        req.user_context.user_id = call.user
+        req.user_context.user_name = call.user
+        self.stub.Interrupt(req, metadata=self._meta(), timeout=30)
+
+    def _clear_group(self) -> None:
+        """This thread's Spark job group is unset (the next call on it is another's)."""
+        self.lg.spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+
+    def _ended(self, stmt: Statement | None, e: BaseException) -> BaseException:
+        """The statement failed before it was forwarded: its slot is freed; the error the
+        caller reads (its timeout's, when that is why it failed)."""
+        if stmt is None:
+            return e
+        self.limits.finish(stmt)
+        return self.limits.timed_out() if stmt.timed_out else e
+
+    def _row_limited(self, rel: relations_pb2.Relation) -> relations_pb2.Relation:
+        """The query under a limit of connect.row_limit + 1 rows: the backend computes no
+        more, and one row over the limit is how `_stream` knows to refuse the result."""
+        out = relations_pb2.Relation()
+        out.limit.input.CopyFrom(rel)
+        out.limit.limit = self.limits.row_limit + 1
+        return out
+
+    def _stream(
+        self,
+        call: _Call,
+        context: grpc.ServicerContext,
+        stmt: Statement | None,
+        responses: Any,
+    ) -> Iterator[Any]:
+        """The backend's responses to the client, counting the rows against the limit. The
+        statement ends with its result; a client that goes away (or cancels) cancels it; a
+        stream the backend ends early (the client reattaches) keeps it running."""
+        settled = [False]
+
+        def gone() -> None:
+            if not settled[0] and stmt is not None and not stmt.done:
+                self.limits.cancel(stmt)
+
+        context.add_callback(gone)
+        complete = False
+        try:
+            for resp in responses:
+                resp.ClearField("metrics")  # operator names may carry storage paths
+                kind = resp.WhichOneof("response_type")
+                if kind == "extension":
+                    continue
+                if stmt is not None and kind == "arrow_batch" and resp.response_id not in stmt.seen:
+                    stmt.seen.add(resp.response_id)
+                    stmt.rows += resp.arrow_batch.row_count
+                    if stmt.rows > self.limits.row_limit:
+                        settled[0] = True
+                        self.limits.cancel(stmt)
+                        self._fail(call, context, self.limits.too_many_rows())
+                complete = complete or kind == "result_complete"
+                yield resp
+        except grpc.RpcError as e:
+            settled[0] = True
+            if stmt is not None:
+                self.limits.finish(stmt)
+                if stmt.timed_out:
+                    self._fail(call, context, self.limits.timed_out())
+            self._backend_error(call, context, e)
+        settled[0] = True
+        if stmt is not None and complete:
+            self.limits.finish(stmt)
 
     def _govern(self, call: _Call, rel: Any) -> Any:
         """The governed, verified copy of a relation (runs in the user's session lock)."""
@@ -372,7 +515,7 @@ class ConnectService(base_pb2_grpc.SparkConnectServiceServicer):
                 df = session.sql(cmd.sql)
                 if session.last_query_id:
                     call.query_id = session.last_query_id
-                data = _arrow_bytes(df, session)
+                data = _arrow_bytes(df, session, self.limits.row_limit)
                 if data is not None:  # Spark takes an empty result by its schema alone
                     result.relation.local_relation.data = data
                 result.relation.local_relation.schema = df.schema.json()
@@ -423,6 +566,7 @@ class ConnectService(base_pb2_grpc.SparkConnectServiceServicer):
         with lock:
             gov = WriteSourceGovernor(session)
             source = gov.relation(w.input)
+            gov.verify(source, self.backend, call.session_id, whole=False)  # before any job
             columns = [
                 str(c)
                 for c in self.backend.dataset(
@@ -521,6 +665,10 @@ class ConnectService(base_pb2_grpc.SparkConnectServiceServicer):
             request.user_context.Clear()
         request.user_context.user_id = principal.user
         request.user_context.user_name = principal.user
+        try:
+            call.entry = self.sessions.admit(call.user, call.session_id)
+        except SessionRefused as e:
+            self._fail(call, context, e)
         return call
 
     def _audit(
@@ -561,6 +709,10 @@ class ConnectService(base_pb2_grpc.SparkConnectServiceServicer):
         """Record the refusal or failure, then answer with one line (never Spark's text)."""
         if isinstance(e, _Refusal):
             code, message, allowed = e.code, str(e), False
+        elif isinstance(e, SessionRefused | StatementRefused):
+            code, message, allowed = grpc.StatusCode.RESOURCE_EXHAUSTED, str(e), False
+        elif isinstance(e, LimitExceeded):
+            code, message, allowed = e.code, str(e), True
         elif isinstance(e, AccessDenied):
             code, message, allowed = grpc.StatusCode.PERMISSION_DENIED, str(e), False
         elif isinstance(e, AuditUnavailable):
@@ -628,9 +780,6 @@ class ConnectService(base_pb2_grpc.SparkConnectServiceServicer):
             )
         )
         raise AssertionError("unreachable")
-
-    def _forward(self, cmd: str, method: Any, request: Any, context: grpc.ServicerContext) -> Any:
-        return self._forward_call(self._begin(cmd, request, context), method, request, context)
 
     def _forward_call(
         self, call: _Call, method: Any, request: Any, context: grpc.ServicerContext
@@ -727,18 +876,24 @@ def _spark_message(e: BaseException, call: _Call) -> str:
     return failure_message(e, call.query_id, call.user)
 
 
-def _arrow_bytes(df: Any, session: GovernedSession) -> bytes | None:
+def _arrow_bytes(df: Any, session: GovernedSession, row_limit: int) -> bytes | None:
     """A command's (small) result as the Arrow IPC stream a LocalRelation carries; None
-    when it has no rows (a stream without batches carries no schema for Spark)."""
+    when it has no rows (a stream without batches carries no schema for Spark). More than
+    `row_limit` rows are refused, as a query's are."""
     import pyarrow as pa
     from pyspark.sql.pandas.types import to_arrow_schema
 
     try:
-        rows = df.collect()
+        rows = df.limit(row_limit + 1).collect()
     except Exception as e:
         raise StatementFailed(
             failure_message(e, session.last_query_id or "", session.user)
         ) from None
+    if len(rows) > row_limit:
+        raise LimitExceeded(
+            f"the result has more than {row_limit} rows (connect.row_limit)",
+            grpc.StatusCode.RESOURCE_EXHAUSTED,
+        )
     if not rows:
         return None
     schema = to_arrow_schema(df.schema)
