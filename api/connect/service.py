@@ -324,7 +324,10 @@ class ConnectService(base_pb2_grpc.SparkConnectServiceServicer):
     def Interrupt(self, request: Any, context: grpc.ServicerContext) -> Any:
         """Forwarded to the backend, and every statement it names is cancelled here too:
         its Spark jobs (gateway job group, backend job tag) and its concurrency slot."""
-        call = self._begin("interrupt", request, context)
+        call = self._begin("interrupt", request, context, admit=False)
+        if call.entry is None:  # an expired session: its operations were interrupted then
+            self._allow(call, context)
+            return base_pb2.InterruptResponse(session_id=call.session_id)
         answer = self._forward_call(call, self.stub.Interrupt, request, context)
         kind = _INTERRUPTS.get(request.interrupt_type)
         if kind is not None:
@@ -336,7 +339,17 @@ class ConnectService(base_pb2_grpc.SparkConnectServiceServicer):
         return answer
 
     def ReattachExecute(self, request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
-        call = self._begin("reattachExecute", request, context)
+        call = self._begin("reattachExecute", request, context, admit=False)
+        if call.entry is None:
+            self._fail(
+                call,
+                context,
+                _Refusal(
+                    grpc.StatusCode.NOT_FOUND,
+                    "the Spark Connect session expired (connect.session_idle_timeout); its "
+                    "operations were cancelled",
+                ),
+            )
         self._allow(call, context)
         stmt = self.limits.get((call.user, call.session_id, request.operation_id))
         yield from self._stream(
@@ -344,12 +357,13 @@ class ConnectService(base_pb2_grpc.SparkConnectServiceServicer):
         )
 
     def ReleaseExecute(self, request: Any, context: grpc.ServicerContext) -> Any:
-        call = self._begin("releaseExecute", request, context)
+        call = self._begin("releaseExecute", request, context, admit=False)
         key = (call.user, call.session_id, request.operation_id)
         with self._lock:
             local = key in self._local_ops
             self._local_ops.discard(key)
-        if local:  # answered here (a SQL command): nothing to release in the backend
+        if local or call.entry is None:  # answered here, or its session expired: nothing
+            # to release in the backend
             self._allow(call, context)
             return base_pb2.ReleaseExecuteResponse(
                 session_id=call.session_id, operation_id=request.operation_id
@@ -437,14 +451,17 @@ class ConnectService(base_pb2_grpc.SparkConnectServiceServicer):
         """The backend's responses to the client, counting the rows against the limit. The
         statement ends with its result; a client that goes away (or cancels) cancels it; a
         stream the backend ends early (the client reattaches) keeps it running."""
-        settled = [False]
+        settled, complete = [False], [False]
 
         def gone() -> None:
-            if not settled[0] and stmt is not None and not stmt.done:
+            if stmt is None or stmt.done or settled[0]:
+                return
+            if complete[0]:  # the client has its result and hung up
+                self.limits.finish(stmt)
+            else:
                 self.limits.cancel(stmt)
 
         context.add_callback(gone)
-        complete = False
         try:
             for resp in responses:
                 resp.ClearField("metrics")  # operator names may carry storage paths
@@ -458,7 +475,7 @@ class ConnectService(base_pb2_grpc.SparkConnectServiceServicer):
                         settled[0] = True
                         self.limits.cancel(stmt)
                         self._fail(call, context, self.limits.too_many_rows())
-                complete = complete or kind == "result_complete"
+                complete[0] = complete[0] or kind == "result_complete"
                 yield resp
         except grpc.RpcError as e:
             settled[0] = True
@@ -468,7 +485,7 @@ class ConnectService(base_pb2_grpc.SparkConnectServiceServicer):
                     self._fail(call, context, self.limits.timed_out())
             self._backend_error(call, context, e)
         settled[0] = True
-        if stmt is not None and complete:
+        if stmt is not None and complete[0]:
             self.limits.finish(stmt)
 
     def _govern(self, call: _Call, rel: Any) -> Any:
@@ -643,8 +660,12 @@ class ConnectService(base_pb2_grpc.SparkConnectServiceServicer):
 
     # calls, audit, errors ---------------------------------------------------------------
 
-    def _begin(self, cmd: str, request: Any, context: grpc.ServicerContext) -> _Call:
-        """Authenticate, force the verified user into the request, hash it for the audit."""
+    def _begin(
+        self, cmd: str, request: Any, context: grpc.ServicerContext, *, admit: bool = True
+    ) -> _Call:
+        """Authenticate, force the verified user into the request, hash it for the audit,
+        and admit the session (sessions.py; `admit=False`: only find it, for calls about an
+        operation, which never open a session)."""
         ip = _peer_ip(context.peer())
         session_id = str(getattr(request, "session_id", "") or "")
         call = _Call(cmd, "anonymous", ip, session_id if _UUID.match(session_id) else "")
@@ -665,6 +686,9 @@ class ConnectService(base_pb2_grpc.SparkConnectServiceServicer):
             request.user_context.Clear()
         request.user_context.user_id = principal.user
         request.user_context.user_name = principal.user
+        if not admit:
+            call.entry = self.sessions.find(call.user, call.session_id)
+            return call
         try:
             call.entry = self.sessions.admit(call.user, call.session_id)
         except SessionRefused as e:

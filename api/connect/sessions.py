@@ -86,6 +86,14 @@ class SessionRegistry:
             entry.last_used = self.clock()
             return entry
 
+    def find(self, user: str, session_id: str) -> Entry | None:
+        """The admitted session's entry (touched), or None; never admits one."""
+        with self._lock:
+            entry = self._entries.get((user, session_id))
+            if entry is not None:
+                entry.last_used = self.clock()
+            return entry
+
     def started(self, entry: Entry) -> None:
         """A statement of the session runs: it is not expired meanwhile."""
         with self._lock:

@@ -89,4 +89,4 @@ def jobs_in_group(spark: Any, group: str) -> list[int]:
 def active_jobs(spark: Any) -> list[int]:
     """The Spark jobs running now, after the listener bus has caught up."""
     spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty()
-    return list(spark.sparkContext.statusTracker().getActiveJobIds())
+    return list(spark.sparkContext._jsc.statusTracker().getActiveJobIds())
