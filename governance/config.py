@@ -263,7 +263,7 @@ class _File(BaseModel):
     policies_ref: str | None = Field(None, coerce_numbers_to_str=True)  # a SHA may be digits
     policies_settle: float = 1.0
     connect: _Connect | None = Field(
-        None, description="'{where}' must be a mapping of host, port, tls_cert, tls_key"
+        None, description="'{where}' must be a mapping of host, port, tls_cert, tls_key and limits"
     )
 
 

@@ -13,13 +13,20 @@ interrupt), so the cores are free at once.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import grpc
+from pyspark.sql.connect.proto import base_pb2, relations_pb2
 
 from governance.errors import LakegateError
 from governance.execute import ERROR_LOG
+
+if TYPE_CHECKING:
+    from api.connect.backend import Backend
+    from api.connect.sessions import SessionRegistry
+    from governance.session import Lakegate
 
 OpKey = tuple[str, str, str]  # (user, session id, operation id)
 
@@ -149,3 +156,119 @@ class StatementLimits:
             f"aggregate or add .limit({self.row_limit})",
             grpc.StatusCode.RESOURCE_EXHAUSTED,
         )
+
+
+class LimitedCalls:
+    """The gateway service's side of the limits (mixed into ConnectService): admitting a
+    statement with its cancel actions, and streaming the backend's answer under them."""
+
+    limits: StatementLimits
+    sessions: SessionRegistry
+    backend: Backend
+    lg: Lakegate
+    stub: Any
+
+    def _meta(self) -> list[tuple[str, str]]:
+        raise NotImplementedError
+
+    def _fail(self, call: Any, context: grpc.ServicerContext, e: BaseException) -> NoReturn:
+        raise NotImplementedError
+
+    def _backend_error(
+        self, call: Any, context: grpc.ServicerContext, e: grpc.RpcError
+    ) -> NoReturn:
+        raise NotImplementedError
+
+    def _statement(self, call: Any, op_id: str, tags: Any) -> Statement:
+        """Admit a statement (limits.py): a concurrency slot, a timeout that cancels its
+        Spark jobs here (this thread's job group) and in the backend (Spark Connect's
+        interrupt and the operation's job tag), and its session kept from expiry."""
+        stmt = self.limits.start((call.user, call.session_id, op_id), tags)
+        entry = call.entry
+        if entry is not None:
+            self.sessions.started(entry)
+            stmt.on_done.append(lambda: self.sessions.finished(entry))
+        sc = self.lg.spark.sparkContext
+        group = stmt.job_group
+        stmt.cancel_actions.append(lambda: sc.cancelJobGroup(group))
+        stmt.cancel_actions.append(lambda: self._interrupt_backend(call, op_id))
+        stmt.cancel_actions.append(lambda: self.backend.cancel(call.user, call.session_id, op_id))
+        sc.setJobGroup(group, f"lakegate connect {call.user}", interruptOnCancel=True)
+        return stmt
+
+    def _interrupt_backend(self, call: Any, op_id: str) -> None:
+        req = base_pb2.InterruptRequest(
+            session_id=call.session_id,
+            interrupt_type=base_pb2.InterruptRequest.INTERRUPT_TYPE_OPERATION_ID,
+            operation_id=op_id,
+        )
+        req.user_context.user_id = call.user
+        req.user_context.user_name = call.user
+        self.stub.Interrupt(req, metadata=self._meta(), timeout=30)
+
+    def _clear_group(self) -> None:
+        """This thread's Spark job group is unset (the next call on it is another's)."""
+        self.lg.spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+
+    def _ended(self, stmt: Statement | None, e: BaseException) -> BaseException:
+        """The statement failed before it was forwarded: its slot is freed; the error the
+        caller reads (its timeout's, when that is why it failed)."""
+        if stmt is None:
+            return e
+        self.limits.finish(stmt)
+        return self.limits.timed_out() if stmt.timed_out else e
+
+    def _row_limited(self, rel: relations_pb2.Relation) -> relations_pb2.Relation:
+        """The query under a limit of connect.row_limit + 1 rows: the backend computes no
+        more, and one row over the limit is how `_stream` knows to refuse the result."""
+        out = relations_pb2.Relation()
+        out.limit.input.CopyFrom(rel)
+        out.limit.limit = self.limits.row_limit + 1
+        return out
+
+    def _stream(
+        self,
+        call: Any,
+        context: grpc.ServicerContext,
+        stmt: Statement | None,
+        responses: Any,
+    ) -> Iterator[Any]:
+        """The backend's responses to the client, counting the rows against the limit. The
+        statement ends with its result; a client that goes away (or cancels) cancels it; a
+        stream the backend ends early (the client reattaches) keeps it running."""
+        settled, complete = [False], [False]
+
+        def gone() -> None:
+            if stmt is None or stmt.done or settled[0]:
+                return
+            if complete[0]:  # the client has its result and hung up
+                self.limits.finish(stmt)
+            else:
+                self.limits.cancel(stmt)
+
+        context.add_callback(gone)
+        try:
+            for resp in responses:
+                resp.ClearField("metrics")  # operator names may carry storage paths
+                kind = resp.WhichOneof("response_type")
+                if kind == "extension":
+                    continue
+                if stmt is not None and kind == "arrow_batch" and resp.response_id not in stmt.seen:
+                    stmt.seen.add(resp.response_id)
+                    stmt.rows += resp.arrow_batch.row_count
+                    if stmt.rows > self.limits.row_limit:
+                        settled[0] = True
+                        self.limits.cancel(stmt)
+                        self._fail(call, context, self.limits.too_many_rows())
+                complete[0] = complete[0] or kind == "result_complete"
+                yield resp
+        except grpc.RpcError as e:
+            settled[0] = True
+            if stmt is not None:
+                self.limits.finish(stmt)
+                if stmt.timed_out:
+                    self._fail(call, context, self.limits.timed_out())
+            self._backend_error(call, context, e)
+        settled[0] = True
+        if stmt is not None and complete[0]:
+            self.limits.finish(stmt)
