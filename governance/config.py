@@ -64,7 +64,7 @@ class ConnectConfig:
     # limits (README: Spark Connect, "Limits"); None: the `api:` section's value, as REST
     statement_timeout: float | None = None  # seconds; then the statement's jobs are cancelled
     row_limit: int | None = None  # rows a query may return; more is refused
-    max_statements_per_user: int = 4  # statements of one user running at once
+    max_statements_per_user: int = 8  # statements of one user running at once
     max_sessions_per_user: int = 16  # open Connect sessions of one user
     max_sessions: int = 96  # open sessions in all (Spark's backend keeps at most 100)
     session_idle_timeout: float = 3600.0  # seconds unused, then a session is released
@@ -233,7 +233,7 @@ class _Connect(BaseModel):
     tls_key: str | None = Field(None, description=_PATH)
     statement_timeout: PositiveFloat | None = Field(None, description=_LIMITS)
     row_limit: PositiveInt | None = Field(None, description=_LIMITS)
-    max_statements_per_user: PositiveInt = Field(4, description=_LIMITS)
+    max_statements_per_user: PositiveInt = Field(8, description=_LIMITS)
     max_sessions_per_user: PositiveInt = Field(16, description=_LIMITS)
     max_sessions: Annotated[int, Field(gt=0, le=100)] = Field(
         96, description="'{where}' must be a number from 1 to 100 (Spark's backend keeps 100)"

@@ -4,12 +4,14 @@ A Connect session is (verified user, session id). Spark's backend keeps at most 
 in one least-recently-used cache for every user together, so a user opening many sessions
 would evict other users' sessions (and interrupt their running operations). The gateway
 therefore admits a session before any call reaches the backend: a user holds at most
-`connect.max_sessions_per_user` sessions, the gateway at most `connect.max_sessions` (at most
-the backend's 100); a session over either is refused with one line, never made room for by
-closing someone else's. A session unused for `connect.session_idle_timeout` seconds, with no
-statement running, is expired: its governed session (temp views) is dropped and the
-backend's SessionHolder released. Spark 3.5 clients never say they are done with a session
-(ReleaseSession is Spark 4), so expiry is what frees them.
+`connect.max_sessions_per_user` sessions (a new one closes that user's own least recently
+used idle session; refused when all of theirs are running statements), the gateway at most
+`connect.max_sessions` (at most the backend's 100; a new session over it is refused). Room
+is never made by closing another user's session. A session unused for
+`connect.session_idle_timeout` seconds, with no statement running, is expired: its governed
+session (temp views) is dropped and the backend's SessionHolder released. Spark 3.5 clients
+never say they are done with a session (ReleaseSession is Spark 4; each `lakegate sql
+--gateway` run opens one), so closing and expiry are what free them.
 """
 
 from __future__ import annotations
@@ -63,28 +65,45 @@ class SessionRegistry:
         self._lock = threading.Lock()
 
     def admit(self, user: str, session_id: str) -> Entry:
-        """The session's entry, admitted now if new (idle sessions are expired first);
-        raises SessionRefused over a quota."""
+        """The session's entry, admitted now if new (idle sessions are expired first). A
+        user at their quota gives up their own least recently used idle session; raises
+        SessionRefused when all of theirs are running statements, or the gateway is full."""
         self.expire_idle()
         key = (user, session_id)
-        with self._lock:
-            entry = self._entries.get(key)
-            if entry is None:
-                mine = sum(1 for u, _ in self._entries if u == user)
-                if mine >= self.per_user:
-                    raise SessionRefused(
-                        f"user {user} has {mine} open Spark Connect sessions, the most "
-                        "connect.max_sessions_per_user allows; reuse one (getOrCreate) or "
-                        f"wait until an unused one expires ({self.idle_timeout:g} s idle)"
-                    )
-                if len(self._entries) >= self.total:
-                    raise SessionRefused(
-                        f"the gateway has {len(self._entries)} open Spark Connect sessions, "
-                        "the most connect.max_sessions allows; try again later"
-                    )
-                entry = self._entries[key] = Entry()
-            entry.last_used = self.clock()
-            return entry
+        closed: list[Key] = []
+        try:
+            with self._lock:
+                entry = self._entries.get(key)
+                if entry is None:
+                    closed = self._make_room(user)
+                    entry = self._entries[key] = Entry()
+                entry.last_used = self.clock()
+                return entry
+        finally:
+            self._release_all(closed)
+
+    def _make_room(self, user: str) -> list[Key]:
+        """Room for one more session of `user` (under the registry's lock): the keys of the
+        user's own sessions closed for it."""
+        mine = [(e.last_used, k) for k, e in self._entries.items() if k[0] == user]
+        closed: list[Key] = []
+        if len(mine) >= self.per_user:
+            idle = sorted((used, k) for used, k in mine if self._entries[k].running == 0)
+            if len(mine) - len(idle) >= self.per_user:
+                raise SessionRefused(
+                    f"user {user} has {len(mine)} open Spark Connect sessions, each running "
+                    "a statement: the most connect.max_sessions_per_user allows; wait for "
+                    "one to finish"
+                )
+            for _, k in idle[: len(mine) - self.per_user + 1]:
+                del self._entries[k]
+                closed.append(k)
+        if len(self._entries) >= self.total:  # (never after closing one of the user's)
+            raise SessionRefused(
+                f"the gateway has {len(self._entries)} open Spark Connect sessions, the "
+                "most connect.max_sessions allows; try again later"
+            )
+        return closed
 
     def find(self, user: str, session_id: str) -> Entry | None:
         """The admitted session's entry (touched), or None; never admits one."""
@@ -116,12 +135,15 @@ class SessionRegistry:
             ]
             for key in gone:
                 del self._entries[key]
-        for user, session_id in gone:
+        self._release_all(gone)
+        return gone
+
+    def _release_all(self, keys: list[Key]) -> None:
+        for user, session_id in keys:
             try:
                 self._release(user, session_id)
             except Exception as e:  # the backend's own idle expiry still frees it
                 ERROR_LOG.error("connect session of %s not released in the backend: %s", user, e)
-        return gone
 
     def held(self, user: str, session_id: str) -> bool:
         with self._lock:

@@ -1,7 +1,7 @@
 """One user cannot act on another's resources (issue 24, item 5): Spark's cache is one for
 every backend user, so persist/unpersist/storageLevel are refused; sessions have per-user
-and gateway-wide quotas (a user over them is refused, nobody else's session is evicted);
-an idle session expires and its backend SessionHolder is released."""
+and gateway-wide quotas (a user over theirs closes their own oldest idle session, nobody
+else's); an idle session expires and its backend SessionHolder is released."""
 
 from __future__ import annotations
 
@@ -38,22 +38,41 @@ def test_cache_calls_are_refused_since_the_cache_is_shared_by_every_user(
     assert last["ugi"].startswith("erin ")
 
 
-def test_a_user_over_the_session_quota_is_refused_and_others_keep_theirs(
+def test_a_user_over_the_session_quota_closes_only_their_own_oldest_idle_session(
+    limited_gateway,
+) -> None:
+    gw, connect = limited_gateway(max_sessions_per_user=2)
+    carol = connect("carol")
+    carol.range(3).createOrReplaceTempView("mine")
+    erin = [connect("erin") for _ in range(3)]
+    assert [s.range(2).count() for s in erin] == [2, 2, 2]
+    oldest = erin[0].client._session_id
+    assert not gw.service.sessions.held("erin", oldest)
+    assert not gw.backend.holds("erin", oldest)  # released in the backend too
+    assert gw.service.sessions.count("erin") == 2
+    assert carol.table("mine").count() == 3  # carol's session and view are untouched
+    assert gw.backend.holds("carol", carol.client._session_id)
+
+
+def test_a_user_whose_sessions_all_run_statements_is_refused_a_new_one(
     limited_gateway, audit_dir
 ) -> None:
     from pyspark.errors.exceptions.connect import SparkConnectGrpcException
 
     gw, connect = limited_gateway(max_sessions_per_user=2)
-    carol = connect("carol")
-    carol.range(3).createOrReplaceTempView("mine")
     erin = [connect("erin") for _ in range(3)]
-    assert [s.range(2).count() for s in erin[:2]] == [2, 2]
+    registry = gw.service.sessions
+    busy = []
+    for s in erin[:2]:
+        assert s.range(1).count() == 1
+        busy.append(registry.find("erin", s.client._session_id))
+        registry.started(busy[-1])  # as while a statement of the session runs
     with pytest.raises(SparkConnectGrpcException, match=r"connect\.max_sessions_per_user") as e:
         erin[2].range(2).count()
-    assert str(e.value).startswith("user erin has 2 open Spark Connect sessions")
-    assert carol.table("mine").count() == 3  # carol's session and view are untouched
-    assert [s.range(2).count() for s in erin[:2]] == [2, 2]
-    assert gw.service.sessions.count("erin") == 2
+    assert str(e.value).startswith("user erin has 2 open Spark Connect sessions, each running")
+    for entry in busy:
+        registry.finished(entry)
+    assert erin[2].range(2).count() == 2
     refusal = [ln for ln in audit_lines(audit_dir) if "sessions_per_user" in ln.get("reason", "")]
     assert refusal and refusal[-1]["allowed"] == "false" and refusal[-1]["ugi"].startswith("erin ")
 

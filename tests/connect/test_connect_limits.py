@@ -102,7 +102,7 @@ def test_the_third_concurrent_statement_of_one_user_is_refused_and_interrupt_fre
 def test_a_result_over_the_row_limit_is_refused(limited_gateway, audit_dir) -> None:
     from pyspark.errors.exceptions.connect import SparkConnectGrpcException
 
-    _, connect = limited_gateway(row_limit=5)
+    gw, connect = limited_gateway(row_limit=5)
     s = connect("erin")
     assert [r.id for r in s.range(5).collect()] == [0, 1, 2, 3, 4]
     with pytest.raises(SparkConnectGrpcException, match=r"more than 5 rows \(connect.row_limit\)"):
@@ -110,6 +110,7 @@ def test_a_result_over_the_row_limit_is_refused(limited_gateway, audit_dir) -> N
     assert s.range(100).count() == 100  # an aggregate's one row is within the limit
     line = [ln for ln in audit_lines(audit_dir) if "connect.row_limit" in ln.get("reason", "")]
     assert line and line[-1]["ugi"].startswith("erin ")
+    _until(lambda: gw.service.limits.count("erin") == 0, "every statement's slot is free")
 
 
 def test_connect_limits_are_read_from_lakegate_yaml(tmp_path: Path) -> None:
