@@ -180,7 +180,7 @@ class LimitedCalls:
         raise NotImplementedError
 
     def _statement(self, call: Any, op_id: str, tags: Any) -> Statement:
-        """Admit a statement (limits.py): a concurrency slot, a timeout that cancels its
+        """Admit a statement: a concurrency slot, a timeout that cancels its
         Spark jobs here (this thread's job group) and in the backend (Spark Connect's
         interrupt and the operation's job tag), and its session kept from expiry."""
         stmt = self.limits.start((call.user, call.session_id, op_id), tags)
