@@ -62,6 +62,13 @@ class ConnectConfig:
     port: int = 15002
     tls_cert: Path | None = None
     tls_key: Path | None = None
+    # limits (README: Spark Connect, "Limits"); None: the `api:` section's value, as REST
+    statement_timeout: float | None = None  # seconds; then the statement's jobs are cancelled
+    row_limit: int | None = None  # rows a query may return; more is refused
+    max_statements_per_user: int = 8  # statements of one user running at once
+    max_sessions_per_user: int = 16  # open Connect sessions of one user
+    max_sessions: int = 96  # open sessions in all (Spark's backend keeps at most 100)
+    session_idle_timeout: float = 3600.0  # seconds unused, then a session is released
 
 
 @dataclass(frozen=True)
@@ -173,6 +180,12 @@ class Config:
                 f.connect.port,
                 None if f.connect.tls_cert is None else rel(f.connect.tls_cert),
                 None if f.connect.tls_key is None else rel(f.connect.tls_key),
+                f.connect.statement_timeout,
+                f.connect.row_limit,
+                f.connect.max_statements_per_user,
+                f.connect.max_sessions_per_user,
+                f.connect.max_sessions,
+                f.connect.session_idle_timeout,
             ),
         )
 
@@ -182,6 +195,7 @@ class Config:
 
 _PATH = "'{where}' must be a path"
 _NUMBERS = "'{where}': api.row_limit, api.timeout and api.port must be numbers"
+_LIMITS = "'{where}' must be a positive number"
 
 
 class _Token(BaseModel):
@@ -230,6 +244,14 @@ class _Connect(BaseModel):
     port: int = Field(15002, description="'{where}' must be a number")
     tls_cert: str | None = Field(None, description=_PATH)
     tls_key: str | None = Field(None, description=_PATH)
+    statement_timeout: PositiveFloat | None = Field(None, description=_LIMITS)
+    row_limit: PositiveInt | None = Field(None, description=_LIMITS)
+    max_statements_per_user: PositiveInt = Field(8, description=_LIMITS)
+    max_sessions_per_user: PositiveInt = Field(16, description=_LIMITS)
+    max_sessions: Annotated[int, Field(gt=0, le=100)] = Field(
+        96, description="'{where}' must be a number from 1 to 100 (Spark's backend keeps 100)"
+    )
+    session_idle_timeout: PositiveFloat = Field(3600.0, description=_LIMITS)
 
 
 class _Checkpoints(BaseModel):
@@ -268,7 +290,7 @@ class _File(BaseModel):
     policies_ref: str | None = Field(None, coerce_numbers_to_str=True)  # a SHA may be digits
     policies_settle: float = 1.0
     connect: _Connect | None = Field(
-        None, description="'{where}' must be a mapping of host, port, tls_cert, tls_key"
+        None, description="'{where}' must be a mapping of host, port, tls_cert, tls_key and limits"
     )
 
 

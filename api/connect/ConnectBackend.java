@@ -3,16 +3,19 @@
 // serves Spark Connect on 127.0.0.1 only and refuses every call that lacks the gateway's
 // per-process secret header, so only the gateway reaches the backend; and it analyses a
 // (rewritten) Connect relation in the very session the backend will run it in, for the
-// plan verifier, and hands it to the gateway as a Dataset for a governed DataFrame write.
+// plan verifier, and hands it to the gateway as a Dataset for a governed DataFrame write;
+// and it releases an expired session and cancels an operation's jobs for the gateway.
 // grpc and protobuf are shaded into org.sparkproject.connect by that jar.
 import java.net.InetSocketAddress;
 import java.nio.charset.StandardCharsets;
 import java.security.MessageDigest;
 
+import org.apache.spark.SparkContext;
 import org.apache.spark.connect.proto.Relation;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.connect.planner.SparkConnectPlanner;
+import org.apache.spark.sql.connect.service.ExecuteJobTag;
 import org.apache.spark.sql.connect.service.SessionHolder;
 import org.apache.spark.sql.connect.service.SparkConnectService;
 import org.sparkproject.connect.grpc.Metadata;
@@ -62,6 +65,33 @@ public class ConnectBackend {
     /** Spark's analyzed plan of a relation, in the backend session of (user, session). */
     public LogicalPlan analyze(byte[] relation, String user, String session) throws Exception {
         return dataset(relation, user, session).queryExecution().analyzed();
+    }
+
+    /** Release the backend session of (user, session): Spark's SessionHolder is dropped
+     *  (its running operations interrupted); the gateway calls this when it expires a
+     *  session. Spark's companion object has no static forwarder for it, hence reflection. */
+    public void release(String user, String session) throws Exception {
+        Class<?> c = Class.forName("org.apache.spark.sql.connect.service.SparkConnectService$");
+        Object service = c.getField("MODULE$").get(null);
+        c.getMethod("invalidateSession", new Class[] { String.class, String.class })
+            .invoke(service, new Object[] { user, session });
+    }
+
+    /** Whether the backend holds a session for (user, session). */
+    public boolean holds(String user, String session) {
+        try {
+            SparkConnectService.getIsolatedSession(user, session);
+            return true;
+        } catch (Exception e) {
+            return false;
+        }
+    }
+
+    /** Cancel the Spark jobs of one backend operation (they carry Spark Connect's job tag
+     *  for user, session and operation), so its cores are freed at once. */
+    public void cancel(String user, String session, String operation) {
+        SparkContext.getOrCreate().cancelJobsWithTag(
+            ExecuteJobTag.apply(user, session, operation));
     }
 
     /** A relation as a Dataset of the backend session of (user, session): a governed

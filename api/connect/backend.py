@@ -56,6 +56,19 @@ class Backend:
         governed DataFrame write verifies its analyzed plan and writes that same Dataset."""
         return self._java.dataset(bytearray(relation), user, session_id)
 
+    def release(self, user: str, session_id: str) -> None:
+        """Drop the backend session (user, session_id): Spark's SessionHolder and its
+        settings go, its running operations are interrupted."""
+        self._java.release(user, session_id)
+
+    def holds(self, user: str, session_id: str) -> bool:
+        """Whether the backend holds a session for (user, session_id)."""
+        return bool(self._java.holds(user, session_id))
+
+    def cancel(self, user: str, session_id: str, operation_id: str) -> None:
+        """Cancel the Spark jobs of one backend operation (Spark Connect's job tag)."""
+        self._java.cancel(user, session_id, operation_id)
+
     def stop(self) -> None:
         self._server.shutdownNow()
 

@@ -91,6 +91,22 @@ RELATIONS = frozenset(
         "collect_metrics",
     }
 )
+#: Relation types whose inputs are verified on their own before the plan is analysed
+#: (see `_eager`): planning them may run a Spark job whose result replaces the reads.
+EAGER = frozenset(
+    {
+        "show_string",
+        "html_string",
+        "approx_quantile",
+        "crosstab",
+        "cov",
+        "corr",
+        "describe",
+        "summary",
+        "freq_items",
+        "sample_by",
+    }
+)
 #: Refused relation types with the reason the caller reads.
 REFUSED_RELATIONS = {
     "map_partitions": "Python UDFs (mapInPandas/mapInArrow) are refused",
@@ -417,11 +433,24 @@ class PlanGovernor:
 
     # verification -----------------------------------------------------------------------
 
-    def verify(self, rel: Relation, backend: Backend, session_id: str) -> None:
+    def verify(
+        self, rel: Relation, backend: Backend, session_id: str, *, whole: bool = True
+    ) -> None:
         """The verifier's guarantee on the composed plan: analysed in the backend session the
-        plan will run in, every read must be one of the views placed here."""
+        plan will run in, every read must be one of the views placed here. Spark's planner
+        runs jobs while it plans some relations (`EAGER`) and hands back their result as a
+        LocalRelation, which the verifier would see instead of the reads: so each such
+        relation's inputs are analysed and verified on their own first, innermost first, and
+        no job runs on a plan before it is verified. `whole=False`: only those inputs (the
+        caller analyses the whole plan itself and verifies it later, e.g. a write)."""
         if not self.session.lg.config.verify_plans:
             return
+        for inner in eager_inputs(rel):
+            self._verify_one(inner, backend, session_id)
+        if whole:
+            self._verify_one(rel, backend, session_id)
+
+    def _verify_one(self, rel: Relation, backend: Backend, session_id: str) -> None:
         plan = backend.analyze(rel.SerializeToString(), self.session.user, session_id)
         verify_plan(plan, self.expected, self.session.lg.analyze_view)
 
@@ -460,6 +489,49 @@ def checked_write(source: Relation, frame: FrameInsert) -> Relation:
     checked.filter.input.CopyFrom(project)
     checked.filter.condition.expression_string.expression = frame.condition.sql("spark")
     return checked
+
+
+def eager_inputs(rel: Relation) -> list[Relation]:
+    """The inputs of every relation in `rel` that Spark's planner may run jobs for while it
+    plans it (`_eager`), innermost first: an input is listed after every eager input nested
+    in it, so verifying them in order runs no job on an unverified plan."""
+    out: list[Relation] = []
+    _collect_eager(rel, out, 0)
+    return out
+
+
+def _collect_eager(msg: Any, out: list[Relation], depth: int) -> None:
+    if depth > MAX_DEPTH:
+        raise Refused(f"plan nests more than {MAX_DEPTH} levels; refused")
+    for field, value in msg.ListFields():
+        if field.type != FieldDescriptor.TYPE_MESSAGE:
+            continue
+        if field.message_type.GetOptions().map_entry:
+            children = [v for v in value.values() if not isinstance(v, str | bytes)]
+        else:
+            children = list(value) if _repeated(field) else [value]
+        for child in children:
+            _collect_eager(child, out, depth + 1)
+    if isinstance(msg, Relation) and _eager(msg):
+        inner = getattr(msg, msg.WhichOneof("rel_type"))
+        out.extend(v for _, v in inner.ListFields() if isinstance(v, Relation))
+
+
+def _eager(rel: Relation) -> bool:
+    """Spark 3.5's SparkConnectPlanner runs jobs while planning show_string, html_string,
+    approx_quantile, crosstab and a pivot without values (it collects the distinct values),
+    and caches the input of a deterministic-order sample that has no orderable column; the
+    other stat relations (`EAGER`) are planned lazily today but are DataFrame stat functions
+    a Spark version may collect eagerly, so they are treated the same way."""
+    kind = rel.WhichOneof("rel_type")
+    if kind in EAGER:
+        return True
+    if kind == "aggregate":
+        agg = rel.aggregate
+        return agg.group_type == relations_pb2.Aggregate.GROUP_TYPE_PIVOT and not len(
+            agg.pivot.values
+        )
+    return kind == "sample" and rel.sample.deterministic_order
 
 
 def _as_query(rel: Relation) -> exp.Expression | None:

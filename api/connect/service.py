@@ -17,7 +17,6 @@ import re
 import threading
 import time
 import uuid
-from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
@@ -31,7 +30,15 @@ from sqlglot import exp
 
 from api.auth import TokenAuth, Unauthenticated
 from api.connect.backend import MAX_MESSAGE_BYTES, SECRET_HEADER, Backend
+from api.connect.limits import (
+    LimitedCalls,
+    LimitExceeded,
+    Statement,
+    StatementLimits,
+    StatementRefused,
+)
 from api.connect.relations import PlanGovernor, WriteSourceGovernor, checked_write
+from api.connect.sessions import Entry, SessionRefused, SessionRegistry, Sweeper
 from audit import AuditEvent, AuditWriteError
 from audit.landing import commit_tag
 from governance.errors import AccessDenied, AuditUnavailable, LakegateError
@@ -105,7 +112,17 @@ _WRITE_REFUSED = {
     "sort_column_names": "sortBy in DataFrame writes is refused; the table's layout is its owner's",
 }
 _UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
-MAX_SESSIONS = 10_000
+#: AnalyzePlan requests refused: Spark's cache is one for every user of the backend, so a
+#: user would see (storageLevel) and drop (unpersist) another user's cached DataFrame.
+_CACHE_REFUSED = (
+    "persist/cache, unpersist and storageLevel are refused through the gateway: Spark's "
+    "cache is shared by every user of the backend"
+)
+_INTERRUPTS = {
+    base_pb2.InterruptRequest.INTERRUPT_TYPE_ALL: "all",
+    base_pb2.InterruptRequest.INTERRUPT_TYPE_TAG: "tag",
+    base_pb2.InterruptRequest.INTERRUPT_TYPE_OPERATION_ID: "operation",
+}
 
 
 class _Refusal(Exception):
@@ -127,9 +144,10 @@ class _Call:
     query_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     started: float = field(default_factory=time.perf_counter)
     stmt_hash: str | None = None
+    entry: Entry | None = None  # the admitted session (sessions.py)
 
 
-class ConnectService(base_pb2_grpc.SparkConnectServiceServicer):
+class ConnectService(LimitedCalls, base_pb2_grpc.SparkConnectServiceServicer):
     """The governed Spark Connect endpoint in front of the in-JVM backend."""
 
     def __init__(self, lg: Lakegate, backend: Backend) -> None:
@@ -144,13 +162,25 @@ class ConnectService(base_pb2_grpc.SparkConnectServiceServicer):
             ],
         )
         self.stub = base_pb2_grpc.SparkConnectServiceStub(self._channel)
-        self._sessions: OrderedDict[tuple[str, str], tuple[GovernedSession, threading.RLock]] = (
-            OrderedDict()
+        cfg, api = lg.config.connect, lg.config.api
+        self.sessions = SessionRegistry(
+            per_user=cfg.max_sessions_per_user,
+            total=cfg.max_sessions,
+            idle_timeout=cfg.session_idle_timeout,
+            release=backend.release,
         )
+        self.limits = StatementLimits(
+            per_user=cfg.max_statements_per_user,
+            timeout=cfg.statement_timeout or api.timeout,
+            row_limit=cfg.row_limit or api.row_limit,
+        )
+        self._sweeper = Sweeper(self.sessions, min(cfg.session_idle_timeout / 2, 60.0))
+        self._sweeper.start()
         self._local_ops: set[tuple[str, str, str]] = set()
         self._lock = threading.Lock()
 
     def close(self) -> None:
+        self._sweeper.stop()
         self._channel.close()
 
     # the RPCs ---------------------------------------------------------------------------
@@ -158,7 +188,11 @@ class ConnectService(base_pb2_grpc.SparkConnectServiceServicer):
     def ExecutePlan(self, request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
         call = self._begin("executePlan", request, context)
         plan = request.plan
+        if not request.operation_id:  # the gateway must know it to cancel the operation
+            request.operation_id = str(uuid.uuid4())
+        stmt: Statement | None = None
         try:
+            stmt = self._statement(call, request.operation_id, request.tags)
             op = plan.WhichOneof("op_type")
             if op == "command" and plan.command.WhichOneof("command_type") == "sql_command":
                 answers = self._sql_command(call, request)
@@ -181,30 +215,37 @@ class ConnectService(base_pb2_grpc.SparkConnectServiceServicer):
                 )
             elif op == "root":
                 answers = None
-                request.plan.root.CopyFrom(self._govern(call, plan.root))
+                request.plan.root.CopyFrom(self._row_limited(self._govern(call, plan.root)))
             else:
                 raise AccessDenied("an empty plan is refused")
         except Exception as e:
-            self._fail(call, context, e)
-        self._allow(call, context)
+            self._fail(call, context, self._ended(stmt, e))
+        finally:
+            self._clear_group()
+        assert stmt is not None
         if answers is not None:
+            self.limits.finish(stmt)
+            self._allow(call, context)
             yield from answers
             return
         try:
-            for resp in self.stub.ExecutePlan(request, metadata=self._meta()):
-                resp.ClearField("metrics")  # operator names may carry storage paths
-                if resp.WhichOneof("response_type") == "extension":
-                    continue
-                yield resp
-        except grpc.RpcError as e:
-            self._backend_error(call, context, e)
+            self._allow(call, context)
+        except BaseException:
+            self.limits.finish(stmt)
+            raise
+        yield from self._stream(
+            call, context, stmt, self.stub.ExecutePlan(request, metadata=self._meta())
+        )
 
     def AnalyzePlan(self, request: Any, context: grpc.ServicerContext) -> Any:
         call = self._begin("analyzePlan", request, context)
+        stmt: Statement | None = None
         try:
             kind = request.WhichOneof("analyze")
             if kind is None:
                 raise AccessDenied("an empty analyze request is refused")
+            if kind in ("persist", "unpersist", "get_storage_level"):
+                raise AccessDenied(_CACHE_REFUSED)
             if kind == "explain":
                 raise AccessDenied(
                     "explain is refused through the gateway: it shows the "
@@ -213,14 +254,24 @@ class ConnectService(base_pb2_grpc.SparkConnectServiceServicer):
             if kind == "input_files":
                 raise AccessDenied("input_files is refused: it shows storage locations")
             if kind not in ("spark_version", "ddl_parse"):
+                stmt = self._statement(call, str(uuid.uuid4()), ())
                 self._govern_fields(call, getattr(request, kind))
         except Exception as e:
-            self._fail(call, context, e)
-        self._allow(call, context)
+            self._fail(call, context, self._ended(stmt, e))
+        finally:
+            self._clear_group()
         try:
-            return self.stub.AnalyzePlan(request, metadata=self._meta())
+            self._allow(call, context)
+            return self.stub.AnalyzePlan(
+                request, metadata=self._meta(), timeout=self.limits.timeout
+            )
         except grpc.RpcError as e:
+            if e.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+                self._fail(call, context, self.limits.timed_out())
             self._backend_error(call, context, e)
+        finally:
+            if stmt is not None:
+                self.limits.finish(stmt)
 
     def Config(self, request: Any, context: grpc.ServicerContext) -> Any:
         call = self._begin("config", request, context)
@@ -278,25 +329,48 @@ class ConnectService(base_pb2_grpc.SparkConnectServiceServicer):
         )
 
     def Interrupt(self, request: Any, context: grpc.ServicerContext) -> Any:
-        return self._forward("interrupt", self.stub.Interrupt, request, context)
+        """Forwarded to the backend, and every statement it names is cancelled here too:
+        its Spark jobs (gateway job group, backend job tag) and its concurrency slot."""
+        call = self._begin("interrupt", request, context, admit=False)
+        if call.entry is None:  # an expired session: its operations were interrupted then
+            self._allow(call, context)
+            return base_pb2.InterruptResponse(session_id=call.session_id)
+        answer = self._forward_call(call, self.stub.Interrupt, request, context)
+        kind = _INTERRUPTS.get(request.interrupt_type)
+        if kind is not None:
+            value = request.operation_tag if kind == "tag" else request.operation_id
+            for stmt in self.limits.matching(call.user, call.session_id, kind, value):
+                self.limits.cancel(stmt)
+                if stmt.key[2] not in answer.interrupted_ids:
+                    answer.interrupted_ids.append(stmt.key[2])
+        return answer
 
     def ReattachExecute(self, request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
-        call = self._begin("reattachExecute", request, context)
+        call = self._begin("reattachExecute", request, context, admit=False)
+        if call.entry is None:
+            self._fail(
+                call,
+                context,
+                _Refusal(
+                    grpc.StatusCode.NOT_FOUND,
+                    "the Spark Connect session expired (connect.session_idle_timeout); its "
+                    "operations were cancelled",
+                ),
+            )
         self._allow(call, context)
-        try:
-            for resp in self.stub.ReattachExecute(request, metadata=self._meta()):
-                resp.ClearField("metrics")
-                yield resp
-        except grpc.RpcError as e:
-            self._backend_error(call, context, e)
+        stmt = self.limits.get((call.user, call.session_id, request.operation_id))
+        yield from self._stream(
+            call, context, stmt, self.stub.ReattachExecute(request, metadata=self._meta())
+        )
 
     def ReleaseExecute(self, request: Any, context: grpc.ServicerContext) -> Any:
-        call = self._begin("releaseExecute", request, context)
+        call = self._begin("releaseExecute", request, context, admit=False)
         key = (call.user, call.session_id, request.operation_id)
         with self._lock:
             local = key in self._local_ops
             self._local_ops.discard(key)
-        if local:  # answered here (a SQL command): nothing to release in the backend
+        if local or call.entry is None:  # answered here, or its session expired: nothing
+            # to release in the backend
             self._allow(call, context)
             return base_pb2.ReleaseExecuteResponse(
                 session_id=call.session_id, operation_id=request.operation_id
@@ -312,22 +386,18 @@ class ConnectService(base_pb2_grpc.SparkConnectServiceServicer):
         (outside `spark.sql`), where a fresh thread would have none."""
         spark = self.lg.spark
         spark._jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
-        key = (call.user, call.session_id)
+        entry = call.entry
+        assert entry is not None  # admitted in _begin
         with self._lock:
-            found = self._sessions.get(key)
-            if found is None:
-                s = self.lg.session(
+            if entry.governed is None:
+                entry.governed = self.lg.session(
                     call.user,
                     auth="TOKEN",
                     proto="connect",
                     ip=call.ip,
                     caller_context=f"connect:{call.session_id}",
                 )
-                found = self._sessions[key] = (s, threading.RLock())
-                while len(self._sessions) > MAX_SESSIONS:
-                    self._sessions.popitem(last=False)
-            self._sessions.move_to_end(key)
-        return found
+        return entry.governed, entry.lock
 
     def _govern(self, call: _Call, rel: Any) -> Any:
         """The governed, verified copy of a relation (runs in the user's session lock)."""
@@ -373,7 +443,7 @@ class ConnectService(base_pb2_grpc.SparkConnectServiceServicer):
                 df = session.sql(cmd.sql)
                 if session.last_query_id:
                     call.query_id = session.last_query_id
-                data = _arrow_bytes(df, session)
+                data = _arrow_bytes(df, session, self.limits.row_limit)
                 if data is not None:  # Spark takes an empty result by its schema alone
                     result.relation.local_relation.data = data
                 result.relation.local_relation.schema = df.schema.json()
@@ -424,6 +494,7 @@ class ConnectService(base_pb2_grpc.SparkConnectServiceServicer):
         with lock:
             gov = WriteSourceGovernor(session)
             source = gov.relation(w.input)
+            gov.verify(source, self.backend, call.session_id, whole=False)  # before any job
             columns = [
                 str(c)
                 for c in self.backend.dataset(
@@ -502,8 +573,12 @@ class ConnectService(base_pb2_grpc.SparkConnectServiceServicer):
 
     # calls, audit, errors ---------------------------------------------------------------
 
-    def _begin(self, cmd: str, request: Any, context: grpc.ServicerContext) -> _Call:
-        """Authenticate, force the verified user into the request, hash it for the audit."""
+    def _begin(
+        self, cmd: str, request: Any, context: grpc.ServicerContext, *, admit: bool = True
+    ) -> _Call:
+        """Authenticate, force the verified user into the request, hash it for the audit,
+        and admit the session (sessions.py; `admit=False`: only find it, for calls about an
+        operation, which never open a session)."""
         ip = _peer_ip(context.peer())
         session_id = str(getattr(request, "session_id", "") or "")
         call = _Call(cmd, "anonymous", ip, session_id if _UUID.match(session_id) else "")
@@ -524,6 +599,13 @@ class ConnectService(base_pb2_grpc.SparkConnectServiceServicer):
             request.user_context.Clear()
         request.user_context.user_id = principal.user
         request.user_context.user_name = principal.user
+        if not admit:
+            call.entry = self.sessions.find(call.user, call.session_id)
+            return call
+        try:
+            call.entry = self.sessions.admit(call.user, call.session_id)
+        except SessionRefused as e:
+            self._fail(call, context, e)
         return call
 
     def _audit(
@@ -564,6 +646,10 @@ class ConnectService(base_pb2_grpc.SparkConnectServiceServicer):
         """Record the refusal or failure, then answer with one line (never Spark's text)."""
         if isinstance(e, _Refusal):
             code, message, allowed = e.code, str(e), False
+        elif isinstance(e, SessionRefused | StatementRefused):
+            code, message, allowed = grpc.StatusCode.RESOURCE_EXHAUSTED, str(e), False
+        elif isinstance(e, LimitExceeded):
+            code, message, allowed = e.code, str(e), True
         elif isinstance(e, AccessDenied):
             code, message, allowed = grpc.StatusCode.PERMISSION_DENIED, str(e), False
         elif isinstance(e, AuditUnavailable):
@@ -631,9 +717,6 @@ class ConnectService(base_pb2_grpc.SparkConnectServiceServicer):
             )
         )
         raise AssertionError("unreachable")
-
-    def _forward(self, cmd: str, method: Any, request: Any, context: grpc.ServicerContext) -> Any:
-        return self._forward_call(self._begin(cmd, request, context), method, request, context)
 
     def _forward_call(
         self, call: _Call, method: Any, request: Any, context: grpc.ServicerContext
@@ -730,18 +813,24 @@ def _spark_message(e: BaseException, call: _Call) -> str:
     return failure_message(e, call.query_id, call.user)
 
 
-def _arrow_bytes(df: Any, session: GovernedSession) -> bytes | None:
+def _arrow_bytes(df: Any, session: GovernedSession, row_limit: int) -> bytes | None:
     """A command's (small) result as the Arrow IPC stream a LocalRelation carries; None
-    when it has no rows (a stream without batches carries no schema for Spark)."""
+    when it has no rows (a stream without batches carries no schema for Spark). More than
+    `row_limit` rows are refused, as a query's are."""
     import pyarrow as pa
     from pyspark.sql.pandas.types import to_arrow_schema
 
     try:
-        rows = df.collect()
+        rows = df.limit(row_limit + 1).collect()
     except Exception as e:
         raise StatementFailed(
             failure_message(e, session.last_query_id or "", session.user)
         ) from None
+    if len(rows) > row_limit:
+        raise LimitExceeded(
+            f"the result has more than {row_limit} rows (connect.row_limit)",
+            grpc.StatusCode.RESOURCE_EXHAUSTED,
+        )
     if not rows:
         return None
     schema = to_arrow_schema(df.schema)

@@ -151,3 +151,41 @@ def embedded(connect_lakegate) -> Callable[[str, str], list[tuple]]:
 @pytest.fixture
 def audit_dir(connect_lakegate) -> Path:
     return connect_lakegate.config.audit
+
+
+@pytest.fixture
+def limited_gateway(gateway, connect_lakegate) -> Iterator[Callable[..., Any]]:
+    """`limited_gateway(**connect_settings)`: a second gateway over the same lakehouse whose
+    `connect:` section has these limits, and a `connect(user)` for it: (gateway, connect).
+    Stopped (with its sessions' clients) at the end of the test."""
+    from pyspark.sql.connect.session import SparkSession as RemoteSession
+
+    from api.connect.server import Gateway
+
+    made: list[Any] = []
+    gateways: list[Any] = []
+
+    def make(**limits: Any) -> tuple[Any, Callable[[str], Any]]:
+        saved = connect_lakegate.config
+        connect_lakegate.config = replace(saved, connect=replace(saved.connect, **limits))
+        try:
+            gw = Gateway(connect_lakegate, host="127.0.0.1", port=0)
+        finally:
+            connect_lakegate.config = saved
+        gw.start()
+        gateways.append(gw)
+
+        def connect(user: str) -> Any:
+            url = f"sc://127.0.0.1:{gw.port}/;use_ssl=true;token={token_of(user)}"
+            s = RemoteSession.builder.remote(url).create()
+            made.append(s)
+            return s
+
+        return gw, connect
+
+    yield make
+    for s in made:
+        with contextlib.suppress(Exception):
+            s.stop()
+    for gw in gateways:
+        gw.stop()

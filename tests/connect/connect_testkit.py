@@ -77,3 +77,16 @@ def audit_lines(directory: Path) -> list[dict[str, str]]:
             body = line.split(": ", 1)[1] if ": " in line else line
             out.append(dict(kv.split("=", 1) for kv in body.split("\t") if "=" in kv))
     return out
+
+
+def jobs_in_group(spark: Any, group: str) -> list[int]:
+    """The Spark jobs started so far under a job group (the listener bus drained first, so
+    every job already submitted is counted)."""
+    spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty()
+    return list(spark.sparkContext.statusTracker().getJobIdsForGroup(group))
+
+
+def active_jobs(spark: Any) -> list[int]:
+    """The Spark jobs running now, after the listener bus has caught up."""
+    spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty()
+    return list(spark.sparkContext._jsc.statusTracker().getActiveJobIds())

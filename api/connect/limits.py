@@ -1,0 +1,274 @@
+"""Statement limits of the Connect gateway: one user cannot starve the others.
+
+Each ExecutePlan or AnalyzePlan call is a statement: a user runs at most
+`connect.max_statements_per_user` at once (the next is refused with one line); a statement
+that outlives `connect.statement_timeout` seconds (default: the REST API's `api.timeout`)
+is cancelled, its Spark jobs with it; a query returns at most `connect.row_limit` rows
+(default `api.row_limit`), more is refused. Cancelling a statement, by its timeout, by the
+client's interrupt or by the client going away, cancels its Spark jobs in the gateway's
+thread (a job group) and in the backend (the operation's job tag, and Spark Connect's own
+interrupt), so the cores are free at once.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, NoReturn
+
+import grpc
+from pyspark.sql.connect.proto import base_pb2, relations_pb2
+
+from governance.errors import LakegateError
+from governance.execute import ERROR_LOG
+
+if TYPE_CHECKING:
+    from api.connect.backend import Backend
+    from api.connect.sessions import SessionRegistry
+    from governance.session import Lakegate
+
+OpKey = tuple[str, str, str]  # (user, session id, operation id)
+
+
+class StatementRefused(LakegateError):
+    """A statement over the user's concurrency limit."""
+
+
+class LimitExceeded(LakegateError):
+    """An allowed statement stopped by a limit (its timeout, the row limit): `code` is the
+    gRPC status the client gets."""
+
+    def __init__(self, message: str, code: grpc.StatusCode) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass
+class Statement:
+    """One running statement: its key, tags, how to cancel it, and what it returned."""
+
+    key: OpKey
+    tags: frozenset[str]
+    cancel_actions: list[Callable[[], None]] = field(default_factory=list)
+    on_done: list[Callable[[], None]] = field(default_factory=list)
+    timed_out: bool = False
+    cancelled: bool = False
+    done: bool = False
+    rows: int = 0
+    seen: set[str] = field(default_factory=set)  # response ids counted (reattach resends)
+    timer: threading.Timer | None = None
+
+    @property
+    def job_group(self) -> str:
+        """The Spark job group of the statement's work in the gateway's own thread."""
+        return f"lakegate-connect-{self.key[2]}"
+
+
+class StatementLimits:
+    """The running statements by user; `start` admits one and arms its timeout."""
+
+    def __init__(self, *, per_user: int, timeout: float, row_limit: int) -> None:
+        self.per_user, self.timeout, self.row_limit = per_user, timeout, row_limit
+        self._running: dict[OpKey, Statement] = {}
+        self._lock = threading.Lock()
+
+    def start(self, key: OpKey, tags: Iterable[str] = ()) -> Statement:
+        """Admit a statement of key's user, or raise StatementRefused (one line)."""
+        user = key[0]
+        with self._lock:
+            mine = sum(1 for k in self._running if k[0] == user)
+            if mine >= self.per_user:
+                raise StatementRefused(
+                    f"user {user} already runs {mine} Spark Connect statements, the most "
+                    "connect.max_statements_per_user allows; wait for one to finish or "
+                    "interrupt it"
+                )
+            stmt = self._running[key] = Statement(key, frozenset(tags))
+        stmt.timer = threading.Timer(self.timeout, self._expire, args=(stmt,))
+        stmt.timer.daemon = True
+        stmt.timer.start()
+        return stmt
+
+    def get(self, key: OpKey) -> Statement | None:
+        with self._lock:
+            return self._running.get(key)
+
+    def matching(self, user: str, session_id: str, kind: str, value: str) -> list[Statement]:
+        """The running statements an Interrupt names: all of the session's, by tag, or by
+        operation id."""
+        with self._lock:
+            return [
+                s
+                for (u, sid, op), s in self._running.items()
+                if u == user
+                and sid == session_id
+                and (
+                    kind == "all"
+                    or (kind == "tag" and value in s.tags)
+                    or (kind == "operation" and op == value)
+                )
+            ]
+
+    def finish(self, stmt: Statement) -> None:
+        """The statement's slot is free and its timer disarmed; `on_done` runs once."""
+        if stmt.timer is not None:
+            stmt.timer.cancel()
+        with self._lock:
+            if stmt.done:
+                return
+            stmt.done = True
+            if self._running.get(stmt.key) is stmt:
+                del self._running[stmt.key]
+        for action in stmt.on_done:
+            action()
+
+    def cancel(self, stmt: Statement) -> None:
+        """Cancel the statement's Spark work everywhere it may run, then free its slot."""
+        stmt.cancelled = True
+        for action in list(stmt.cancel_actions):
+            try:
+                action()
+            except Exception as e:  # the other actions still run; the slot is freed
+                ERROR_LOG.error("connect statement %s not fully cancelled: %s", stmt.key[2], e)
+        self.finish(stmt)
+
+    def count(self, user: str) -> int:
+        with self._lock:
+            return sum(1 for k in self._running if k[0] == user)
+
+    def _expire(self, stmt: Statement) -> None:
+        if stmt.done:
+            return
+        stmt.timed_out = True
+        self.cancel(stmt)
+
+    def timed_out(self) -> LimitExceeded:
+        return LimitExceeded(
+            f"statement timed out after {self.timeout:g} s (connect.statement_timeout); "
+            "its Spark jobs were cancelled",
+            grpc.StatusCode.DEADLINE_EXCEEDED,
+        )
+
+    def too_many_rows(self) -> LimitExceeded:
+        return LimitExceeded(
+            f"the result has more than {self.row_limit} rows (connect.row_limit); filter, "
+            f"aggregate or add .limit({self.row_limit})",
+            grpc.StatusCode.RESOURCE_EXHAUSTED,
+        )
+
+
+class LimitedCalls:
+    """The gateway service's side of the limits (mixed into ConnectService): admitting a
+    statement with its cancel actions, and streaming the backend's answer under them."""
+
+    limits: StatementLimits
+    sessions: SessionRegistry
+    backend: Backend
+    lg: Lakegate
+    stub: Any
+
+    def _meta(self) -> list[tuple[str, str]]:
+        raise NotImplementedError
+
+    def _fail(self, call: Any, context: grpc.ServicerContext, e: BaseException) -> NoReturn:
+        raise NotImplementedError
+
+    def _backend_error(
+        self, call: Any, context: grpc.ServicerContext, e: grpc.RpcError
+    ) -> NoReturn:
+        raise NotImplementedError
+
+    def _statement(self, call: Any, op_id: str, tags: Any) -> Statement:
+        """Admit a statement: a concurrency slot, a timeout that cancels its
+        Spark jobs here (this thread's job group) and in the backend (Spark Connect's
+        interrupt and the operation's job tag), and its session kept from expiry."""
+        stmt = self.limits.start((call.user, call.session_id, op_id), tags)
+        entry = call.entry
+        if entry is not None:
+            self.sessions.started(entry)
+            stmt.on_done.append(lambda: self.sessions.finished(entry))
+        sc = self.lg.spark.sparkContext
+        group = stmt.job_group
+        stmt.cancel_actions.append(lambda: sc.cancelJobGroup(group))
+        stmt.cancel_actions.append(lambda: self._interrupt_backend(call, op_id))
+        stmt.cancel_actions.append(lambda: self.backend.cancel(call.user, call.session_id, op_id))
+        sc.setJobGroup(group, f"lakegate connect {call.user}", interruptOnCancel=True)
+        return stmt
+
+    def _interrupt_backend(self, call: Any, op_id: str) -> None:
+        req = base_pb2.InterruptRequest(
+            session_id=call.session_id,
+            interrupt_type=base_pb2.InterruptRequest.INTERRUPT_TYPE_OPERATION_ID,
+            operation_id=op_id,
+        )
+        req.user_context.user_id = call.user
+        req.user_context.user_name = call.user
+        self.stub.Interrupt(req, metadata=self._meta(), timeout=30)
+
+    def _clear_group(self) -> None:
+        """This thread's Spark job group is unset (the next call on it is another's)."""
+        self.lg.spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+
+    def _ended(self, stmt: Statement | None, e: BaseException) -> BaseException:
+        """The statement failed before it was forwarded: its slot is freed; the error the
+        caller reads (its timeout's, when that is why it failed)."""
+        if stmt is None:
+            return e
+        self.limits.finish(stmt)
+        return self.limits.timed_out() if stmt.timed_out else e
+
+    def _row_limited(self, rel: relations_pb2.Relation) -> relations_pb2.Relation:
+        """The query under a limit of connect.row_limit + 1 rows: the backend computes no
+        more, and one row over the limit is how `_stream` knows to refuse the result."""
+        out = relations_pb2.Relation()
+        out.limit.input.CopyFrom(rel)
+        out.limit.limit = self.limits.row_limit + 1
+        return out
+
+    def _stream(
+        self,
+        call: Any,
+        context: grpc.ServicerContext,
+        stmt: Statement | None,
+        responses: Any,
+    ) -> Iterator[Any]:
+        """The backend's responses to the client, counting the rows against the limit. The
+        statement ends with its result; a client that goes away (or cancels) cancels it; a
+        stream the backend ends early (the client reattaches) keeps it running."""
+        settled, complete = [False], [False]
+
+        def gone() -> None:
+            if stmt is None or stmt.done or settled[0]:
+                return
+            if complete[0]:  # the client has its result and hung up
+                self.limits.finish(stmt)
+            else:
+                self.limits.cancel(stmt)
+
+        context.add_callback(gone)
+        try:
+            for resp in responses:
+                resp.ClearField("metrics")  # operator names may carry storage paths
+                kind = resp.WhichOneof("response_type")
+                if kind == "extension":
+                    continue
+                if stmt is not None and kind == "arrow_batch" and resp.response_id not in stmt.seen:
+                    stmt.seen.add(resp.response_id)
+                    stmt.rows += resp.arrow_batch.row_count
+                    if stmt.rows > self.limits.row_limit:
+                        settled[0] = True
+                        self.limits.cancel(stmt)
+                        self._fail(call, context, self.limits.too_many_rows())
+                complete[0] = complete[0] or kind == "result_complete"
+                yield resp
+        except grpc.RpcError as e:
+            settled[0] = True
+            if stmt is not None:
+                self.limits.finish(stmt)
+                if stmt.timed_out:
+                    self._fail(call, context, self.limits.timed_out())
+            self._backend_error(call, context, e)
+        settled[0] = True
+        if stmt is not None and complete[0]:
+            self.limits.finish(stmt)

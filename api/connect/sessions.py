@@ -1,0 +1,170 @@
+"""The gateway's Connect sessions: per-user quotas, idle expiry, release in the backend.
+
+A Connect session is (verified user, session id). Spark's backend keeps at most 100 sessions
+in one least-recently-used cache for every user together, so a user opening many sessions
+would evict other users' sessions (and interrupt their running operations). The gateway
+therefore admits a session before any call reaches the backend: a user holds at most
+`connect.max_sessions_per_user` sessions (a new one closes that user's own least recently
+used idle session; refused when all of theirs are running statements), the gateway at most
+`connect.max_sessions` (at most the backend's 100; a new session over it is refused). Room
+is never made by closing another user's session. A session unused for
+`connect.session_idle_timeout` seconds, with no statement running, is expired: its governed
+session (temp views) is dropped and the backend's SessionHolder released. Spark 3.5 clients
+never say they are done with a session (ReleaseSession is Spark 4; each `lakegate sql
+--gateway` run opens one), so closing and expiry are what free them.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from governance.errors import LakegateError
+from governance.execute import ERROR_LOG
+
+if TYPE_CHECKING:
+    from governance.session import GovernedSession
+
+Key = tuple[str, str]  # (user, session id)
+
+
+class SessionRefused(LakegateError):
+    """A new session over the user's or the gateway's quota."""
+
+
+@dataclass
+class Entry:
+    """One admitted session: its governed session (made on first use), the lock its
+    statements plan under, when it was last used and how many of its statements run."""
+
+    governed: GovernedSession | None = None
+    lock: threading.RLock = field(default_factory=threading.RLock)
+    last_used: float = 0.0
+    running: int = 0
+
+
+class SessionRegistry:
+    """The admitted sessions; `release(user, session_id)` frees one in the backend."""
+
+    def __init__(
+        self,
+        *,
+        per_user: int,
+        total: int,
+        idle_timeout: float,
+        release: Callable[[str, str], None],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.per_user, self.total, self.idle_timeout = per_user, total, idle_timeout
+        self.clock = clock
+        self._release = release
+        self._entries: dict[Key, Entry] = {}
+        self._lock = threading.Lock()
+
+    def admit(self, user: str, session_id: str) -> Entry:
+        """The session's entry, admitted now if new (idle sessions are expired first). A
+        user at their quota gives up their own least recently used idle session; raises
+        SessionRefused when all of theirs are running statements, or the gateway is full."""
+        self.expire_idle()
+        key = (user, session_id)
+        closed: list[Key] = []
+        try:
+            with self._lock:
+                entry = self._entries.get(key)
+                if entry is None:
+                    closed = self._make_room(user)
+                    entry = self._entries[key] = Entry()
+                entry.last_used = self.clock()
+                return entry
+        finally:
+            self._release_all(closed)
+
+    def _make_room(self, user: str) -> list[Key]:
+        """Room for one more session of `user` (under the registry's lock): the keys of the
+        user's own sessions closed for it."""
+        mine = [(e.last_used, k) for k, e in self._entries.items() if k[0] == user]
+        closed: list[Key] = []
+        if len(mine) >= self.per_user:
+            idle = sorted((used, k) for used, k in mine if self._entries[k].running == 0)
+            if len(mine) - len(idle) >= self.per_user:
+                raise SessionRefused(
+                    f"user {user} has {len(mine)} open Spark Connect sessions, each running "
+                    "a statement: the most connect.max_sessions_per_user allows; wait for "
+                    "one to finish"
+                )
+            for _, k in idle[: len(mine) - self.per_user + 1]:
+                del self._entries[k]
+                closed.append(k)
+        if len(self._entries) >= self.total:  # (never after closing one of the user's)
+            raise SessionRefused(
+                f"the gateway has {len(self._entries)} open Spark Connect sessions, the "
+                "most connect.max_sessions allows; try again later"
+            )
+        return closed
+
+    def find(self, user: str, session_id: str) -> Entry | None:
+        """The admitted session's entry (touched), or None; never admits one."""
+        with self._lock:
+            entry = self._entries.get((user, session_id))
+            if entry is not None:
+                entry.last_used = self.clock()
+            return entry
+
+    def started(self, entry: Entry) -> None:
+        """A statement of the session runs: it is not expired meanwhile."""
+        with self._lock:
+            entry.running += 1
+
+    def finished(self, entry: Entry) -> None:
+        with self._lock:
+            entry.running -= 1
+            entry.last_used = self.clock()
+
+    def expire_idle(self) -> list[Key]:
+        """Expire every session idle longer than the timeout with nothing running; each is
+        released in the backend (outside the registry's lock). The keys expired."""
+        now = self.clock()
+        with self._lock:
+            gone = [
+                key
+                for key, e in self._entries.items()
+                if e.running == 0 and now - e.last_used > self.idle_timeout
+            ]
+            for key in gone:
+                del self._entries[key]
+        self._release_all(gone)
+        return gone
+
+    def _release_all(self, keys: list[Key]) -> None:
+        for user, session_id in keys:
+            try:
+                self._release(user, session_id)
+            except Exception as e:  # the backend's own idle expiry still frees it
+                ERROR_LOG.error("connect session of %s not released in the backend: %s", user, e)
+
+    def held(self, user: str, session_id: str) -> bool:
+        with self._lock:
+            return (user, session_id) in self._entries
+
+    def count(self, user: str | None = None) -> int:
+        with self._lock:
+            return sum(1 for u, _ in self._entries if user is None or u == user)
+
+
+class Sweeper(threading.Thread):
+    """Expires idle sessions in the background, so an idle gateway frees them too."""
+
+    def __init__(self, registry: SessionRegistry, every: float) -> None:
+        super().__init__(name="lakegate-connect-sessions", daemon=True)
+        self.registry, self.every = registry, every
+        self._done = threading.Event()
+
+    def run(self) -> None:
+        while not self._done.wait(self.every):
+            self.registry.expire_idle()
+
+    def stop(self) -> None:
+        self._done.set()

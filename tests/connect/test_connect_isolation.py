@@ -1,0 +1,121 @@
+"""One user cannot act on another's resources (issue 24, item 5): Spark's cache is one for
+every backend user, so persist/unpersist/storageLevel are refused; sessions have per-user
+and gateway-wide quotas (a user over theirs closes their own oldest idle session, nobody
+else's); an idle session expires and its backend SessionHolder is released."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from connect_testkit import audit_lines
+
+CACHE_REFUSED = "persist/cache, unpersist and storageLevel are refused through the gateway"
+
+
+@pytest.mark.parametrize(
+    "action",
+    [
+        lambda df: df.cache(),
+        lambda df: df.persist(),
+        lambda df: df.unpersist(),
+        lambda df: df.storageLevel,
+        lambda df: df.is_cached,
+    ],
+    ids=["cache", "persist", "unpersist", "storageLevel", "is_cached"],
+)
+def test_cache_calls_are_refused_since_the_cache_is_shared_by_every_user(
+    remote, audit_dir, action
+) -> None:
+    from pyspark.errors.exceptions.connect import SparkConnectGrpcException
+
+    df = remote("erin").table("main.sales.orders")
+    with pytest.raises(SparkConnectGrpcException, match=CACHE_REFUSED) as e:
+        action(df)
+    assert "\n" not in str(e.value).strip()
+    last = [ln for ln in audit_lines(audit_dir) if ln.get("cmd") == "analyzePlan"][-1]
+    assert last["allowed"] == "false" and CACHE_REFUSED in last["reason"]
+    assert last["ugi"].startswith("erin ")
+
+
+def test_a_user_over_the_session_quota_closes_only_their_own_oldest_idle_session(
+    limited_gateway,
+) -> None:
+    gw, connect = limited_gateway(max_sessions_per_user=2)
+    carol = connect("carol")
+    carol.range(3).createOrReplaceTempView("mine")
+    erin = [connect("erin") for _ in range(3)]
+    assert [s.range(2).count() for s in erin] == [2, 2, 2]
+    oldest = erin[0].client._session_id
+    assert not gw.service.sessions.held("erin", oldest)
+    assert not gw.backend.holds("erin", oldest)  # released in the backend too
+    assert gw.service.sessions.count("erin") == 2
+    assert carol.table("mine").count() == 3  # carol's session and view are untouched
+    assert gw.backend.holds("carol", carol.client._session_id)
+
+
+def test_a_user_whose_sessions_all_run_statements_is_refused_a_new_one(
+    limited_gateway, audit_dir
+) -> None:
+    from pyspark.errors.exceptions.connect import SparkConnectGrpcException
+
+    gw, connect = limited_gateway(max_sessions_per_user=2)
+    erin = [connect("erin") for _ in range(3)]
+    registry = gw.service.sessions
+    busy = []
+    for s in erin[:2]:
+        assert s.range(1).count() == 1
+        busy.append(registry.find("erin", s.client._session_id))
+        registry.started(busy[-1])  # as while a statement of the session runs
+    with pytest.raises(SparkConnectGrpcException, match=r"connect\.max_sessions_per_user") as e:
+        erin[2].range(2).count()
+    assert str(e.value).startswith("user erin has 2 open Spark Connect sessions, each running")
+    for entry in busy:
+        registry.finished(entry)
+    assert erin[2].range(2).count() == 2
+    refusal = [ln for ln in audit_lines(audit_dir) if "sessions_per_user" in ln.get("reason", "")]
+    assert refusal and refusal[-1]["allowed"] == "false" and refusal[-1]["ugi"].startswith("erin ")
+
+
+def test_the_gateway_wide_session_cap_refuses_a_new_session_without_evicting_one(
+    limited_gateway,
+) -> None:
+    from pyspark.errors.exceptions.connect import SparkConnectGrpcException
+
+    gw, connect = limited_gateway(max_sessions=2)
+    carol, erin, dana = connect("carol"), connect("erin"), connect("dana")
+    carol.range(1).createOrReplaceTempView("kept")
+    assert erin.range(1).count() == 1
+    with pytest.raises(SparkConnectGrpcException, match=r"connect\.max_sessions allows"):
+        dana.range(1).count()
+    assert carol.table("kept").count() == 1
+    assert gw.backend.holds("carol", carol.client._session_id)
+
+
+def test_an_idle_session_expires_and_its_backend_session_is_released(limited_gateway) -> None:
+    gw, connect = limited_gateway(max_sessions_per_user=1, session_idle_timeout=60.0)
+    erin = connect("erin")
+    assert erin.range(4).count() == 4
+    sid = erin.client._session_id
+    assert gw.backend.holds("erin", sid) and gw.service.sessions.held("erin", sid)
+    registry = gw.service.sessions
+    registry.clock = lambda: time.monotonic() + 61.0  # a minute later, nothing running
+    assert registry.expire_idle() == [("erin", sid)]
+    assert not gw.backend.holds("erin", sid)  # Spark's SessionHolder is gone too
+    assert not registry.held("erin", sid)
+    registry.clock = time.monotonic
+    assert connect("erin").range(2).count() == 2  # the quota's slot is free again
+
+
+def test_a_session_with_a_running_statement_is_not_expired(limited_gateway) -> None:
+    gw, connect = limited_gateway(session_idle_timeout=60.0)
+    erin = connect("erin")
+    erin.range(1).count()
+    registry = gw.service.sessions
+    entry = registry.admit("erin", erin.client._session_id)
+    registry.started(entry)
+    registry.clock = lambda: time.monotonic() + 61.0
+    assert registry.expire_idle() == []
+    registry.finished(entry)
+    registry.clock = lambda: time.monotonic() + 122.0
+    assert registry.expire_idle() == [("erin", erin.client._session_id)]

@@ -1,0 +1,133 @@
+"""One user cannot starve the others (issue 24, item 6): Connect statements get the REST
+API's timeout and row limit (or the `connect:` section's), a per-user concurrency limit,
+and cancellation (timeout, interrupt) that cancels the backend's Spark jobs and frees the
+cores. Outcomes only: which statement is refused or cancelled, which one answers."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from connect_testkit import active_jobs, audit_lines
+
+ORDERS = "SELECT id, region FROM main.sales.orders"
+
+
+def _runaway(s: Any) -> Any:
+    """A query that keeps both cores busy for hours."""
+    return s.range(0, 10**13, 1, 2).selectExpr("sum(id * 7 % 13) AS x").collect()
+
+
+def _in_thread(fn: Callable[[], Any]) -> tuple[threading.Thread, dict[str, Any]]:
+    out: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            out["value"] = fn()
+        except Exception as e:  # the test asserts on it
+            out["error"] = e
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t, out
+
+
+def _until(check: Callable[[], bool], what: str) -> None:
+    """Wait (bounded) for a state the test needs before its next step."""
+    import time
+
+    for _ in range(600):
+        if check():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"never happened: {what}")
+
+
+def test_connect_limits_default_to_the_rest_api_limits(gateway, connect_lakegate) -> None:
+    api = connect_lakegate.config.api
+    assert gateway.service.limits.timeout == api.timeout
+    assert gateway.service.limits.row_limit == api.row_limit
+
+
+def test_a_runaway_query_is_cancelled_at_the_timeout_and_another_users_query_answers(
+    limited_gateway, spark, embedded, audit_dir
+) -> None:
+    import time
+
+    _, connect = limited_gateway(statement_timeout=20.0)
+    erin, carol = connect("erin"), connect("carol")
+    t, out = _in_thread(lambda: _runaway(erin))
+    _until(lambda: bool(active_jobs(spark)), "the runaway query's job started")
+    # carol asks while erin's query holds both cores, late enough in erin's budget that
+    # hers (the same timeout) outlasts it: she waits for the cancellation, not her own
+    time.sleep(10)
+    got = sorted((tuple(r) for r in carol.sql(ORDERS).collect()), key=repr)
+    assert got == embedded("carol", ORDERS)
+    t.join(300)
+    assert "error" in out, out
+    assert "statement timed out after 20 s (connect.statement_timeout)" in str(out["error"])
+    _until(lambda: not active_jobs(spark), "the runaway query's jobs were cancelled")
+    line = [ln for ln in audit_lines(audit_dir) if "statement_timeout" in ln.get("reason", "")]
+    assert line and line[-1]["ugi"].startswith("erin ") and line[-1]["succeeded"] == "false"
+
+
+def test_the_third_concurrent_statement_of_one_user_is_refused_and_interrupt_frees_the_cores(
+    limited_gateway, spark, embedded
+) -> None:
+    from pyspark.errors.exceptions.connect import SparkConnectGrpcException
+
+    gw, connect = limited_gateway(max_statements_per_user=2, statement_timeout=3600.0)
+    first, second, third = connect("erin"), connect("erin"), connect("erin")
+    runs = [_in_thread(lambda s=s: _runaway(s)) for s in (first, second)]
+    _until(lambda: gw.service.limits.count("erin") == 2, "erin's two statements run")
+    with pytest.raises(SparkConnectGrpcException, match=r"connect\.max_statements_per_user") as e:
+        third.range(3).collect()
+    assert str(e.value).startswith("user erin already runs 2 Spark Connect statements")
+    carol = connect("carol")
+    for s in (first, second):
+        s.interruptAll()
+    for t, out in runs:
+        t.join(300)
+        assert "error" in out, out
+    _until(lambda: not active_jobs(spark), "the interrupted queries' jobs were cancelled")
+    assert gw.service.limits.count("erin") == 0
+    got = sorted((tuple(r) for r in carol.sql(ORDERS).collect()), key=repr)
+    assert got == embedded("carol", ORDERS)
+    assert [r.id for r in third.range(3).collect()] == [0, 1, 2]
+
+
+def test_a_result_over_the_row_limit_is_refused(limited_gateway, audit_dir) -> None:
+    from pyspark.errors.exceptions.connect import SparkConnectGrpcException
+
+    gw, connect = limited_gateway(row_limit=5)
+    s = connect("erin")
+    assert [r.id for r in s.range(5).collect()] == [0, 1, 2, 3, 4]
+    with pytest.raises(SparkConnectGrpcException, match=r"more than 5 rows \(connect.row_limit\)"):
+        s.range(6).collect()
+    assert s.range(100).count() == 100  # an aggregate's one row is within the limit
+    line = [ln for ln in audit_lines(audit_dir) if "connect.row_limit" in ln.get("reason", "")]
+    assert line and line[-1]["ugi"].startswith("erin ")
+    _until(lambda: gw.service.limits.count("erin") == 0, "every statement's slot is free")
+
+
+def test_connect_limits_are_read_from_lakegate_yaml(tmp_path: Path) -> None:
+    from governance.config import Config
+    from governance.errors import ConfigError
+
+    path = tmp_path / "lakegate.yaml"
+    path.write_text(
+        "connect:\n  statement_timeout: 30\n  row_limit: 500\n  max_statements_per_user: 3\n"
+        "  max_sessions_per_user: 5\n  max_sessions: 50\n  session_idle_timeout: 900\n"
+    )
+    c = Config.load(path).connect
+    assert (c.statement_timeout, c.row_limit, c.max_statements_per_user) == (30.0, 500, 3)
+    assert (c.max_sessions_per_user, c.max_sessions, c.session_idle_timeout) == (5, 50, 900.0)
+    path.write_text("connect:\n  max_sessions: 500\n")
+    with pytest.raises(ConfigError, match=r"'connect\.max_sessions' must be a number from 1"):
+        Config.load(path)
+    path.write_text("connect:\n  max_statements_per_user: 0\n")
+    with pytest.raises(ConfigError, match=r"'connect\.max_statements_per_user' must be positive"):
+        Config.load(path)
