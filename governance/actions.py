@@ -26,6 +26,7 @@ from governance.planning.planned import (
     ReadHistory,
     RegisterTable,
 )
+from governance.policy.tag_state import with_governed_state
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -72,7 +73,10 @@ def _alter_table(action: AlterTable, catalog: Catalog, spark: SparkSession) -> N
     info = read_delta_table(
         spark, old.catalog, old.schema, old.name, old.location, domain=old.domain
     )
-    catalog.register_table(replace(info, comment=comment, properties=old.properties), replace=True)
+    properties = old.properties
+    if action.tags is not None:  # a steward moved tags: the table's new governed state
+        properties = with_governed_state(properties, action.tags, merge=False)
+    catalog.register_table(replace(info, comment=comment, properties=properties), replace=True)
 
 
 def remove_managed_files(catalog: Catalog, location: str) -> None:

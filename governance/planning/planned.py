@@ -73,6 +73,7 @@ class AlterTable:
     statement: str | None
     set_comment: bool = False
     comment: str | None = None
+    tags: tuple[tuple[str, tuple[str, ...]], ...] | None = None  # columns' new governed tags
 
 
 @dataclass(frozen=True)
