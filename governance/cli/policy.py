@@ -171,6 +171,11 @@ def cmd_explain(user: str, directory: str, output: str, table: str) -> int:
             click.echo(f"  mapping    : {mapped} (read by {pid} with the policy's rights)")
         for pid, column, tag in acc.tag_matches:
             click.echo(f"  by tag     : {pid} applies through column {column} (tag {tag})")
+        for column, tags in acc.governed_tags:
+            click.echo(
+                f"  governed   : {column} tagged {', '.join(tags)} (applied or propagated "
+                "through Lakegate; removed only with APPLY_TAG)"
+            )
     click.echo(f"  decided by : {', '.join(acc.decided_by) or 'default deny'}")
     if acc.error:
         click.echo(f"  ERROR      : {acc.error}")

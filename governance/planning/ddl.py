@@ -13,6 +13,7 @@ from catalog.catalog import CatalogError
 from catalog.model import TableInfo
 from governance.errors import AccessDenied, LakegateError, Refused
 from governance.planning.context import PlanningContext, delta_table
+from governance.planning.lineage import by_position, propagate
 from governance.planning.planned import (
     AlterTable,
     CreateCatalog,
@@ -144,6 +145,8 @@ def plan_create(ctx: PlanningContext, stmt: exp.Create) -> Planned:
         query = ctx.govern(query)
         _, reads = ctx.reads(query)
         planned.dst = name
+        sources = [(r.node, r.info) for r, _ in reads]
+        planned.propagated = propagate(ctx.enforcer.policy_set, query, sources, None)
         wrapper = exp.Select(expressions=[exp.Star()]).from_(
             exp.Subquery(this=query, alias=exp.TableAlias(this=exp.to_identifier("__lg_q")))
         )
@@ -165,7 +168,8 @@ def plan_create(ctx: PlanningContext, stmt: exp.Create) -> Planned:
         planned.sql = _create_delta(location, partition, None, cols).sql("spark")
     comment_text = comment.this.name if comment is not None else None
     domain = ctx.enforcer.policy_set.domain_of_schema(c, s)
-    planned.after = (RegisterTable(c, s, t, location, domain, comment_text),)
+    tags = by_position(planned.propagated)
+    planned.after = (RegisterTable(c, s, t, location, domain, comment_text, tags),)
     return planned
 
 

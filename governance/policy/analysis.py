@@ -14,6 +14,7 @@ from governance.policy.enforcer import AmbiguousMask, PolicyEnforcer, TableAcces
 from governance.policy.expressions import mapping_tables, parse_expression
 from governance.policy.loader import load_policy_dir, load_policy_text
 from governance.policy.model import PRIVILEGES, PolicySet
+from governance.policy.tag_state import governed_state
 from governance.policy.tags import TagsUnreadable, matched_by_tag
 
 OTHER_USER = "<any other user>"  # stands for every user the policies do not name
@@ -33,6 +34,8 @@ class Access:
     # (policy id, mapping table) for each filter/custom mask that reads a mapping table
     mapping_tables: tuple[tuple[str, str], ...] = ()
     tag_matches: tuple[tuple[str, str, str], ...] = ()  # (rule id, column, tag)
+    # (column, tags) the table's governed state holds: applied or propagated via Lakegate
+    governed_tags: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     @property
     def can_select(self) -> bool:
@@ -54,6 +57,11 @@ class Access:
                     ]
                 }
                 if self.tag_matches
+                else {}
+            ),
+            **(
+                {"governed_tags": [{"column": c, "tags": list(t)} for c, t in self.governed_tags]}
+                if self.governed_tags
                 else {}
             ),
         }
@@ -78,7 +86,16 @@ def effective_access(enforcer: PolicyEnforcer, user: str, table: TableInfo) -> A
         tag_matches=matched_by_tag(
             table, a.tags, a.row_filters, [(m.column, m.mask) for m in a.masks.values()]
         ),
+        governed_tags=_governed(table),
     )
+
+
+def _governed(table: TableInfo) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    try:
+        state = governed_state(table)
+    except ValueError:
+        return ()
+    return tuple((c, tuple(sorted(t))) for c, t in sorted(state.items()))
 
 
 def _mapping_tables(a: TableAccess) -> tuple[tuple[str, str], ...]:

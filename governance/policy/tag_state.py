@@ -54,8 +54,3 @@ def with_governed_state(
     else:
         out.pop(GOVERNED_PROPERTY, None)
     return out
-
-
-def state_key(state: TagState) -> tuple:
-    """A hashable form of a governed state, for cache keys."""
-    return tuple(sorted((c, tuple(sorted(t))) for c, t in state.items()))

@@ -41,7 +41,7 @@ from governance.identity import InvalidName, canonical_name
 from governance.policy.expressions import Issue, check_mask_expression, parse_expression
 from governance.policy.model import ColumnMask, ColumnMatch, PolicySet, RowFilter, Source
 from governance.policy.source import NodeReader
-from governance.policy.tag_state import governed_state, state_key
+from governance.policy.tag_state import governed_state
 
 TABLE_PROPERTY_PREFIX = "lakegate.tags."  # + column name; value: comma-separated tags
 COLUMN_METADATA_KEY = "lakegate.tags"  # in a column's Delta metadata; same value format
@@ -352,4 +352,4 @@ def column_tags(ps: PolicySet, table: TableInfo) -> ColumnTags:
         tags |= governed.get(low, frozenset())
         if tags:
             out[low] = tags
-    return ColumnTags((key, state_key(governed)), out)
+    return ColumnTags(key, out)  # the state moves with the entry's updated_at, in every key
