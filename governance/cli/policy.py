@@ -51,6 +51,10 @@ def cmd_validate(directory: str, output: str, strict: bool) -> int:
         return EXIT_USAGE
     catalog = _catalog_tables()
     problems = validate_policy_dir(path, None if catalog is None else set(catalog))
+    if catalog is not None:  # tags moved outside Lakegate (governance.policy.tag_rights)
+        from governance.policy.tag_rights import tag_state_problems
+
+        problems += tag_state_problems(catalog.values())
     if strict:
         problems = [replace(p, severity="error") for p in problems]
     errors = [p for p in problems if p.severity == "error"]

@@ -25,11 +25,13 @@ from deltalake import DeltaTable
 from catalog.catalog import normalise_location
 from catalog.model import TableInfo
 from governance.errors import Refused
-from governance.policy.model import ANY_TAG, PolicySet, TagGrant
+from governance.policy.model import ANY_TAG, PolicySet, Source, TagGrant
+from governance.policy.problems import Problem
 from governance.policy.tag_state import TagState, governed_state
 from governance.policy.tags import (
     COLUMN_METADATA_KEY,
     TABLE_PROPERTY_PREFIX,
+    TagsUnreadable,
     delta_tags,
     split_tags,
 )
@@ -153,3 +155,43 @@ def ungoverned_tags(table: TableInfo) -> list[tuple[str, str, str]]:
     governed state; for `lakegate doctor` and `lakegate policy validate`."""
     _, delta = delta_tags(table)
     return ungoverned(delta, governed_state(table))
+
+
+def tag_state_problems(tables: Iterable[TableInfo]) -> list[Problem]:
+    """Warnings for tags changed outside Lakegate, per catalog table (`policy validate`
+    with a lakegate.yaml, `doctor`): added ones are in force but ungoverned, removed ones
+    are kept by the governed state."""
+    out: list[Problem] = []
+    for table in tables:
+        where = Source(f"catalog:{table.full_name}")
+        try:
+            changes = ungoverned_tags(table)
+        except (TagsUnreadable, ValueError):
+            out.append(
+                Problem.at(
+                    where,
+                    "tags-unreadable",
+                    f"tags of table {table.full_name} cannot be read; statements over it are "
+                    "refused while tag-driven rules apply to it",
+                    "repair the Delta log or the catalog entry",
+                    "warning",
+                )
+            )
+            continue
+        for column, tag, what in changes:
+            hint = (
+                "a holder of APPLY_TAG adopts it by setting it through Lakegate"
+                if what.startswith("added")
+                else "the governed state still applies it; a holder of APPLY_TAG may remove "
+                "it through Lakegate"
+            )
+            out.append(
+                Problem.at(
+                    where,
+                    "tag-outside-lakegate",
+                    f"tag {tag} on column {column} of {table.full_name} was {what}",
+                    hint,
+                    "warning",
+                )
+            )
+    return out
