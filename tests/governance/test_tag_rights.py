@@ -197,3 +197,16 @@ def test_a_governed_tag_removed_outside_lakegate_stays_in_force(lg, spark) -> No
     assert rows(lg, "analyst", "SELECT email FROM g.ops.piped") == [(_hash("a@x.de"),)]
     info = lg.catalog.table("g", "ops", "piped")
     assert ungoverned_tags(info) == [("email", "pii", "removed outside Lakegate (kept)")]
+
+
+def test_doctor_reports_a_tag_changed_outside_lakegate(lg, spark) -> None:
+    from governance.cli.doctor import _tags
+    from governance.config import Config
+
+    session = lg.session("admin")
+    session.sql("CREATE TABLE g.ops.doc (id INT, email STRING)")
+    location = lg.catalog.table("g", "ops", "doc").location
+    spark.sql(f"ALTER TABLE delta.`{location}` SET TBLPROPERTIES ('lakegate.tags.email' = 'pii')")
+    check = _tags(Config.load(lg.config.path))
+    assert check.status == "warn"
+    assert "tag pii on column email of g.ops.doc was added outside Lakegate" in check.detail
