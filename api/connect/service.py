@@ -33,6 +33,7 @@ from api.auth import TokenAuth, Unauthenticated
 from api.connect.backend import MAX_MESSAGE_BYTES, SECRET_HEADER, Backend
 from api.connect.relations import PlanGovernor, WriteSourceGovernor, checked_write
 from audit import AuditEvent, AuditWriteError
+from governance.actions import execute_actions
 from governance.errors import AccessDenied, AuditUnavailable, LakegateError
 from governance.execute import (
     ERROR_LOG,
@@ -458,6 +459,8 @@ class ConnectService(base_pb2_grpc.SparkConnectServiceServicer):
                 if mode == "ignore":
                     return  # Spark's mode('ignore') on an existing table: nothing written
                 frame = frames[0]
+                # tags the write carries (writes.frame_propagation), before the data lands
+                execute_actions(planned.before, session.lg.catalog, session.lg.spark)
                 rel = checked_write(source, frame)
                 ds = self.backend.dataset(rel.SerializeToString(), call.user, call.session_id)
                 lg = session.lg

@@ -17,6 +17,8 @@ from governance.planning.context import PlanningContext, delta_table
 from governance.planning.lineage import Propagation, propagate
 from governance.planning.planned import ROW_FILTER_VIOLATION, Planned, PropagateTags
 from governance.policy.enforcer import TableAccess
+from governance.policy.model import PolicySet
+from governance.policy.tags import column_tags
 
 
 def plan_insert(ctx: PlanningContext, stmt: exp.Insert) -> Planned:
@@ -99,6 +101,26 @@ def _named(info: TableInfo, props: list[Propagation]) -> list[tuple[str, tuple[s
         column = info.column(p.column)
         out.setdefault(column.name if column else p.column, set()).update(p.tags)
     return [(c, tuple(sorted(t))) for c, t in sorted(out.items())]
+
+
+def frame_propagation(
+    ps: PolicySet, sources: list[Planned], columns: list[str]
+) -> list[Propagation]:
+    """A DataFrame's plan is a Spark Connect relation, not a sqlglot tree, so its column
+    lineage is not traced: every target column takes the tags of every column the
+    DataFrame's governed reads read (fail closed: a copy is never less tagged)."""
+    out: list[Propagation] = []
+    for s in sources:
+        for i, v in enumerate(s.views):
+            have = column_tags(ps, v.access.table).columns
+            for c in s.columns.get(i, []):
+                tags = tuple(sorted(have.get(c.lower(), ())))
+                if tags:
+                    out += [
+                        Propagation(p, t, v.access.table.full_name, c, tags)
+                        for p, t in enumerate(columns)
+                    ]
+    return out
 
 
 def insert_columns(
@@ -219,6 +241,8 @@ def plan_frame_insert(
         ctx.refuse_masked_reads(
             Planned(cmd="insert", target_name=info.full_name, views=s.views, columns=s.columns)
         )
+    planned.propagated = frame_propagation(ctx.enforcer.policy_set, sources, columns)
+    planned.before = carry_tags(info, planned.propagated)
     check = ctx.ps.filter_check(ctx.ident, access)
     frame = FrameInsert(
         columns=columns,
