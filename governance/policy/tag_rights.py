@@ -63,15 +63,18 @@ def may_apply_tag(
 
 @dataclass(frozen=True)
 class TagChange:
-    """One column's tags before and after a statement."""
+    """One column's tags before and after a statement, and its governed state before."""
 
     column: str
     before: frozenset[str]
     after: frozenset[str]
+    governed: frozenset[str] = frozenset()
 
     @property
     def added(self) -> frozenset[str]:
-        return self.after - self.before
+        """Tags the statement adds, or adopts into the governed state (a tag a pipeline set
+        outside Lakegate becomes governed when a holder of the right sets it)."""
+        return (self.after - self.before) | (self.after - self.governed)
 
     @property
     def removed(self) -> frozenset[str]:
@@ -100,7 +103,8 @@ def tag_changes(table: TableInfo, properties: Iterable[tuple[str, str]]) -> list
     for column in columns:
         delta_before = _column_from(before, metadata, column)
         after = _column_from(config, metadata, column)
-        out.append(TagChange(column, delta_before | state.get(column, frozenset()), after))
+        governed = state.get(column, frozenset())
+        out.append(TagChange(column, delta_before | governed, after, governed))
     return out
 
 

@@ -210,3 +210,17 @@ def test_doctor_reports_a_tag_changed_outside_lakegate(lg, spark) -> None:
     check = _tags(Config.load(lg.config.path))
     assert check.status == "warn"
     assert "tag pii on column email of g.ops.doc was added outside Lakegate" in check.detail
+
+
+def test_a_holder_adopts_a_tag_a_pipeline_set_and_it_then_stays(lg, spark) -> None:
+    session = lg.session("admin")
+    session.sql("CREATE TABLE g.ops.adopt (id INT, email STRING)")
+    session.sql("INSERT INTO g.ops.adopt VALUES (1, 'a@x.de')")
+    location = lg.catalog.table("g", "ops", "adopt").location
+    spark.sql(f"ALTER TABLE delta.`{location}` SET TBLPROPERTIES ('lakegate.tags.email' = 'pii')")
+    adopt = "ALTER TABLE g.ops.adopt SET TBLPROPERTIES ('lakegate.tags.email' = 'pii')"
+    with pytest.raises(AccessDenied, match="may not add tag pii on column email"):
+        lg.session("steward").sql(adopt)
+    lg.session("pii-steward").sql(adopt)
+    spark.sql(f"ALTER TABLE delta.`{location}` UNSET TBLPROPERTIES ('lakegate.tags.email')")
+    assert rows(lg, "analyst", "SELECT email FROM g.ops.adopt") == [(_hash("a@x.de"),)]
