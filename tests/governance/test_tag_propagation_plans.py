@@ -21,7 +21,7 @@ tags:
   main.sales.customers.email: [pii]
 grants:
   - {id: copier-reads, principals: [copier], privileges: [select], on: main.sales.*}
-  - {id: copier-writes, principals: [copier], privileges: [modify], on: main.marketing.*}
+  - {id: copier-writes, principals: [copier], privileges: [select, modify], on: main.marketing.*}
 """
 
 
