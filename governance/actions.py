@@ -23,9 +23,11 @@ from governance.planning.planned import (
     CreateCatalog,
     CreateSchema,
     DropTable,
+    PropagateTags,
     ReadHistory,
     RegisterTable,
 )
+from governance.policy.tag_state import with_governed_state
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -42,12 +44,21 @@ def execute_actions(actions: Sequence[Action], catalog: Catalog, spark: SparkSes
                     catalog.create_schema(c, s, if_not_exists=if_not_exists)
                 except CatalogError as e:
                     raise LakegateError(str(e)) from None
-            case RegisterTable(c, s, t, location, domain, comment):
+            case RegisterTable(c, s, t, location, domain, comment, tags):
                 from catalog.delta import read_delta_table
 
-                catalog.register_table(
-                    read_delta_table(spark, c, s, t, location, domain=domain, comment=comment)
-                )
+                info = read_delta_table(spark, c, s, t, location, domain=domain, comment=comment)
+                if tags:  # propagated by CTAS: in the governed state from the first read on
+                    by_name = [(info.columns[i].name, v) for i, v in tags if i < len(info.columns)]
+                    props = with_governed_state(info.properties, by_name, merge=True)
+                    info = replace(info, properties=props)
+                catalog.register_table(info)
+            case PropagateTags(c, s, t, tags):
+                old = catalog.table(c, s, t)
+                if old is None:
+                    raise LakegateError(f"table {c}.{s}.{t} is gone")
+                props = with_governed_state(old.properties, tags, merge=True)
+                catalog.register_table(replace(old, properties=props), replace=True)
             case DropTable(c, s, t, location):
                 catalog.drop_table(c, s, t)
                 if _owns_files(catalog, location, c, s, t):
@@ -72,7 +83,10 @@ def _alter_table(action: AlterTable, catalog: Catalog, spark: SparkSession) -> N
     info = read_delta_table(
         spark, old.catalog, old.schema, old.name, old.location, domain=old.domain
     )
-    catalog.register_table(replace(info, comment=comment, properties=old.properties), replace=True)
+    properties = old.properties
+    if action.tags is not None:  # a steward moved tags: the table's new governed state
+        properties = with_governed_state(properties, action.tags, merge=False)
+    catalog.register_table(replace(info, comment=comment, properties=properties), replace=True)
 
 
 def remove_managed_files(catalog: Catalog, location: str) -> None:

@@ -41,6 +41,7 @@ from api.connect.relations import PlanGovernor, WriteSourceGovernor, checked_wri
 from api.connect.sessions import Entry, SessionRefused, SessionRegistry, Sweeper
 from audit import AuditEvent, AuditWriteError
 from audit.landing import commit_tag
+from governance.actions import execute_actions
 from governance.errors import AccessDenied, AuditUnavailable, LakegateError
 from governance.execute import (
     ERROR_LOG,
@@ -530,6 +531,8 @@ class ConnectService(LimitedCalls, base_pb2_grpc.SparkConnectServiceServicer):
                 if mode == "ignore":
                     return  # Spark's mode('ignore') on an existing table: nothing written
                 frame = frames[0]
+                # tags the write carries (writes.frame_propagation), before the data lands
+                execute_actions(planned.before, session.lg.catalog, session.lg.spark)
                 rel = checked_write(source, frame)
                 ds = self.backend.dataset(rel.SerializeToString(), call.user, call.session_id)
                 lg = session.lg

@@ -31,7 +31,10 @@ def run_checks(config: Path) -> list[Check]:
             Check("config", "FAIL", first),
             _java(),
             _delta_jars(),
-            *(Check(n, "skip", "needs the config") for n in ("catalog", "policies", "audit")),
+            *(
+                Check(n, "skip", "needs the config")
+                for n in ("catalog", "policies", "tags", "audit")
+            ),
         ]
     return [
         Check("config", "ok", str(cfg.path)),
@@ -39,6 +42,7 @@ def run_checks(config: Path) -> list[Check]:
         _delta_jars(),
         _catalog(cfg),
         _policies(cfg),
+        _tags(cfg),
         _audit(cfg.audit),
     ]
 
@@ -117,6 +121,29 @@ def _policies(cfg: Config) -> Check:
     if errors:
         return Check("policies", "FAIL", summary + " (run lakegate policy validate)")
     return Check("policies", "warn" if problems else "ok", summary)
+
+
+def _tags(cfg: Config) -> Check:
+    """Column tags changed on Delta tables outside Lakegate (governance.policy.tag_rights)."""
+    from catalog.catalog import Catalog
+    from catalog.store import open_store
+    from governance.policy.tag_rights import tag_state_problems
+
+    try:
+        store = open_store(cfg.catalog)
+        try:
+            problems = tag_state_problems(Catalog(store, cfg.warehouse).tables())
+        finally:
+            store.close()
+    except Exception as e:
+        return Check("tags", "FAIL", f"{cfg.catalog}: {type(e).__name__}")
+    if not problems:
+        return Check("tags", "ok", "no tag changed outside Lakegate")
+    shown = "; ".join(p.message for p in problems[:3])
+    more = (
+        f" (+{len(problems) - 3} more; run lakegate policy validate)" if len(problems) > 3 else ""
+    )
+    return Check("tags", "warn", f"{len(problems)} tag change(s) outside Lakegate: {shown}{more}")
 
 
 def _audit(directory: Path) -> Check:

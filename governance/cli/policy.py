@@ -51,6 +51,10 @@ def cmd_validate(directory: str, output: str, strict: bool) -> int:
         return EXIT_USAGE
     catalog = _catalog_tables()
     problems = validate_policy_dir(path, None if catalog is None else set(catalog))
+    if catalog is not None:  # tags moved outside Lakegate (governance.policy.tag_rights)
+        from governance.policy.tag_rights import tag_state_problems
+
+        problems += tag_state_problems(catalog.values())
     if strict:
         problems = [replace(p, severity="error") for p in problems]
     errors = [p for p in problems if p.severity == "error"]
@@ -171,6 +175,11 @@ def cmd_explain(user: str, directory: str, output: str, table: str) -> int:
             click.echo(f"  mapping    : {mapped} (read by {pid} with the policy's rights)")
         for pid, column, tag in acc.tag_matches:
             click.echo(f"  by tag     : {pid} applies through column {column} (tag {tag})")
+        for column, tags in acc.governed_tags:
+            click.echo(
+                f"  governed   : {column} tagged {', '.join(tags)} (applied or propagated "
+                "through Lakegate; removed only with APPLY_TAG)"
+            )
     click.echo(f"  decided by : {', '.join(acc.decided_by) or 'default deny'}")
     if acc.error:
         click.echo(f"  ERROR      : {acc.error}")

@@ -13,6 +13,7 @@ from catalog.catalog import CatalogError
 from catalog.model import TableInfo
 from governance.errors import AccessDenied, LakegateError, Refused
 from governance.planning.context import PlanningContext, delta_table
+from governance.planning.lineage import by_position, propagate
 from governance.planning.planned import (
     AlterTable,
     CreateCatalog,
@@ -21,6 +22,7 @@ from governance.planning.planned import (
     Planned,
     RegisterTable,
 )
+from governance.policy.tag_rights import tag_changes
 from governance.resolve import (
     TableRef,
     checked_parts,
@@ -143,6 +145,8 @@ def plan_create(ctx: PlanningContext, stmt: exp.Create) -> Planned:
         query = ctx.govern(query)
         _, reads = ctx.reads(query)
         planned.dst = name
+        sources = [(r.node, r.info) for r, _ in reads]
+        planned.propagated = propagate(ctx.enforcer.policy_set, query, sources, None)
         wrapper = exp.Select(expressions=[exp.Star()]).from_(
             exp.Subquery(this=query, alias=exp.TableAlias(this=exp.to_identifier("__lg_q")))
         )
@@ -164,7 +168,8 @@ def plan_create(ctx: PlanningContext, stmt: exp.Create) -> Planned:
         planned.sql = _create_delta(location, partition, None, cols).sql("spark")
     comment_text = comment.this.name if comment is not None else None
     domain = ctx.enforcer.policy_set.domain_of_schema(c, s)
-    planned.after = (RegisterTable(c, s, t, location, domain, comment_text),)
+    tags = by_position(planned.propagated)
+    planned.after = (RegisterTable(c, s, t, location, domain, comment_text, tags),)
     return planned
 
 
@@ -277,9 +282,60 @@ def plan_alter(ctx: PlanningContext, stmt: exp.Alter) -> Planned:
     info = ref.info
     hidden = {h.lower() for h in ctx.enforcer.table_access(ctx.ident, info).hidden_columns}
     governed = [_alter_action(ctx, a, ref, hidden) for a in actions]
+    state = _tag_rights(ctx, info, governed)
     alter = exp.Alter(this=delta_table(info.location), kind="TABLE", actions=governed)
-    action = AlterTable(info.catalog, info.schema, info.name, info.location, alter.sql("spark"))
+    action = AlterTable(
+        info.catalog, info.schema, info.name, info.location, alter.sql("spark"), tags=state
+    )
     return _altered(ctx, info.full_name, action)
+
+
+def _tag_rights(
+    ctx: PlanningContext, info: TableInfo, actions: list[exp.Expression]
+) -> tuple[tuple[str, tuple[str, ...]], ...] | None:
+    """Every tag an ALTER adds to or removes from a column needs APPLY_TAG on that tag
+    (governance.policy.tag_rights; MANAGE is not enough) and, where the policies declare
+    `governed_tags`, an added tag must be one of them. Returns the columns' new governed
+    state, or None when no tag moves."""
+    props = [
+        (p.this.this, p.args["value"].this)
+        for a in actions
+        if isinstance(a, exp.AlterSet)
+        for p in a.expressions[0].expressions
+    ]
+    changes = [c for c in tag_changes(info, props) if c.added or c.removed]
+    if not changes:
+        return None
+    vocabulary = ctx.enforcer.policy_set.governed_tags
+    ids: list[str] = []
+    moves = [
+        (verb, tag, change)
+        for verb in ("remove", "add")
+        for change in changes
+        for tag in sorted(change.removed if verb == "remove" else change.added)
+    ]
+    for verb, tag, change in moves:
+        ok, by = ctx.enforcer.tag_right(ctx.ident, info, tag)
+        if not ok:
+            raise AccessDenied(
+                f"access denied: user {ctx.user} may not {verb} tag {tag} "
+                f"{'on' if verb == 'add' else 'from'} column {change.column} of "
+                f"{info.full_name} (needs APPLY_TAG on tag {tag}; MANAGE is not enough)",
+                cmd="alter",
+                tables=(info.full_name,),
+                policies=(*by, *ctx.decided.get(info.full_name, ())),
+            )
+        if verb == "add" and vocabulary and tag not in vocabulary:
+            raise AccessDenied(
+                f"tag {tag} is not a governed tag (the policies' governed_tags); "
+                f"column {change.column} of {info.full_name} keeps its tags",
+                cmd="alter",
+                tables=(info.full_name,),
+            )
+        ids += by
+    name = info.full_name
+    ctx.decided[name] = tuple(dict.fromkeys((*ctx.decided.get(name, ()), *ids)))
+    return tuple((c.column, tuple(sorted(c.after))) for c in changes)
 
 
 def plan_comment(ctx: PlanningContext, stmt: exp.Comment) -> Planned:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from governance.planning.expected import Expected
+from governance.planning.lineage import Propagation
 from governance.policy.enforcer import TableAccess
 from governance.resolve import Namespace
 from governance.rewrite import PolicyRead, ReadView
@@ -48,6 +49,18 @@ class RegisterTable:
     location: str
     domain: str | None
     comment: str | None
+    tags: tuple[tuple[int, tuple[str, ...]], ...] = ()  # column position -> propagated tags
+
+
+@dataclass(frozen=True)
+class PropagateTags:
+    """Add tags a write carries from its sources to the target's governed state (before
+    the write, so no reader sees the copy without them)."""
+
+    catalog: str
+    schema: str
+    name: str
+    tags: tuple[tuple[str, tuple[str, ...]], ...]  # column -> tags
 
 
 @dataclass(frozen=True)
@@ -73,6 +86,7 @@ class AlterTable:
     statement: str | None
     set_comment: bool = False
     comment: str | None = None
+    tags: tuple[tuple[str, tuple[str, ...]], ...] | None = None  # columns' new governed tags
 
 
 @dataclass(frozen=True)
@@ -89,7 +103,7 @@ class ReadHistory:
 
 # A DDL effect as plain data: the session executes it (governance/actions.py), so planning
 # needs no handle on the session or Spark.
-Action = CreateCatalog | CreateSchema | RegisterTable | DropTable | AlterTable
+Action = CreateCatalog | CreateSchema | RegisterTable | DropTable | AlterTable | PropagateTags
 
 
 @dataclass
@@ -113,6 +127,7 @@ class Planned:
     history: ReadHistory | None = None  # DESCRIBE HISTORY: the result, read at the Spark edge
     policy_reads: list[PolicyRead] = field(default_factory=list)  # mapping tables read
     pins: dict[str, str] = field(default_factory=dict)  # pinned source -> location (sources.py)
+    propagated: list[Propagation] = field(default_factory=list)  # tags carried to the target
 
     @property
     def placeholders(self) -> list[str]:
@@ -171,6 +186,7 @@ class Planned:
                 }
             )
         lines += self._policy_read_lines()
+        lines += self._propagation_lines()
         if not lines:
             lines.append({"cmd": self.cmd, "src": None, "dst": self.dst})
         return lines
@@ -192,6 +208,27 @@ class Planned:
             )
             line["columns"] += [c for c in r.columns if c not in line["columns"]]
             line["policies"] += [p for p in r.policies if p not in line["policies"]]
+        return list(merged.values())
+
+    def _propagation_lines(self) -> list[dict[str, Any]]:
+        """`cmd=tagPropagate`, one line per source table whose column tags a write carried
+        to its target (audit/README.md: extends shared/spec/audit-format.md): `columns` the
+        source columns, `policies` the tags carried, as `tag:NAME`."""
+        merged: dict[str, dict[str, Any]] = {}
+        for p in self.propagated:
+            line = merged.setdefault(
+                p.source_table,
+                {
+                    "cmd": "tagPropagate",
+                    "src": p.source_table,
+                    "dst": self.target_name,
+                    "columns": [],
+                    "policies": [],
+                },
+            )
+            if p.source_column not in line["columns"]:
+                line["columns"].append(p.source_column)
+            line["policies"] += [f"tag:{t}" for t in p.tags if f"tag:{t}" not in line["policies"]]
         return list(merged.values())
 
     def describe(self) -> str:

@@ -10,11 +10,15 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
+from catalog.model import TableInfo
 from governance.errors import AccessDenied, LakegateError, Refused
 from governance.masks import sql_type
 from governance.planning.context import PlanningContext, delta_table
-from governance.planning.planned import ROW_FILTER_VIOLATION, Planned
+from governance.planning.lineage import Propagation, propagate
+from governance.planning.planned import ROW_FILTER_VIOLATION, Planned, PropagateTags
 from governance.policy.enforcer import TableAccess
+from governance.policy.model import PolicySet
+from governance.policy.tags import column_tags
 
 
 def plan_insert(ctx: PlanningContext, stmt: exp.Insert) -> Planned:
@@ -43,6 +47,9 @@ def plan_insert(ctx: PlanningContext, stmt: exp.Insert) -> Planned:
     _, reads = ctx.reads(source)
     if reads:
         planned.dst = info.full_name
+        sources = [(r.node, r.info) for r, _ in reads]
+        planned.propagated = propagate(ctx.enforcer.policy_set, source, sources, column_list)
+        planned.before = carry_tags(info, planned.propagated)
     # the source's columns are renamed to the target's on the tree (a TableAlias with
     # columns), so nothing in the source's text can change the wrapper
     src = exp.Subquery(
@@ -77,6 +84,43 @@ def plan_insert(ctx: PlanningContext, stmt: exp.Insert) -> Planned:
     planned.sql = ctx.generate(insert, planned)
     planned.expected.add_target(info.location)
     return planned
+
+
+def carry_tags(info: TableInfo, props: list[Propagation]) -> tuple[PropagateTags, ...]:
+    """The action adding propagated tags to the target's governed state, run before the
+    write (governance.planning.lineage)."""
+    if not props:
+        return ()
+    tags = tuple(_named(info, props))
+    return (PropagateTags(info.catalog, info.schema, info.name, tags),)
+
+
+def _named(info: TableInfo, props: list[Propagation]) -> list[tuple[str, tuple[str, ...]]]:
+    out: dict[str, set[str]] = {}
+    for p in props:
+        column = info.column(p.column)
+        out.setdefault(column.name if column else p.column, set()).update(p.tags)
+    return [(c, tuple(sorted(t))) for c, t in sorted(out.items())]
+
+
+def frame_propagation(
+    ps: PolicySet, sources: list[Planned], columns: list[str]
+) -> list[Propagation]:
+    """A DataFrame's plan is a Spark Connect relation, not a sqlglot tree, so its column
+    lineage is not traced: every target column takes the tags of every column the
+    DataFrame's governed reads read (fail closed: a copy is never less tagged)."""
+    out: list[Propagation] = []
+    for s in sources:
+        for i, v in enumerate(s.views):
+            have = column_tags(ps, v.access.table).columns
+            for c in s.columns.get(i, []):
+                tags = tuple(sorted(have.get(c.lower(), ())))
+                if tags:
+                    out += [
+                        Propagation(p, t, v.access.table.full_name, c, tags)
+                        for p, t in enumerate(columns)
+                    ]
+    return out
 
 
 def insert_columns(
@@ -197,6 +241,8 @@ def plan_frame_insert(
         ctx.refuse_masked_reads(
             Planned(cmd="insert", target_name=info.full_name, views=s.views, columns=s.columns)
         )
+    planned.propagated = frame_propagation(ctx.enforcer.policy_set, sources, columns)
+    planned.before = carry_tags(info, planned.propagated)
     check = ctx.ps.filter_check(ctx.ident, access)
     frame = FrameInsert(
         columns=columns,

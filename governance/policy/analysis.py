@@ -13,7 +13,8 @@ from catalog.model import ColumnInfo, TableInfo
 from governance.policy.enforcer import AmbiguousMask, PolicyEnforcer, TableAccess
 from governance.policy.expressions import mapping_tables, parse_expression
 from governance.policy.loader import load_policy_dir, load_policy_text
-from governance.policy.model import PRIVILEGES, PolicySet
+from governance.policy.model import ANY_TAG, PRIVILEGES, PolicySet
+from governance.policy.tag_state import governed_state
 from governance.policy.tags import TagsUnreadable, matched_by_tag
 
 OTHER_USER = "<any other user>"  # stands for every user the policies do not name
@@ -33,6 +34,8 @@ class Access:
     # (policy id, mapping table) for each filter/custom mask that reads a mapping table
     mapping_tables: tuple[tuple[str, str], ...] = ()
     tag_matches: tuple[tuple[str, str, str], ...] = ()  # (rule id, column, tag)
+    # (column, tags) the table's governed state holds: applied or propagated via Lakegate
+    governed_tags: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     @property
     def can_select(self) -> bool:
@@ -54,6 +57,11 @@ class Access:
                     ]
                 }
                 if self.tag_matches
+                else {}
+            ),
+            **(
+                {"governed_tags": [{"column": c, "tags": list(t)} for c, t in self.governed_tags]}
+                if self.governed_tags
                 else {}
             ),
         }
@@ -78,7 +86,16 @@ def effective_access(enforcer: PolicyEnforcer, user: str, table: TableInfo) -> A
         tag_matches=matched_by_tag(
             table, a.tags, a.row_filters, [(m.column, m.mask) for m in a.masks.values()]
         ),
+        governed_tags=_governed(table),
     )
+
+
+def _governed(table: TableInfo) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    try:
+        state = governed_state(table)
+    except ValueError:
+        return ()
+    return tuple((c, tuple(sorted(t))) for c, t in sorted(state.items()))
 
 
 def _mapping_tables(a: TableAccess) -> tuple[tuple[str, str], ...]:
@@ -101,7 +118,7 @@ def named_users(ps: PolicySet) -> set[str]:
     """Every user a policy names, directly or as a group member."""
     users: set[str] = set()
     principals = [p for members in ps.groups.values() for p in members]
-    for g in ps.grants:
+    for g in (*ps.grants, *ps.tag_grants):
         principals += g.principals
     for f in ps.row_filters:
         principals += f.principals
@@ -185,7 +202,7 @@ def load_policies(ref: str, *, policy_dir: str = "policies") -> PolicySet:
 class Change:
     user: str
     table: str
-    kind: str  # privilege | columns | mask | row_filter | mapping
+    kind: str  # privilege | columns | mask | row_filter | mapping | tag_right
     detail: str
     widens: bool
     flagged: bool = False  # widens access to a tagged column
@@ -256,6 +273,29 @@ def diff_policies(old: PolicySet, new: PolicySet, tables: list[TableInfo] | None
             a, b = effective_access(old_e, uid, t), effective_access(new_e, uid, t)
             if a != b:
                 out.changes += _changes(u, t, a, b, new)
+            out.changes += _tag_right_changes(u, t, old_e, new_e, uid)
+    return out
+
+
+def _tag_right_changes(
+    user: str, t: TableInfo, old: PolicyEnforcer, new: PolicyEnforcer, uid: str
+) -> list[Change]:
+    """Who gains or loses APPLY_TAG on a tag of this table (`*`: every tag). Gaining it is
+    flagged: whoever may move a tag may lift the masks and filters it drives."""
+    tags = {ANY_TAG}
+    for ps in (old.policy_set, new.policy_set):
+        tags |= {tag for g in ps.tag_grants for tag in g.tags} | set(ps.governed_tags)
+    out: list[Change] = []
+    a_ident, b_ident = old.identity(uid), new.identity(uid)
+    for tag in sorted(tags):
+        had = old.tag_right(a_ident, t, tag)[0]
+        has = new.tag_right(b_ident, t, tag)[0]
+        if had != has:
+            what = "every tag" if tag == ANY_TAG else f"tag {tag}"
+            verb = "gains" if has else "loses"
+            out.append(
+                Change(user, t.full_name, "tag_right", f"{verb} APPLY_TAG on {what}", has, has)
+            )
     return out
 
 

@@ -14,9 +14,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from yaml.nodes import Node
+from yaml.nodes import Node, SequenceNode
 
-from governance.identity import InvalidName, canonical_group
+from governance.identity import InvalidName, canonical_group, canonical_name
 from governance.policy.model import (
     Domain,
     PolicySet,
@@ -139,6 +139,7 @@ class _Acc:
     group_sources: dict[str, Source] = field(default_factory=dict)
     domains: dict[str, Domain] = field(default_factory=dict)
     tags: list[TagAssignment] = field(default_factory=list)
+    governed_tags: dict[str, Source] = field(default_factory=dict)
     rules: RuleLists = field(default_factory=RuleLists)
     problems: list[Problem] = field(default_factory=list)
     locations: Locations = field(default_factory=dict)
@@ -157,6 +158,8 @@ def _parse_blobs(blobs: list[tuple[str, bytes]]) -> ParseResult:
         domains=dict(acc.domains),
         tags=tuple(acc.tags),
         grants=tuple(acc.rules.grants),
+        tag_grants=tuple(acc.rules.tag_grants),
+        governed_tags=dict(acc.governed_tags),
         row_filters=tuple(acc.rules.row_filters),
         column_masks=tuple(acc.rules.column_masks),
         files=tuple(name for name, _ in blobs),
@@ -196,6 +199,7 @@ class _FileParser(RuleReader):
             "groups": self.groups,
             "domains": self.domains,
             "tags": self.tags,
+            "governed_tags": self.governed_tags,
             "grants": self.grants,
             "row_filters": self.row_filters,
             "column_masks": self.column_masks,
@@ -301,6 +305,40 @@ class _FileParser(RuleReader):
                     self.loc(source, "schemas", item, len(schemas))
                     schemas.append(".".join(parts))
             self.acc.domains[domain] = Domain(domain, owners, description, tuple(schemas), source)
+
+    def governed_tags(self, node: Node) -> None:
+        """`governed_tags: {pii: {description: ...}}` (or a list of names): the tags that
+        may be assigned through Lakegate (governance.policy.tag_rights)."""
+        example = "governed_tags: {pii: {description: Personal data}}"
+        if isinstance(node, SequenceNode):
+            items = self.text_list(node, "governed_tags", "[pii, region]") or []
+            entries = [(text, item, None) for text, item in items]
+        else:
+            fields = self.mapping(node, "governed_tags", example)
+            if fields is None:
+                return
+            entries = [(name, key, value) for name, (key, value) in fields.items()]
+        for name, key, value in entries:
+            try:
+                tag = canonical_name(name.strip(), "tag")
+            except InvalidName as e:
+                self.report(key, "bad-tag", str(e), "write the tag like: pii")
+                continue
+            if value is not None and not self.is_null(value):
+                body = self.mapping(value, f"governed tag '{tag}'", example)
+                if body is not None:
+                    keys = self.known_keys(body, ("description",), f"governed tag '{tag}'")
+                    if "description" in keys:
+                        self.text(keys["description"], "description", "Personal data")
+            if tag in self.acc.governed_tags:
+                self.report(
+                    key,
+                    "duplicate-tag",
+                    f"governed tag '{tag}' is already declared at {self.acc.governed_tags[tag]}",
+                    "declare each governed tag once",
+                )
+                continue
+            self.acc.governed_tags[tag] = self.src(key)
 
     def tags(self, node: Node) -> None:
         fields = self.mapping(node, "tags", "tags: {main.sales.customers.email: [pii]}")

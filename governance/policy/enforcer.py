@@ -37,7 +37,16 @@ from governance.policy.model import (
     RowFilter,
     group_users,
 )
-from governance.policy.tags import NO_TAGS, ColumnTags, bind_filter, bind_mask, column_tags
+from governance.policy.tag_rights import may_apply_tag
+from governance.policy.tag_state import governed_state
+from governance.policy.tags import (
+    NO_TAGS,
+    ColumnTags,
+    TagsUnreadable,
+    bind_filter,
+    bind_mask,
+    column_tags,
+)
 
 _ALL = "\x00all"  # marks a table-level rule in the column slot of the index
 
@@ -362,10 +371,14 @@ class PolicyEnforcer:
             if not any(p.key in ident_keys for p in self._masks[i].except_)
         ]
         out: dict[str, AppliedMask] = {}
+        # v1 `tags:` masks read the YAML tags and the governed state (tags a steward applied
+        # or a write propagated through Lakegate); match_columns the Delta's too
+        governed = _governed(table) if any(m.tags for m in masks) else {}
         for col in visible:
             low = col.lower()
-            # v1 `tags:` masks read the YAML tags only, as before; match_columns the Delta's too
-            yaml_tags = self.policy_set.column_tags(*key, low) if any(m.tags for m in masks) else ()
+            yaml_tags: set[str] | tuple[()] = ()
+            if any(m.tags for m in masks):
+                yaml_tags = self.policy_set.column_tags(*key, low) | governed.get(low, set())
             col_tags = tags.columns.get(low, frozenset())
             hits = [
                 m
@@ -386,6 +399,12 @@ class PolicyEnforcer:
             out[low] = AppliedMask(col, bind_mask(best[0], col))
         return out
 
+    def tag_right(
+        self, ident: Identity, table: TableInfo, tag: str
+    ) -> tuple[bool, tuple[str, ...]]:
+        """Whether `ident` may add or remove `tag` on the table's columns (apply_tag)."""
+        return may_apply_tag(self.policy_set, ident.keys, table, tag)
+
     def members_of(self, principal: Principal) -> set[str]:
         """Users a principal stands for (for discovery and diff tools)."""
         if principal.kind == "user":
@@ -393,3 +412,15 @@ class PolicyEnforcer:
         if principal.kind == "any":
             return {"*"}
         return set(group_users(self.policy_set.groups, principal.name))
+
+
+def _governed(table: TableInfo) -> dict[str, frozenset[str]]:
+    """The table's governed tag state; one that cannot be read refuses the statement."""
+    try:
+        return governed_state(table)
+    except ValueError:
+        raise TagsUnreadable(
+            f"governed tags of table {table.full_name} cannot be read from the catalog; "
+            "tag-driven policies apply to it, so the statement is refused",
+            tables=(table.full_name,),
+        ) from None

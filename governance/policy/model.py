@@ -16,6 +16,9 @@ from governance.identity import canonical_name
 from governance.masks import MASK_KINDS
 
 PRIVILEGES: tuple[str, ...] = ("select", "modify", "create", "manage")
+#: The right to set, change or remove a column tag (extension; `manage` does not imply it).
+APPLY_TAG = "apply_tag"
+ANY_TAG = "*"  # `tags: ["*"]` of an apply_tag grant: every tag
 MASKS: tuple[str, ...] = tuple(MASK_KINDS)  # one table of masks: governance/masks.py
 EFFECTS: tuple[str, ...] = ("allow", "deny")
 FILTER_KINDS: tuple[str, ...] = ("permissive", "restrictive")
@@ -182,6 +185,19 @@ class ColumnMask:
 
 
 @dataclass(frozen=True, slots=True)
+class TagGrant:
+    """`privileges: [apply_tag]` with `tags: [...]`: who may add or remove these tags on
+    the columns of tables matching `on` (governance.policy.tag_rights)."""
+
+    id: str
+    principals: tuple[Principal, ...]
+    on: NamePattern
+    tags: tuple[str, ...]  # lower-case; ANY_TAG for every tag
+    effect: Effect = "allow"
+    source: Source = UNKNOWN_SOURCE
+
+
+@dataclass(frozen=True, slots=True)
 class TagAssignment:
     on: NamePattern  # table pattern, or column pattern when `on.column` is set
     tags: tuple[str, ...]  # lower-case
@@ -199,6 +215,8 @@ class PolicySet:
     grants: tuple[Grant, ...] = ()
     row_filters: tuple[RowFilter, ...] = ()
     column_masks: tuple[ColumnMask, ...] = ()
+    tag_grants: tuple[TagGrant, ...] = ()  # apply_tag grants (extension)
+    governed_tags: dict[str, Source] = field(default_factory=dict)  # the tag vocabulary
     files: tuple[str, ...] = ()
     content_hash: str = ""  # sha256 over the files' bytes, for reload audit lines
 

@@ -13,8 +13,11 @@ from dataclasses import dataclass, field
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from governance.identity import InvalidName, canonical_name
 from governance.policy.model import (
     ANY,
+    ANY_TAG,
+    APPLY_TAG,
     EFFECTS,
     FILTER_KINDS,
     MASKS,
@@ -26,6 +29,7 @@ from governance.policy.model import (
     Principal,
     RowFilter,
     Source,
+    TagGrant,
 )
 from governance.policy.problems import Problem, did_you_mean
 from governance.policy.source import (
@@ -51,6 +55,7 @@ class RuleLists:
     grants: list[Grant] = field(default_factory=list)
     row_filters: list[RowFilter] = field(default_factory=list)
     column_masks: list[ColumnMask] = field(default_factory=list)
+    tag_grants: list[TagGrant] = field(default_factory=list)
 
 
 class RuleReader(NodeReader):
@@ -164,12 +169,12 @@ class RuleReader(NodeReader):
                 )
                 ok = False
             for text, item in items or []:
-                if text.lower() not in PRIVILEGES:
+                if text.lower() not in (*PRIVILEGES, APPLY_TAG):
                     self.report(
                         item,
                         "unknown-privilege",
                         f"unknown privilege '{text}'",
-                        did_you_mean(text, PRIVILEGES),
+                        did_you_mean(text, (*PRIVILEGES, APPLY_TAG)),
                     )
                     continue
                 privileges.append(text.lower())
@@ -187,8 +192,18 @@ class RuleReader(NodeReader):
                     "remove 'columns' to cover the whole table, or list the columns",
                 )
                 ok = False
+        tags = self.grant_tags(keys, privileges, columns, what, rule)
+        if tags is None:
+            ok = False
         if not ok or gid is None or principals is None or on is None or not privileges:
             return
+        if APPLY_TAG in privileges:
+            self.rules_out.tag_grants.append(
+                TagGrant(gid, principals, on, tags or (ANY_TAG,), effect, rule)  # type: ignore[arg-type]
+            )
+            privileges = [p for p in privileges if p != APPLY_TAG]
+            if not privileges:
+                return
         self.rules_out.grants.append(
             Grant(
                 gid,
@@ -201,6 +216,60 @@ class RuleReader(NodeReader):
                 self.domain,
             )
         )
+
+    def grant_tags(
+        self,
+        keys: dict[str, Node],
+        privileges: list[str],
+        columns: tuple[str, ...] | None,
+        what: str,
+        rule: Source,
+    ) -> tuple[str, ...] | None:
+        """The tags of an apply_tag grant (`()`: every tag); None after reporting why not.
+        `tags` belongs to apply_tag alone, and apply_tag covers whole tables."""
+        if APPLY_TAG not in privileges:
+            if "tags" in keys:
+                self.report(
+                    keys["tags"],
+                    "tags-without-apply-tag",
+                    f"'tags' in {what} only scopes the apply_tag privilege",
+                    "add apply_tag to privileges, or remove 'tags'",
+                )
+                return None
+            return ()
+        if columns is not None:
+            self.report(
+                keys["columns"],
+                "apply-tag-columns",
+                f"apply_tag in {what} covers every column of its tables; 'columns' is refused",
+                "put apply_tag in a grant of its own, without 'columns'",
+            )
+            return None
+        if "tags" not in keys:
+            return ()
+        items = self.text_list(keys["tags"], f"tags of {what}", "[pii]")
+        if items is None:
+            return None
+        out: list[str] = []
+        for text, item in items:
+            if text.strip() == ANY_TAG:
+                out.append(ANY_TAG)
+                continue
+            try:
+                out.append(canonical_name(text.strip(), "tag"))
+            except InvalidName as e:
+                self.report(item, "bad-tag", str(e), "write the tag like: pii")
+                return None
+            self.loc(rule, "tags", item, len(out) - 1)
+        if not out:
+            self.report(
+                keys["tags"],
+                "empty-list",
+                f"'tags: []' in {what} names no tag",
+                'list the tags, or ["*"] for every tag',
+            )
+            return None
+        return tuple(dict.fromkeys(out))
 
     def columns(self, node: Node, what: str, rule: Source) -> tuple[str, ...] | None:
         items = self.text_list(node, what, "[email, phone]")

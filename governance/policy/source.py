@@ -26,9 +26,18 @@ TOP_KEYS: tuple[str, ...] = (
     "column_masks",
     "domain",  # extension: the file belongs to this domain (federated ownership)
     "description",  # extension: free text about the file
+    "governed_tags",  # extension: the tag vocabulary (governance.policy.tag_rights)
 )
 DOMAIN_KEYS: tuple[str, ...] = ("owners", "description", "schemas")
-GRANT_KEYS: tuple[str, ...] = ("id", "principals", "privileges", "on", "effect", "columns")
+GRANT_KEYS: tuple[str, ...] = (
+    "id",
+    "principals",
+    "privileges",
+    "on",
+    "effect",
+    "columns",
+    "tags",  # extension: the tags an apply_tag grant covers
+)
 ROW_FILTER_KEYS: tuple[str, ...] = ("id", "on", "principals", "where", "kind", "match_columns")
 COLUMN_MASK_KEYS: tuple[str, ...] = (
     "id",

@@ -41,6 +41,7 @@ from governance.identity import InvalidName, canonical_name
 from governance.policy.expressions import Issue, check_mask_expression, parse_expression
 from governance.policy.model import ColumnMask, ColumnMatch, PolicySet, RowFilter, Source
 from governance.policy.source import NodeReader
+from governance.policy.tag_state import governed_state
 
 TABLE_PROPERTY_PREFIX = "lakegate.tags."  # + column name; value: comma-separated tags
 COLUMN_METADATA_KEY = "lakegate.tags"  # in a column's Delta metadata; same value format
@@ -331,13 +332,24 @@ def delta_tags(table: TableInfo) -> tuple[tuple, dict[str, frozenset[str]]]:
 
 
 def column_tags(ps: PolicySet, table: TableInfo) -> ColumnTags:
-    """Every column's tags: the YAML `tags:` section and the Delta table's own."""
+    """Every column's tags: the YAML `tags:` section, the Delta table's own and the governed
+    state Lakegate recorded (governance.policy.tag_rights: a governed tag removed outside
+    Lakegate stays in force)."""
     key, delta = delta_tags(table)
+    try:
+        governed = governed_state(table)
+    except ValueError:
+        raise TagsUnreadable(
+            f"governed tags of table {table.full_name} cannot be read from the catalog; "
+            "tag-driven policies apply to it, so the statement is refused",
+            tables=(table.full_name,),
+        ) from None
     parts = (table.catalog, table.schema, table.name)
     out: dict[str, frozenset[str]] = {}
     for c in table.columns:
         low = c.name.lower()
         tags = frozenset(ps.column_tags(*parts, low)) | delta.get(low, frozenset())
+        tags |= governed.get(low, frozenset())
         if tags:
             out[low] = tags
-    return ColumnTags(key, out)
+    return ColumnTags(key, out)  # the state moves with the entry's updated_at, in every key

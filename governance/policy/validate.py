@@ -27,6 +27,7 @@ from governance.policy.expressions import (
 )
 from governance.policy.mask_checks import MaskChecks
 from governance.policy.model import (
+    ANY_TAG,
     EFFECTS,
     FILTER_KINDS,
     MASKS,
@@ -122,6 +123,7 @@ class _Validator(MaskChecks):
         self.check_mask_overlap()
         self.check_mask_reads_denied()
         self.check_tags_known()
+        self.check_governed_tags()
         return self.problems
 
     # ---- groups and principals
@@ -200,6 +202,53 @@ class _Validator(MaskChecks):
             check(m.source, "except", m.except_, f"the except list of column mask '{m.id}'")
         for d in self.ps.domains.values():
             check(d.source, "owners", d.owners, f"domain '{d.name}' owners")
+
+    def check_governed_tags(self) -> None:
+        """apply_tag grants: their groups exist; with `governed_tags` declared, every tag a
+        grant covers must be governed (an error: the right would be to an unknown tag) and
+        every tag a rule or the `tags:` section names should be (a warning)."""
+        governed = self.ps.governed_tags
+        for g in self.ps.tag_grants:
+            for i, p in enumerate(g.principals):
+                if p.kind == "group" and p.name not in self.groups:
+                    self.report(
+                        self.where(g.source, "principals", i),
+                        "unknown-group",
+                        f"grant '{g.id}' names group:{p.name}, which is not defined",
+                        group_hint(p.name, self.groups),
+                    )
+            for i, tag in enumerate(g.tags):
+                if governed and tag != ANY_TAG and tag not in governed:
+                    self.report(
+                        self.where(g.source, "tags", i),
+                        "tag-not-governed",
+                        f"grant '{g.id}' gives apply_tag on tag '{tag}', which governed_tags "
+                        "does not declare",
+                        f"declare it under governed_tags, e.g. governed_tags: {{{tag}: {{}}}}",
+                    )
+        if not governed:
+            return
+        named = [
+            (m.source, m.match.tag, f"column mask '{m.id}'")
+            for m in self.ps.column_masks
+            if m.match
+        ]
+        named += [
+            (f.source, f.match.tag, f"row filter '{f.id}'") for f in self.ps.row_filters if f.match
+        ]
+        named += [
+            (m.source, t, f"column mask '{m.id}'") for m in self.ps.column_masks for t in m.tags
+        ]
+        named += [(a.source, t, f"the tags of '{a.on}'") for a in self.ps.tags for t in a.tags]
+        for source, tag, what in named:
+            if tag not in governed:
+                self.report(
+                    source,
+                    "tag-not-governed",
+                    f"{what} uses tag '{tag}', which governed_tags does not declare",
+                    "declare it under governed_tags; only governed tags can be assigned",
+                    "warning",
+                )
 
     def check_enums(self) -> None:
         """Values the loader already screens; here for sets built in code."""

@@ -365,12 +365,13 @@ def test_doctor_gives_a_verdict_on_a_working_setup(small, capsys):
     assert main(["--config", str(small), "doctor"]) == 0
     out = capsys.readouterr().out
     assert out.splitlines()[0].split() == ["check", "|", "status", "|", "detail"]
-    assert [line.split(" | ")[0].strip() for line in out.splitlines()[2:8]] == [
+    assert [line.split(" | ")[0].strip() for line in out.splitlines()[2:9]] == [
         "config",
         "java",
         "delta jars",
         "catalog",
         "policies",
+        "tags",
         "audit",
     ]
     assert out.endswith("lakegate doctor: all checks passed\n")

@@ -32,6 +32,7 @@ grants:
   - {id: admin-all, principals: [group:admins], privileges: [manage], on: "*.*.*"}
   - {id: readers-read, principals: [group:readers], privileges: [select], on: "st.s.*"}
   - {id: o-manage, principals: [o], privileges: [manage], on: st.s.alt}
+  - {id: o-tags, principals: [o], privileges: [apply_tag], on: st.s.alt}
   - {id: w-modify, principals: [w, v], privileges: [modify], on: st.s.ins}
   - id: h-no-secret
     principals: [h, w, v]

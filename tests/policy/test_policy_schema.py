@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from governance.policy.loader import load_policy_dir
-from governance.policy.model import EFFECTS, FILTER_KINDS, MASKS, PRIVILEGES
+from governance.policy.model import APPLY_TAG, EFFECTS, FILTER_KINDS, MASKS, PRIVILEGES
 from governance.policy.source import (
     COLUMN_MASK_KEYS,
     DOMAIN_KEYS,
@@ -75,7 +75,8 @@ def test_schema_is_draft_2020_12_and_closed_like_the_loader() -> None:
 
 def test_schema_enums_match_the_model() -> None:
     grant = DEFS["grant"]["properties"]
-    assert {p.lower() for p in grant["privileges"]["items"]["enum"]} == set(PRIVILEGES)
+    privileges = {p.lower() for p in grant["privileges"]["items"]["enum"]}
+    assert privileges == {*PRIVILEGES, APPLY_TAG}
     assert tuple(grant["effect"]["enum"]) == EFFECTS
     assert tuple(DEFS["rowFilter"]["properties"]["kind"]["enum"]) == FILTER_KINDS
     mask_enum = DEFS["columnMask"]["properties"]["mask"]["anyOf"][0]["enum"]

@@ -1,0 +1,76 @@
+"""Tags follow the data, in the plans (no Spark): INSERT ... SELECT and a Spark Connect
+DataFrame write carry the source columns' tags to the target before the data lands, and
+say so on the statement's audit lines (issue 25, item 5)."""
+
+from __future__ import annotations
+
+import pytest
+from sqlglot import exp
+
+from catalog.catalog import Catalog
+from governance.planning.dispatch import Planner
+from governance.planning.planned import PropagateTags
+from governance.planning.writes import plan_frame_insert
+from governance.policy.enforcer import PolicyEnforcer
+from governance.policy.loader import load_policy_text
+from governance.resolve import Namespace
+from governance.rewrite import PolicySql
+
+POLICIES = """\
+tags:
+  main.sales.customers.email: [pii]
+grants:
+  - {id: copier-reads, principals: [copier], privileges: [select], on: main.sales.*}
+  - {id: copier-writes, principals: [copier], privileges: [select, modify], on: main.marketing.*}
+"""
+
+
+@pytest.fixture(scope="module")
+def planner(offline_catalog: Catalog) -> Planner:
+    enforcer = PolicyEnforcer(load_policy_text({"p.yaml": POLICIES}))
+    return Planner(
+        catalog=offline_catalog,
+        enforcer=enforcer,
+        policy_sql=PolicySql(enforcer),
+        user="copier",
+        namespace=Namespace("main", "default"),
+    )
+
+
+def test_insert_select_carries_tags_before_the_write(planner: Planner) -> None:
+    planned = planner.plan(
+        "INSERT INTO main.marketing.campaigns (id, name) "
+        "SELECT id, lower(email) FROM main.sales.customers"
+    )
+    assert planned.before == (
+        PropagateTags("main", "marketing", "campaigns", (("name", ("pii",)),)),
+    )
+    carried = [ln for ln in planned.audit_lines() if ln["cmd"] == "tagPropagate"]
+    assert carried == [
+        {
+            "cmd": "tagPropagate",
+            "src": "main.sales.customers",
+            "dst": "main.marketing.campaigns",
+            "columns": ["email"],
+            "policies": ["tag:pii"],
+        }
+    ]
+
+
+def test_insert_of_untagged_columns_carries_nothing(planner: Planner) -> None:
+    planned = planner.plan(
+        "INSERT INTO main.marketing.campaigns (id, name) SELECT id, name FROM main.sales.customers"
+    )
+    assert planned.before == ()
+    assert not [ln for ln in planned.audit_lines() if ln["cmd"] == "tagPropagate"]
+
+
+def test_a_dataframe_write_carries_every_tag_it_read_to_every_column(planner: Planner) -> None:
+    """A DataFrame's lineage is not traced (a Connect relation, not a sqlglot tree): each
+    target column takes the tags of every column its governed reads read."""
+    source = planner.plan("SELECT id, email FROM main.sales.customers")
+    target = exp.to_table("main.marketing.campaigns")
+    planned, _ = plan_frame_insert(planner.ctx, target, ["id", "name"], True, False, [source])
+    assert planned.before == (
+        PropagateTags("main", "marketing", "campaigns", (("id", ("pii",)), ("name", ("pii",)))),
+    )

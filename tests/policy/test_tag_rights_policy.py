@@ -1,0 +1,213 @@
+"""Governed tags without Spark (issue 25, items 1 and 5): the apply_tag grant and
+`governed_tags` in the YAML and the JSON Schema, `policy validate` on them and on tags
+changed outside Lakegate (real Delta tables written with delta-rs), `policy diff` naming
+who gains the right to tag, and the column lineage tags follow."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+from deltalake import write_deltalake
+from sqlglot import exp, parse_one
+
+from catalog.model import ColumnInfo, TableInfo
+from governance.planning.lineage import CannotPropagate, propagate
+from governance.policy.analysis import diff_policies
+from governance.policy.enforcer import PolicyEnforcer
+from governance.policy.loader import load_policy_text
+from governance.policy.tag_rights import may_apply_tag, tag_state_problems
+from governance.policy.tag_state import GOVERNED_PROPERTY
+from governance.policy.validate import validate_policy_text
+from tests.policy.test_tag_policy_rules import Yaml12Loader
+
+ROOT = Path(__file__).resolve().parents[2]
+SCHEMA = json.loads((ROOT / "policies" / "schema.json").read_text())
+
+BASE = """\
+groups:
+  stewards: [sam]
+grants:
+  - {id: read, principals: [sam, ann], privileges: [select], on: main.s.*}
+"""
+
+
+def found(case: str, severity: str = "error") -> list[tuple[str, str]]:
+    problems = validate_policy_text({"p/base.yaml": BASE, "p/case.yaml": textwrap.dedent(case)})
+    return sorted((p.code, p.message) for p in problems if p.severity == severity)
+
+
+def table(name: str = "t", location: str = "", properties: dict | None = None) -> TableInfo:
+    columns = tuple(ColumnInfo(c, "string", position=i) for i, c in enumerate(["id", "email"]))
+    return TableInfo("main", "s", name, location, columns, properties=properties or {})
+
+
+def test_apply_tag_is_granted_per_tag_and_manage_does_not_imply_it() -> None:
+    ps = load_policy_text(
+        {
+            "p.yaml": BASE
+            + "  - {id: m, principals: [ann], privileges: [manage], on: main.s.*}\n"
+            + "  - {id: t, principals: [group:stewards], privileges: [apply_tag], on: main.s.*,"
+            + " tags: [pii]}\n"
+        }
+    )
+    enforcer = PolicyEnforcer(ps)
+    sam, ann = enforcer.identity("sam"), enforcer.identity("ann")
+    assert may_apply_tag(ps, sam.keys, table(), "pii") == (True, ("t",))
+    assert may_apply_tag(ps, sam.keys, table(), "region") == (False, ())
+    assert may_apply_tag(ps, ann.keys, table(), "pii") == (False, ())
+
+
+def test_tags_key_without_apply_tag_is_an_error() -> None:
+    case = (
+        "grants:\n  - {id: x, principals: [sam], privileges: [select], on: main.s.*, tags: [pii]}\n"
+    )
+    assert found(case) == [
+        ("tags-without-apply-tag", "'tags' in this grant only scopes the apply_tag privilege")
+    ]
+
+
+def test_apply_tag_with_columns_is_an_error() -> None:
+    case = (
+        "grants:\n  - {id: x, principals: [sam], privileges: [apply_tag], on: main.s.*, "
+        "columns: [email]}\n"
+    )
+    assert [code for code, _ in found(case)] == ["apply-tag-columns"]
+
+
+def test_validate_knows_governed_tags() -> None:
+    case = """\
+    governed_tags: {pii: {description: Personal data}}
+    tags:
+      main.s.t.email: [pii, secret]
+    grants:
+      - {id: x, principals: [group:stewards], privileges: [apply_tag], on: main.s.*, tags: [region]}
+    """
+    assert found(case) == [
+        (
+            "tag-not-governed",
+            "grant 'x' gives apply_tag on tag 'region', which governed_tags does not declare",
+        )
+    ]
+    assert found(case, "warning") == [
+        (
+            "tag-not-governed",
+            "the tags of 'main.s.t.email' uses tag 'secret', which governed_tags does not declare",
+        )
+    ]
+
+
+def test_schema_accepts_governed_tags_and_apply_tag_grants() -> None:
+    import jsonschema
+
+    doc = yaml.load(
+        "governed_tags: {pii: {description: x}, region: null}\n"
+        "grants:\n  - {principals: [sam], privileges: [apply_tag], on: main.s.*, tags: [pii]}\n",
+        Loader=Yaml12Loader,
+    )
+    jsonschema.validate(doc, SCHEMA)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"governed_tags": {"pii": {"owner": "x"}}}, SCHEMA)
+
+
+def test_diff_shows_who_gains_the_right_to_tag() -> None:
+    old = load_policy_text({"p.yaml": BASE})
+    new = load_policy_text(
+        {
+            "p.yaml": BASE
+            + "  - {id: t, principals: [group:stewards], privileges: [apply_tag], on: main.s.t,"
+            + " tags: [pii]}\n"
+        }
+    )
+    d = diff_policies(old, new, [table()])
+    assert [(c.user, c.table, c.kind, c.detail, c.flagged) for c in d.changes] == [
+        ("sam", "main.s.t", "tag_right", "gains APPLY_TAG on tag pii", True)
+    ]
+    assert "| sam | main.s.t | gains APPLY_TAG on tag pii | :warning: |" in d.to_markdown()
+
+
+def test_validate_reports_tags_changed_outside_lakegate(tmp_path: Path) -> None:
+    import pyarrow as pa
+
+    path = str(tmp_path / "t")
+    data = pa.table({"id": pa.array([1], pa.int32()), "email": pa.array(["a@x.de"])})
+    write_deltalake(path, data)
+    _set_property(Path(path), "lakegate.tags.id", "region")  # as a pipeline's ALTER would
+    state = json.dumps({"email": ["pii"]})
+    info = table(location=path, properties={GOVERNED_PROPERTY: state})
+    got = sorted((p.code, p.severity, p.message) for p in tag_state_problems([info]))
+    assert got == [
+        (
+            "tag-outside-lakegate",
+            "warning",
+            "tag pii on column email of main.s.t was removed outside Lakegate (kept)",
+        ),
+        (
+            "tag-outside-lakegate",
+            "warning",
+            "tag region on column id of main.s.t was added outside Lakegate",
+        ),
+    ]
+
+
+def _set_property(root: Path, key: str, value: str) -> None:
+    """A second commit holding a metaData action with `key` set, written as Delta writes it
+    (delta-rs refuses unknown keys at write time; Spark's ALTER TABLE does not)."""
+    first = (root / "_delta_log" / f"{0:020d}.json").read_text().splitlines()
+    meta = next(json.loads(ln) for ln in first if '"metaData"' in ln)
+    meta["metaData"]["configuration"] = {**meta["metaData"].get("configuration", {}), key: value}
+    commit = {"commitInfo": {"timestamp": 1, "operation": "SET TBLPROPERTIES"}}
+    text = json.dumps(commit) + "\n" + json.dumps(meta) + "\n"
+    (root / "_delta_log" / f"{1:020d}.json").write_text(text)
+
+
+LINEAGE_POLICIES = """\
+tags:
+  main.s.t.email: [pii]
+column_masks:
+  - {id: h, on: main.*.*, match_columns: {tag: pii}, mask: hash}
+"""
+
+
+@pytest.mark.parametrize(
+    ("sql", "expected"),
+    [
+        ("SELECT id, email FROM t", [(1, "email", ("pii",))]),
+        ("SELECT upper(email) AS e FROM main.s.t", [(0, "e", ("pii",))]),
+        (
+            "WITH c AS (SELECT email AS m FROM s.t) SELECT concat(m, '!') AS x FROM c",
+            [(0, "x", ("pii",))],
+        ),
+        ("SELECT id FROM t UNION ALL SELECT email FROM t", [(0, "id", ("pii",))]),
+        ("SELECT sha2(cast(email AS string), 256) AS d FROM t", []),  # the tag's own mask
+        ("SELECT id FROM t WHERE email LIKE '%@x.de'", []),  # read only in WHERE
+    ],
+)
+def test_column_lineage_carries_tags_to_derived_columns(sql, expected) -> None:
+    ps = load_policy_text({"p.yaml": LINEAGE_POLICIES})
+    q = parse_one(sql, read="spark")
+    sources = [(n, table()) for n in q.find_all(exp.Table) if n.name == "t"]
+    got = propagate(ps, q, sources, None)
+    assert [(p.position, p.column, p.tags) for p in got] == expected
+
+
+def test_an_untraceable_ctas_over_tagged_columns_is_refused() -> None:
+    ps = load_policy_text({"p.yaml": LINEAGE_POLICIES})
+    q = parse_one("SELECT * FROM t PIVOT (max(email) FOR id IN (1, 2))", read="spark")
+    sources = [(n, table()) for n in q.find_all(exp.Table)]
+    with pytest.raises(CannotPropagate, match="cannot be traced to its sources"):
+        propagate(ps, q, sources, None)
+
+
+def test_an_untraceable_insert_gives_every_column_every_tag() -> None:
+    ps = load_policy_text({"p.yaml": LINEAGE_POLICIES})
+    q = parse_one("SELECT * FROM t PIVOT (max(email) FOR id IN (1, 2))", read="spark")
+    sources = [(n, table()) for n in q.find_all(exp.Table)]
+    got = propagate(ps, q, sources, ["a", "b"])
+    assert [(p.column, p.source_column, p.tags) for p in got] == [
+        ("a", "email", ("pii",)),
+        ("b", "email", ("pii",)),
+    ]
