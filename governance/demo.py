@@ -9,7 +9,9 @@ from typing import Any
 
 import yaml
 
-REFERENCE_POLICIES = Path(__file__).resolve().parent.parent / "policies"
+# The reference policies travel inside the package (a link to policies/ in a clone), so a
+# wheel-installed `lakegate demo` finds them too.
+REFERENCE_POLICIES = Path(__file__).resolve().parent / "reference" / "policies"
 
 SETUP = [
     "CREATE CATALOG IF NOT EXISTS main",
