@@ -177,7 +177,7 @@ class Planned:
 
     def _policy_read_lines(self) -> list[dict[str, Any]]:
         """`cmd=policyRead`, one line per mapping table a policy read for this statement
-        (audit/README.md: extends shared/spec/audit-format.md)."""
+        (audit/README.md: extends docs/spec/audit-format.md)."""
         merged: dict[str, dict[str, Any]] = {}
         for r in self.policy_reads:
             line = merged.setdefault(
