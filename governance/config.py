@@ -82,6 +82,9 @@ class Config:
     path: Path | None = None
     api: ApiConfig = field(default_factory=ApiConfig)
     connect: ConnectConfig = field(default_factory=ConnectConfig)
+    # Spark's working directory: its relative scratch (spark-warehouse, artifacts,
+    # metastore_db, derby.log) and local dirs go here; None: the process's own directory.
+    state: Path | None = None
 
     @property
     def products_dir(self) -> Path:
@@ -98,6 +101,7 @@ class Config:
             catalog=str(base / "catalog.db"),
             policies=Path("policies").resolve(),
             audit=base / "audit",
+            state=base / "state",
         )
 
     @classmethod
@@ -153,6 +157,7 @@ class Config:
                 api.host,
                 api.port,
             ),
+            state=rel(f.state),
             connect=ConnectConfig()
             if f.connect is None
             else ConnectConfig(
@@ -226,6 +231,7 @@ class _File(BaseModel):
     catalog: str = Field("catalog.db", description="'{where}' must be a file path or URL")
     policies: str = Field("policies", description=_PATH)
     audit: str = Field("audit", description=_PATH)
+    state: str = Field("state", description=_PATH)
     spark: _Spark | None = Field(
         None, description="'{where}' must be a mapping with master and conf"
     )

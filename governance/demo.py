@@ -9,6 +9,8 @@ from typing import Any
 
 import yaml
 
+from governance.files import owner_only_tree
+
 # The reference policies travel inside the package (a link to policies/ in a clone), so a
 # wheel-installed `lakegate demo` finds them too.
 REFERENCE_POLICIES = Path(__file__).resolve().parent / "reference" / "policies"
@@ -79,6 +81,7 @@ OWNED = (
     "catalog.db-shm",
     "audit",
     "policies",
+    "state",
     "lakegate-spark.log",
 )
 DEMO_KEYS = {
@@ -86,6 +89,7 @@ DEMO_KEYS = {
     "catalog": "catalog.db",
     "policies": "policies",
     "audit": "audit",
+    "state": "state",
 }
 
 
@@ -105,6 +109,7 @@ def write_config(root: Path, policies: Path | None = None) -> Path:
     shutil.copytree(
         policies or REFERENCE_POLICIES, dest, ignore=shutil.ignore_patterns("schema.json")
     )
+    owner_only_tree(dest)  # copies keep the source's modes
     path = root / "lakegate.yaml"
     cfg: dict[str, Any] = {}
     if path.is_file():

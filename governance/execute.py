@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from catalog.catalog import Catalog
 from governance.actions import execute_actions, read_history
 from governance.errors import AccessDenied, LakegateError
+from governance.files import owner_only
 from governance.planning.planned import ROW_FILTER_VIOLATION, Planned
 from governance.sources import PinnedSources, ensure_pins
 from governance.verify import Analyze, verify_plan
@@ -61,6 +62,7 @@ def route_error_log(path: Path) -> None:
     ):
         return
     handler = logging.FileHandler(target, encoding="utf-8")
+    owner_only(Path(target))  # full Spark error texts, which may quote rows
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     ERROR_LOG.addHandler(handler)
     ERROR_LOG.propagate = False

@@ -40,6 +40,7 @@ from governance.execute import (
 # re-exported: callers (api/statements.py, tests) import these from the session
 from governance.execute import analyze_only as analyze_only
 from governance.execute import failure_message as failure_message
+from governance.files import owner_only_umask
 from governance.identity import InvalidName, canonical_user
 from governance.planning.cache import PlanCache, plan_key
 from governance.planning.dispatch import Planner
@@ -88,6 +89,7 @@ class Lakegate:
         """`spark_log`: send the embedded JVM's console output there (the CLI does);
         `error_log`: the server-side log of full Spark error texts (`lakegate.errors`)."""
         self.config = config
+        owner_only_umask()  # catalog, audit, logs and the JVM's files: owner-only
         if error_log is not None:
             route_error_log(error_log)
         self._spark = spark
@@ -140,7 +142,10 @@ class Lakegate:
             from governance.spark import build_spark
 
             self._spark = build_spark(
-                self.config.spark_master, self.config.spark_conf, log=self._spark_log
+                self.config.spark_master,
+                self.config.spark_conf,
+                log=self._spark_log,
+                workdir=self.config.state,
             )
         elif not self._spark_checked:  # checked once: six py4j calls per access otherwise
             from governance.spark import check_spark

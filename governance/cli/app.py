@@ -432,4 +432,7 @@ def cmd_completion(shell: str) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from governance.files import owner_only_umask
+
+    owner_only_umask()  # everything a command writes (and its Spark) is owner-only
     return run(cli, argv, prog="lakegate")
