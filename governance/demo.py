@@ -89,7 +89,6 @@ DEMO_KEYS = {
     "catalog": "catalog.db",
     "policies": "policies",
     "audit": "audit",
-    "state": "state",
 }
 
 
