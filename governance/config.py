@@ -50,6 +50,8 @@ class ApiConfig:
     products: Path | None = None  # data product YAML dir; None: `products/` beside policies
     host: str = "127.0.0.1"
     port: int = 8080
+    tls_cert: Path | None = None  # HTTPS when both are set (lakegate certs sets them)
+    tls_key: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -156,6 +158,8 @@ class Config:
                 None if api.products is None else rel(api.products),
                 api.host,
                 api.port,
+                None if api.tls_cert is None else rel(api.tls_cert),
+                None if api.tls_key is None else rel(api.tls_key),
             ),
             state=rel(f.state),
             connect=ConnectConfig()
@@ -200,6 +204,8 @@ class _Api(BaseModel):
     products: str | None = Field(None, description=_PATH)
     host: str = "127.0.0.1"
     port: int = Field(8080, description=_NUMBERS)
+    tls_cert: str | None = Field(None, description=_PATH)
+    tls_key: str | None = Field(None, description=_PATH)
 
     @model_validator(mode="before")
     @classmethod

@@ -26,7 +26,13 @@ from catalog.model import ColumnInfo, TableInfo
 from catalog.products import dir_stamp
 from catalog.store import open_store
 from governance.config import Config
-from governance.errors import AccessDenied, AuditUnavailable, LakegateError, Refused
+from governance.errors import (
+    AccessDenied,
+    AuditUnavailable,
+    LakegateError,
+    OutcomeNotRecorded,
+    Refused,
+)
 from governance.execute import (
     ERROR_LOG,
     StatementFailed,
@@ -633,9 +639,10 @@ class GovernedSession:
                 ERROR_LOG.error(
                     "query %s ran but its outcome is not on record: %s", self.last_query_id, e
                 )
-                raise AuditUnavailable(
+                raise OutcomeNotRecorded(
                     f"audit log unavailable: the statement ran and its intent is on record "
-                    f"(query {self.last_query_id}), but its outcome could not be written"
+                    f"(query {self.last_query_id}), but its outcome could not be written",
+                    self.last_query_id or "",
                 ) from None
             raise AuditUnavailable(f"audit log unavailable, access refused: {e}") from None
 

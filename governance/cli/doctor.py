@@ -14,6 +14,7 @@ from pathlib import Path
 
 import yaml
 
+from governance.cli.doctor_tls import check_certificate, check_tokens
 from governance.config import Config
 from governance.files import NOT_OWNER, is_secret_setting, modes
 
@@ -37,7 +38,10 @@ def run_checks(config: Path) -> list[Check]:
             _delta_jars(),
             *(
                 Check(n, "skip", "needs the config")
-                for n in ("catalog", "policies", "audit", "file modes", "secrets")
+                for n in (
+                    *("catalog", "policies", "audit", "file modes", "secrets"),
+                    *("tokens", "connect tls", "api tls"),
+                )
             ),
         ]
     return [
@@ -49,6 +53,16 @@ def run_checks(config: Path) -> list[Check]:
         _audit(cfg.audit),
         _file_modes(cfg),
         _secrets(cfg),
+        Check("tokens", *check_tokens(cfg)),
+        Check(
+            "connect tls",
+            *check_certificate(
+                "connect", cfg.connect.tls_cert, cfg.connect.tls_key, cfg.connect.host
+            ),
+        ),
+        Check(
+            "api tls", *check_certificate("api", cfg.api.tls_cert, cfg.api.tls_key, cfg.api.host)
+        ),
     ]
 
 
