@@ -25,6 +25,7 @@ from catalog.delta import read_delta_table
 from catalog.model import ColumnInfo, TableInfo
 from catalog.products import dir_stamp
 from catalog.store import open_store
+from governance import metrics
 from governance.config import Config
 from governance.errors import (
     AccessDenied,
@@ -143,6 +144,11 @@ class Lakegate:
     # spark ------------------------------------------------------------------------------
 
     @property
+    def spark_started(self) -> bool:
+        """Whether Spark is up (readiness), without starting it."""
+        return self._spark is not None
+
+    @property
     def spark(self) -> SparkSession:
         if self._spark is None:
             from governance.spark import build_spark
@@ -223,6 +229,7 @@ class Lakegate:
     def _audit_reload(
         self, ok: bool, reason: str | None, content_hash: str | None, version: str | None
     ) -> None:
+        metrics.POLICY_RELOADS.labels("ok" if ok else "rejected").inc()
         try:
             self.audit.write(
                 [
@@ -556,28 +563,37 @@ class GovernedSession:
         try:
             planner = self._planner()
             planned = self.last_planned = plan(planner)
+            metrics.PHASE_SECONDS.labels("plan").observe(time.perf_counter() - started)
             self._check_audit()
             if planned.cmd not in READ_ONLY_CMDS:
                 self._audit_intent(planned, query_id, stmt_hash)
+            ran = time.perf_counter()
             df = execute(planned)
+            metrics.PHASE_SECONDS.labels("execute").observe(time.perf_counter() - ran)
             if isinstance(planned, ViewPlanned):
                 df = self._apply_view(planned)
         except AccessDenied as e:
+            metrics.counted(planner, metrics.DENIED)
             self._audit_denied(e, query_id, stmt_hash, started, planner)
             raise
         except LakegateError as e:
+            metrics.counted(planner, metrics.FAILED)
             self._audit_failed(str(e), query_id, stmt_hash, started, planned, planner)
             raise
         except Exception as e:
             if planned is not None and self.lg.sources is not None:
                 self.lg.sources.failed(error_class(e), planned.pins)
             msg = self._spark_error(e, planned, query_id)
+            metrics.counted(
+                planner, metrics.DENIED if isinstance(msg, AccessDenied) else metrics.FAILED
+            )
             if isinstance(msg, AccessDenied):
                 self._audit_denied(msg, query_id, stmt_hash, started, planner)
                 raise msg from None
             self._audit_failed(msg, query_id, stmt_hash, started, planned, planner)
             raise StatementFailed(msg) from None
         self._audit_ok(planned, query_id, stmt_hash, started)
+        metrics.counted(planner, metrics.OK)
         if planned.namespace is not None:
             self.namespace = planned.namespace
         return planned, df
@@ -634,7 +650,9 @@ class GovernedSession:
     def _write(self, events: list[AuditEvent]) -> None:
         try:
             self.lg.audit.write(events)
+            metrics.AUDIT_LINES.inc(len(events))
         except AuditWriteError as e:
+            metrics.AUDIT_FAILURES.inc()
             if self._phase == "outcome":  # the effect may have happened: say so
                 ERROR_LOG.error(
                     "query %s ran but its outcome is not on record: %s", self.last_query_id, e

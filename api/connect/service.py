@@ -41,6 +41,7 @@ from governance.execute import (
     error_class,
     failure_message,
 )
+from governance.metrics import CONNECT_SESSIONS
 from governance.parse import parse_statement
 from governance.planning.context import PlanningContext
 from governance.planning.planned import Planned
@@ -148,6 +149,7 @@ class ConnectService(base_pb2_grpc.SparkConnectServiceServicer):
         )
         self._local_ops: set[tuple[str, str, str]] = set()
         self._lock = threading.Lock()
+        CONNECT_SESSIONS.set_function(lambda: len(self._sessions))
 
     def close(self) -> None:
         self._channel.close()
