@@ -68,8 +68,9 @@ def test_metrics_count_statements_by_kind_and_outcome_and_time_their_phases(app)
         f"{LG}/statements", json={"statement": "SELECT id FROM main.sales.orders"}, headers=auth
     )
     assert r.status_code == 200, r.text
+    frank = {"Authorization": f"Bearer {token_of('frank')}"}  # no grant on orders
     r = client.post(
-        f"{LG}/statements", json={"statement": "SELECT * FROM main.hr.employees"}, headers=auth
+        f"{LG}/statements", json={"statement": "SELECT * FROM main.sales.orders"}, headers=frank
     )
     assert r.status_code == 403, r.text
     after = (
