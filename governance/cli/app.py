@@ -61,7 +61,7 @@ def _open() -> Any:
     log = path.resolve().parent / "lakegate-spark.log"
 
     class Announcing(Lakegate):
-        """Says so on a terminal before Spark's first start, which takes 5-15 s; a Spark
+        """Says so on a terminal before Spark starts (20-60 s; longer on a busy machine); a Spark
         that cannot start is one line naming the log, not a Java trace."""
 
         _started = False
@@ -70,7 +70,7 @@ def _open() -> Any:
         def spark(self) -> Any:
             if self._started:
                 return super().spark
-            status("starting Spark (the first start takes 5-15 s)")
+            status("starting Spark (20-60 s; a running gateway answers at once: --gateway)")
             try:
                 spark = super().spark
             except Exception as e:

@@ -23,9 +23,9 @@ def check_tokens(cfg: Config) -> tuple[str, str]:
     if cfg.api.tokens or cfg.api.secret:
         signed = ", signed tokens (api.secret)" if cfg.api.secret else ""
         return "ok", f"{len(cfg.api.tokens)} token(s){signed}"
-    return (
-        "FAIL",
-        "no api.tokens and no api.secret: every request is refused (401); "
+    return (  # fine for the embedded session; serve and connect refuse every request
+        "warn",
+        "no api.tokens and no api.secret: serve and connect refuse every request (401); "
         "lakegate token create --user NAME --save",
     )
 
@@ -40,9 +40,13 @@ def check_certificate(
     section: str, cert: Path | None, key: Path | None, listen: str
 ) -> tuple[str, str]:
     """One (status, detail) for the `connect:` or `api:` section's certificate."""
-    if cert is None or key is None:
+    if cert is None or key is None:  # a setup that does not serve needs none
         if section == "connect":
-            return "FAIL", "connect.tls_cert/tls_key not set (lakegate certs makes them)"
+            return (
+                "warn",
+                "connect.tls_cert/tls_key not set: lakegate connect will not start "
+                "(lakegate certs makes them)",
+            )
         return "warn", "api.tls_cert/tls_key not set: plain HTTP (lakegate certs makes them)"
     from cryptography import x509
     from cryptography.hazmat.primitives import serialization
