@@ -46,6 +46,7 @@ def small(tmp_path: Path) -> Path:
     """A lakegate.yaml of its own: reference policies, empty catalog, audit under tmp."""
     config = tmp_path / "lakegate.yaml"
     config.write_text(f"policies: {REPO / 'policies'}\napi:\n  secret: {'s' * 32}\n")
+    config.chmod(0o600)  # it holds a secret: doctor fails it otherwise
     return config
 
 
