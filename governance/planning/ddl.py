@@ -6,6 +6,7 @@ the intent record.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from sqlglot import exp
 
@@ -20,6 +21,7 @@ from governance.planning.planned import (
     DropTable,
     Planned,
     RegisterTable,
+    SetAside,
 )
 from governance.resolve import (
     TableRef,
@@ -164,6 +166,8 @@ def plan_create(ctx: PlanningContext, stmt: exp.Create) -> Planned:
         planned.sql = _create_delta(location, partition, None, cols).sql("spark")
     comment_text = comment.this.name if comment is not None else None
     domain = ctx.enforcer.policy_set.domain_of_schema(c, s)
+    if Path(location).exists():  # crash leftovers under an unregistered name: see SetAside
+        planned.before = (SetAside(location),)
     planned.after = (RegisterTable(c, s, t, location, domain, comment_text),)
     return planned
 

@@ -51,6 +51,16 @@ class RegisterTable:
 
 
 @dataclass(frozen=True)
+class SetAside:
+    """A managed location no registered table owns that already holds files: the leftover
+    of a CREATE TABLE killed between Delta's commit and its registration (or of a DROP
+    killed between unregistering and deleting). Renamed to `<location>.orphan-<time>` so
+    the new table starts empty; nothing is deleted."""
+
+    location: str
+
+
+@dataclass(frozen=True)
 class DropTable:
     """Unregister the table; delete its files only if they are its own managed files."""
 
@@ -89,7 +99,7 @@ class ReadHistory:
 
 # A DDL effect as plain data: the session executes it (governance/actions.py), so planning
 # needs no handle on the session or Spark.
-Action = CreateCatalog | CreateSchema | RegisterTable | DropTable | AlterTable
+Action = CreateCatalog | CreateSchema | RegisterTable | DropTable | AlterTable | SetAside
 
 
 @dataclass
