@@ -20,6 +20,7 @@ from api import domains, extensions, statements, unity
 from api.caller import request_audit
 from api.deps import Service, unauthenticated_routes
 from api.errors import ApiError, body
+from api.health import HealthRoutes
 from api.middleware import AuditMiddleware, AuthMiddleware, FastRoutes, api_error_response
 from governance.config import ApiConfig
 
@@ -115,5 +116,6 @@ def create_app(lg: Lakegate, cfg: ApiConfig | None = None) -> FastAPI:
         FastRoutes, routes=[r for r in iter_route_contexts(app.routes) if r.endpoint in unity.FAST]
     )
     app.add_middleware(AuthMiddleware, service=service, public=public, routes=app.routes)
-    app.add_middleware(AuditMiddleware, service=service)  # outermost: sees every answer
+    app.add_middleware(AuditMiddleware, service=service)  # sees every audited answer
+    app.add_middleware(HealthRoutes, lg=lg)  # probes and metrics: no token, not audited
     return app

@@ -37,6 +37,8 @@ class RequestAudit:
     reason: str | None = None
     stmt_hash: str | None = None
     columns: tuple[str, ...] = ()
+    # a statement that ran but whose outcome line is missing: its query id (middleware.py)
+    unrecorded_query: str | None = None
 
 
 def request_audit(request: HTTPConnection) -> RequestAudit:

@@ -23,6 +23,7 @@ from api.registry import Registry
 from audit import AuditEvent
 from governance.config import ApiConfig
 from governance.errors import AuditUnavailable
+from governance.metrics import AUDIT_FAILURES, AUDIT_LINES
 
 if TYPE_CHECKING:
     from governance.session import Lakegate
@@ -43,6 +44,16 @@ class Service:
         if rec.user is None and status >= 400:
             allowed = False  # unauthenticated; public pages (the OpenAPI docs) stay allowed
         reason = rec.reason if status >= 400 or not allowed else None
+        try:
+            self._write_line(rec, status, allowed, reason)
+        except Exception:
+            AUDIT_FAILURES.inc()
+            raise
+        AUDIT_LINES.inc()
+
+    def _write_line(
+        self, rec: RequestAudit, status: int, allowed: bool, reason: str | None
+    ) -> None:
         self.lg.audit.write(
             [
                 AuditEvent(

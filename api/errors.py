@@ -32,6 +32,11 @@ class ErrorBody(BaseModel):
     message: str = Field(description="One line; never data the caller may not see")
 
 
+#: A statement ran but its outcome line is not in the audit log (distinct from a refusal:
+#: the client must not retry it).
+OUTCOME_NOT_RECORDED = "OUTCOME_NOT_RECORDED"
+
+
 class ApiError(Exception):
     def __init__(self, status: int, message: str, error_code: str | None = None) -> None:
         super().__init__(message)
@@ -52,6 +57,8 @@ def responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
         403: "Not allowed",
         404: "Not found (or not visible to the caller)",
         409: "Conflict",
+        500: "The statement ran but its outcome is not on record (OUTCOME_NOT_RECORDED): "
+        "do not retry it",
         501: "Not supported by Lakegate",
         503: "Audit log unavailable: nothing is returned",
         504: "Timed out",

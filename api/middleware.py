@@ -25,7 +25,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from api.auth import Unauthenticated
 from api.caller import AUDIT_KEY, PRINCIPAL_KEY, Caller, RequestAudit, request_audit
 from api.deps import Service, authenticate
-from api.errors import ApiError, body
+from api.errors import OUTCOME_NOT_RECORDED, ApiError, body
 from audit import AuditWriteError
 
 log = logging.getLogger("lakegate.api")
@@ -59,6 +59,16 @@ class AuditMiddleware:
                 state["started"] = True
                 if not self._record(rec, message["status"], scope):
                     state["dropped"] = True
+                    if rec.unrecorded_query is not None:  # it ran: never say "refused"
+                        await send_error(
+                            send,
+                            500,
+                            f"the statement ran (query {rec.unrecorded_query}) but neither its "
+                            "outcome nor this request could be written to the audit log; "
+                            "do not retry",
+                            error_code=OUTCOME_NOT_RECORDED,
+                        )
+                        return
                     await send_error(send, 503, "audit log unavailable: request refused")
                     return
                 message.setdefault("headers", [])
@@ -138,10 +148,15 @@ class AuthMiddleware:
 
 
 async def send_error(
-    send: Send, status: int, message: str, headers: list[tuple[bytes, bytes]] | None = None
+    send: Send,
+    status: int,
+    message: str,
+    headers: list[tuple[bytes, bytes]] | None = None,
+    *,
+    error_code: str | None = None,
 ) -> None:
     """An error answer in UC's shape, straight to the ASGI `send`."""
-    payload = json.dumps(body(status, message)).encode()
+    payload = json.dumps(body(status, message, error_code)).encode()
     await send(
         {
             "type": "http.response.start",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import json
 import logging
 import socket
 from typing import TYPE_CHECKING
@@ -28,11 +29,21 @@ if TYPE_CHECKING:
 @click.option(
     "--access-log", is_flag=True, help="uvicorn's access log too (every request is audited anyway)"
 )
-def serve(host: str | None, port: int | None, log_level: str, access_log: bool) -> int:
+@click.option(
+    "--log-format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="server log lines as text or as one JSON object each",
+)
+def serve(
+    host: str | None, port: int | None, log_level: str, access_log: bool, log_format: str
+) -> int:
     """Serve the REST API.
 
-    Unity Catalog discovery, domains, governed SQL. Exits 5 when the address cannot be
-    bound."""
+    Unity Catalog discovery, domains, governed SQL; /healthz, /readyz and /metrics.
+    Spark starts and the policies load before the port opens. Exits 5 when the address
+    cannot be bound or Spark cannot start."""
     import uvicorn
 
     from api.app import create_app
@@ -46,24 +57,37 @@ def serve(host: str | None, port: int | None, log_level: str, access_log: bool) 
     if why:
         fail(f"cannot listen on {host}:{port}: {why}")
         return EXIT_UNAVAILABLE
-    # Spark starts only with the first SQL statement; full Spark errors go to the server log
+    # full Spark errors go to the server log, JVM noise to the Spark log
     here = config_path().resolve().parent
     lg = Lakegate.open(
         cfg, error_log=here / "lakegate-server.log", spark_log=here / "lakegate-spark.log"
     )  # JVM noise off the console
     _recovered(lg)
+    # Ready before serving: the first statement must not pay for Spark's start.
+    click.echo("lakegate: starting Spark before serving...", err=True)
+    try:
+        warm_up(lg)
+    except Exception as e:
+        lg.close()
+        fail(f"Spark could not start ({type(e).__name__}); see {here / 'lakegate-spark.log'}")
+        return EXIT_UNAVAILABLE
     if not cfg.api.tokens and not cfg.api.secret:
         fail(
             "no api.tokens or api.secret in the config: every request will be refused "
             "(401); see api/README.md (lakegate token create makes one)"
         )
-    if not _is_loopback(host):
-        fail(f"serving on {host}, beyond loopback: put TLS in front of it")
+    tls = cfg.api.tls_cert is not None and cfg.api.tls_key is not None
+    if not _is_loopback(host) and not tls:
+        fail(f"serving on {host}, beyond loopback, without TLS: lakegate certs makes a certificate")
     # uvicorn's default log setup is logging.config.dictConfig, which closes every existing
     # handler, the audit log's included (every request would then be refused): keep ours.
-    logging.basicConfig(
-        level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    handler = logging.StreamHandler()
+    handler.setFormatter(
+        JsonFormatter()
+        if log_format == "json"
+        else logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
     )
+    logging.basicConfig(level=log_level.upper(), handlers=[handler])
     app = create_app(lg)
     _settle(app)
     try:
@@ -75,6 +99,8 @@ def serve(host: str | None, port: int | None, log_level: str, access_log: bool) 
             log_level=log_level,
             access_log=access_log,
             server_header=False,
+            ssl_certfile=str(cfg.api.tls_cert) if tls else None,
+            ssl_keyfile=str(cfg.api.tls_key) if tls else None,
         )
     except SystemExit as e:  # uvicorn exits 1 when it cannot start (e.g. lost a bind race)
         if e.code not in (None, 0):
@@ -83,6 +109,28 @@ def serve(host: str | None, port: int | None, log_level: str, access_log: bool) 
     finally:
         lg.close()
     return EXIT_OK
+
+
+def warm_up(lg: Lakegate) -> None:
+    """Start Spark and run one trivial query, so the JVM, Delta and the planner's first
+    analysis are paid for before the first caller's statement."""
+    lg.spark.sql("SELECT 1").collect()
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, message (and the exception's class,
+    never its text, which may quote data)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        out = {
+            "time": self.formatTime(record),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        if record.exc_info and record.exc_info[0] is not None:
+            out["exception"] = record.exc_info[0].__name__
+        return json.dumps(out)
 
 
 def _cannot_bind(host: str, port: int) -> str | None:

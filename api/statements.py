@@ -24,10 +24,16 @@ from fastapi import Request
 from starlette.concurrency import run_in_threadpool
 
 from api.deps import CallerDep, authenticated_router, get_service
-from api.errors import ApiError, responses
+from api.errors import OUTCOME_NOT_RECORDED, ApiError, responses
 from api.models import StatementRequest, StatementResult
 from audit import statement_hash
-from governance.errors import AccessDenied, AuditUnavailable, LakegateError, SqlParseError
+from governance.errors import (
+    AccessDenied,
+    AuditUnavailable,
+    LakegateError,
+    OutcomeNotRecorded,
+    SqlParseError,
+)
 from governance.session import StatementFailed, failure_message
 
 router = authenticated_router(tags=["Lakegate: SQL"])
@@ -63,7 +69,7 @@ def to_json(v: Any) -> Any:
     "/statements",
     operation_id="executeStatement",
     response_model=StatementResult,
-    responses=responses(400, 403, 504),
+    responses=responses(400, 403, 500, 504),
 )
 async def execute_statement(request: Request, body: StatementRequest, caller: CallerDep) -> dict:
     """Run one SQL statement as the caller, under the policies (403 when denied, with the
@@ -129,6 +135,9 @@ async def execute_statement(request: Request, body: StatementRequest, caller: Ca
     except AccessDenied as e:
         caller.deny(str(e))
         raise ApiError(403, str(e)) from None
+    except OutcomeNotRecorded as e:  # it ran: a retry would run it again
+        rec.unrecorded_query = e.query_id
+        raise ApiError(500, f"{e}; do not retry", OUTCOME_NOT_RECORDED) from None
     except AuditUnavailable as e:
         raise ApiError(503, str(e)) from None
     except LakegateError as e:

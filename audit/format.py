@@ -1,4 +1,4 @@
-"""The v1 audit line: rendering, hashing and parsing (see /work/shared/spec/audit-format.md).
+"""The v1 audit line: rendering, hashing and parsing (see docs/spec/audit-format.md).
 
 Everything that must agree between the writer, ``verify``, ``query`` and the tests lives here,
 so the byte layout is defined exactly once.
@@ -51,7 +51,7 @@ KEYS: tuple[str, ...] = (
     "prevHash",
     "hash",
 )
-#: Keys this project adds to the v1 contract (extends shared/spec/audit-format.md, see
+#: Keys this project adds to the v1 contract (extends docs/spec/audit-format.md, see
 #: audit/README.md): written by every current writer between ``durationMs`` and ``writer``, so
 #: the tamper-evidence keys stay last. Lines without them (older writers) still parse.
 EXTENSION_KEYS: tuple[str, ...] = ("policyVersion", "phase")

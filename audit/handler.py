@@ -28,7 +28,7 @@ LOG_NAME = "audit.log"
 LOCK_NAME = "audit.lock"
 CROSSINGS_NAME = "audit.crossings"
 _ROTATED_RE = re.compile(re.escape(LOG_NAME) + r"\.([1-9][0-9]*)")
-_FILE_MODE = 0o640
+_FILE_MODE = 0o600  # owner-only: lines carry names, statements and policy detail
 _KEEP_DELETIONS = 100_000
 T = TypeVar("T")
 

@@ -270,7 +270,7 @@ class AuditLog:
         self._writer_lock_fd = -1
         self._formatter = AuditFormatter()
         try:
-            self.directory.mkdir(parents=True, exist_ok=True)
+            self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
             self._handler = LockedRotatingFileHandler(
                 self.path, max_bytes, backup_count, fsync=fsync
             )
@@ -321,8 +321,8 @@ class AuditLog:
         folder = self.directory / WRITERS_DIR
         digest = hashlib.sha256(self.writer_id.encode("utf-8", "surrogatepass")).hexdigest()[:24]
         try:
-            folder.mkdir(exist_ok=True)
-            fd = os.open(folder / f"{digest}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o640)
+            folder.mkdir(mode=0o700, exist_ok=True)
+            fd = os.open(folder / f"{digest}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         except OSError as exc:
             raise AuditWriteError(f"cannot claim audit writer id: {_describe(exc)}") from exc
         try:

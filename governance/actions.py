@@ -10,6 +10,8 @@ a statement, and only after the session has put the statement's intent on record
 from __future__ import annotations
 
 import shutil
+import time
+import uuid
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -26,6 +28,7 @@ from governance.planning.planned import (
     PropagateTags,
     ReadHistory,
     RegisterTable,
+    SetAside,
 )
 from governance.policy.tag_state import with_governed_state
 
@@ -65,6 +68,8 @@ def execute_actions(actions: Sequence[Action], catalog: Catalog, spark: SparkSes
                     remove_managed_files(catalog, location)
             case AlterTable():
                 _alter_table(action, catalog, spark)
+            case SetAside(location):
+                _set_aside(catalog, location)
             case _:
                 raise LakegateError(f"internal: unknown action {type(action).__name__}")
 
@@ -87,6 +92,17 @@ def _alter_table(action: AlterTable, catalog: Catalog, spark: SparkSession) -> N
     if action.tags is not None:  # a steward moved tags: the table's new governed state
         properties = with_governed_state(properties, action.tags, merge=False)
     catalog.register_table(replace(info, comment=comment, properties=properties), replace=True)
+
+
+def _set_aside(catalog: Catalog, location: str) -> None:
+    """Move an orphaned managed location out of the new table's way (see SetAside)."""
+    loc = catalog.check_managed(location)
+    if not loc.exists():
+        return
+    if any(Path(t.location).resolve() == loc for t in catalog.tables()):
+        raise LakegateError(f"{location} belongs to a registered table")
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    loc.rename(loc.with_name(f"{loc.name}.orphan-{stamp}-{uuid.uuid4().hex[:8]}"))
 
 
 def remove_managed_files(catalog: Catalog, location: str) -> None:

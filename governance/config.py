@@ -51,6 +51,8 @@ class ApiConfig:
     products: Path | None = None  # data product YAML dir; None: `products/` beside policies
     host: str = "127.0.0.1"
     port: int = 8080
+    tls_cert: Path | None = None  # HTTPS when both are set (lakegate certs sets them)
+    tls_key: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -92,6 +94,9 @@ class Config:
     path: Path | None = None
     api: ApiConfig = field(default_factory=ApiConfig)
     connect: ConnectConfig = field(default_factory=ConnectConfig)
+    # Spark's working directory: its relative scratch (spark-warehouse, artifacts,
+    # metastore_db, derby.log) and local dirs go here; None: the process's own directory.
+    state: Path | None = None
 
     @property
     def products_dir(self) -> Path:
@@ -108,6 +113,7 @@ class Config:
             catalog=str(base / "catalog.db"),
             policies=Path("policies").resolve(),
             audit=base / "audit",
+            state=base / "state",
         )
 
     @classmethod
@@ -172,7 +178,10 @@ class Config:
                 None if api.products is None else rel(api.products),
                 api.host,
                 api.port,
+                None if api.tls_cert is None else rel(api.tls_cert),
+                None if api.tls_key is None else rel(api.tls_key),
             ),
+            state=rel(f.state),
             connect=ConnectConfig()
             if f.connect is None
             else ConnectConfig(
@@ -222,6 +231,8 @@ class _Api(BaseModel):
     products: str | None = Field(None, description=_PATH)
     host: str = "127.0.0.1"
     port: int = Field(8080, description=_NUMBERS)
+    tls_cert: str | None = Field(None, description=_PATH)
+    tls_key: str | None = Field(None, description=_PATH)
 
     @model_validator(mode="before")
     @classmethod
@@ -272,6 +283,7 @@ class _File(BaseModel):
     catalog: str = Field("catalog.db", description="'{where}' must be a file path or URL")
     policies: str = Field("policies", description=_PATH)
     audit: str = Field("audit", description=_PATH)
+    state: str = Field("state", description=_PATH)
     spark: _Spark | None = Field(
         None, description="'{where}' must be a mapping with master and conf"
     )

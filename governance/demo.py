@@ -9,7 +9,11 @@ from typing import Any
 
 import yaml
 
-REFERENCE_POLICIES = Path(__file__).resolve().parent.parent / "policies"
+from governance.files import owner_only_tree
+
+# The reference policies travel inside the package (a link to policies/ in a clone), so a
+# wheel-installed `lakegate demo` finds them too.
+REFERENCE_POLICIES = Path(__file__).resolve().parent / "reference" / "policies"
 
 SETUP = [
     "CREATE CATALOG IF NOT EXISTS main",
@@ -77,6 +81,7 @@ OWNED = (
     "catalog.db-shm",
     "audit",
     "policies",
+    "state",
     "lakegate-spark.log",
 )
 DEMO_KEYS = {
@@ -103,6 +108,7 @@ def write_config(root: Path, policies: Path | None = None) -> Path:
     shutil.copytree(
         policies or REFERENCE_POLICIES, dest, ignore=shutil.ignore_patterns("schema.json")
     )
+    owner_only_tree(dest)  # copies keep the source's modes
     path = root / "lakegate.yaml"
     cfg: dict[str, Any] = {}
     if path.is_file():

@@ -47,3 +47,12 @@ class ConfigError(LakegateError):
 
 class AuditUnavailable(LakegateError):
     """The audit log could not be written, so the access is refused (fail closed)."""
+
+
+class OutcomeNotRecorded(AuditUnavailable):
+    """The statement ran (its intent is on record) but its outcome line could not be
+    written: not a refusal, and a retry would run it again."""
+
+    def __init__(self, message: str, query_id: str) -> None:
+        super().__init__(message)
+        self.query_id = query_id

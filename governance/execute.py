@@ -20,6 +20,8 @@ from audit.landing import COMMIT_TAG_CONF, commit_tag
 from catalog.catalog import Catalog
 from governance.actions import execute_actions, read_history
 from governance.errors import AccessDenied, LakegateError
+from governance.files import owner_only
+from governance.metrics import PHASE_SECONDS
 from governance.planning.planned import ROW_FILTER_VIOLATION, Planned
 from governance.sources import PinnedSources, ensure_pins
 from governance.verify import Analyze, verify_plan
@@ -64,6 +66,7 @@ def route_error_log(path: Path) -> None:
     ):
         return
     handler = logging.FileHandler(target, encoding="utf-8")
+    owner_only(Path(target))  # full Spark error texts, which may quote rows
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     ERROR_LOG.addHandler(handler)
     ERROR_LOG.propagate = False
@@ -222,12 +225,14 @@ def run_planned(
         df = spark.sql(planned.sql)
         qe = df._jdf.queryExecution()
         if verify:
-            verify_plan(qe.analyzed(), planned.expected, analyze)
+            with PHASE_SECONDS.labels("verify").time():
+                verify_plan(qe.analyzed(), planned.expected, analyze)
         # optimize now, inside the governed error handling; execution reuses this plan
         qe.optimizedPlan()
     else:
         if verify:
-            verify_plan(analyze_only(spark, planned.sql), planned.expected, analyze)
+            with PHASE_SECONDS.labels("verify").time():
+                verify_plan(analyze_only(spark, planned.sql), planned.expected, analyze)
         df = spark.sql(planned.sql)
     execute_actions(planned.after, catalog, spark)
     return df

@@ -25,8 +25,15 @@ from catalog.delta import read_delta_table
 from catalog.model import ColumnInfo, TableInfo
 from catalog.products import dir_stamp
 from catalog.store import open_store
+from governance import metrics
 from governance.config import Config
-from governance.errors import AccessDenied, AuditUnavailable, LakegateError, Refused
+from governance.errors import (
+    AccessDenied,
+    AuditUnavailable,
+    LakegateError,
+    OutcomeNotRecorded,
+    Refused,
+)
 from governance.execute import (
     ERROR_LOG,
     StatementFailed,
@@ -41,6 +48,7 @@ from governance.execute import (
 # re-exported: callers (api/statements.py, tests) import these from the session
 from governance.execute import analyze_only as analyze_only
 from governance.execute import failure_message as failure_message
+from governance.files import owner_only_umask
 from governance.identity import InvalidName, canonical_user
 from governance.planning.cache import PlanCache, plan_key
 from governance.planning.dispatch import Planner
@@ -89,6 +97,7 @@ class Lakegate:
         """`spark_log`: send the embedded JVM's console output there (the CLI does);
         `error_log`: the server-side log of full Spark error texts (`lakegate.errors`)."""
         self.config = config
+        owner_only_umask()  # catalog, audit, logs and the JVM's files: owner-only
         if error_log is not None:
             route_error_log(error_log)
         self._spark = spark
@@ -139,12 +148,20 @@ class Lakegate:
     # spark ------------------------------------------------------------------------------
 
     @property
+    def spark_started(self) -> bool:
+        """Whether Spark is up (readiness), without starting it."""
+        return self._spark is not None
+
+    @property
     def spark(self) -> SparkSession:
         if self._spark is None:
             from governance.spark import build_spark
 
             self._spark = build_spark(
-                self.config.spark_master, self.config.spark_conf, log=self._spark_log
+                self.config.spark_master,
+                self.config.spark_conf,
+                log=self._spark_log,
+                workdir=self.config.state,
             )
         elif not self._spark_checked:  # checked once: six py4j calls per access otherwise
             from governance.spark import check_spark
@@ -216,6 +233,7 @@ class Lakegate:
     def _audit_reload(
         self, ok: bool, reason: str | None, content_hash: str | None, version: str | None
     ) -> None:
+        metrics.POLICY_RELOADS.labels("ok" if ok else "rejected").inc()
         try:
             self.audit.write(
                 [
@@ -549,32 +567,41 @@ class GovernedSession:
         try:
             planner = self._planner()
             planned = self.last_planned = plan(planner)
+            metrics.PHASE_SECONDS.labels("plan").observe(time.perf_counter() - started)
             self._check_audit()
             if planned.cmd not in READ_ONLY_CMDS:
                 self._audit_intent(planned, query_id, stmt_hash)
+            ran = time.perf_counter()
             if planned.cmd not in READ_ONLY_CMDS and planned.sql is not None:
                 with tagged_commits(self.lg.spark, query_id):  # its Delta commits name it
                     df = execute(planned)
             else:
                 df = execute(planned)
+            metrics.PHASE_SECONDS.labels("execute").observe(time.perf_counter() - ran)
             if isinstance(planned, ViewPlanned):
                 df = self._apply_view(planned)
         except AccessDenied as e:
+            metrics.counted(planner, metrics.DENIED)
             self._audit_denied(e, query_id, stmt_hash, started, planner)
             raise
         except LakegateError as e:
+            metrics.counted(planner, metrics.FAILED)
             self._audit_failed(str(e), query_id, stmt_hash, started, planned, planner)
             raise
         except Exception as e:
             if planned is not None and self.lg.sources is not None:
                 self.lg.sources.failed(error_class(e), planned.pins)
             msg = self._spark_error(e, planned, query_id)
+            metrics.counted(
+                planner, metrics.DENIED if isinstance(msg, AccessDenied) else metrics.FAILED
+            )
             if isinstance(msg, AccessDenied):
                 self._audit_denied(msg, query_id, stmt_hash, started, planner)
                 raise msg from None
             self._audit_failed(msg, query_id, stmt_hash, started, planned, planner)
             raise StatementFailed(msg) from None
         self._audit_ok(planned, query_id, stmt_hash, started)
+        metrics.counted(planner, metrics.OK)
         if planned.namespace is not None:
             self.namespace = planned.namespace
         return planned, df
@@ -631,14 +658,17 @@ class GovernedSession:
     def _write(self, events: list[AuditEvent]) -> None:
         try:
             self.lg.audit.write(events)
+            metrics.AUDIT_LINES.inc(len(events))
         except AuditWriteError as e:
+            metrics.AUDIT_FAILURES.inc()
             if self._phase == "outcome":  # the effect may have happened: say so
                 ERROR_LOG.error(
                     "query %s ran but its outcome is not on record: %s", self.last_query_id, e
                 )
-                raise AuditUnavailable(
+                raise OutcomeNotRecorded(
                     f"audit log unavailable: the statement ran and its intent is on record "
-                    f"(query {self.last_query_id}), but its outcome could not be written"
+                    f"(query {self.last_query_id}), but its outcome could not be written",
+                    self.last_query_id or "",
                 ) from None
             raise AuditUnavailable(f"audit log unavailable, access refused: {e}") from None
 

@@ -15,6 +15,9 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
+from governance.files import owner_only, owner_only_umask
+from governance.spark_launch import Launch
+
 # Settings the layer relies on; user-supplied conf cannot override these.
 GOVERNED_CONF = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
@@ -74,7 +77,8 @@ def _jvm_output_to(log: Path | None) -> Iterator[None]:
     sys.stdout.flush()
     sys.stderr.flush()
     saved = os.dup(1), os.dup(2)
-    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    owner_only(log)  # Spark's console output may quote rows
     try:
         os.dup2(fd, 1)
         os.dup2(fd, 2)
@@ -94,9 +98,13 @@ def build_spark(
     app_name: str = "lakegate",
     *,
     log: Path | None = None,
+    workdir: Path | None = None,
 ) -> SparkSession:
-    """`log`: where the JVM's own console output goes (None: this process's console)."""
+    """`log`: where the JVM's own console output goes (None: this process's console);
+    `workdir`: the state directory Spark's relative scratch goes to (spark_launch.py)."""
     from delta import configure_spark_with_delta_pip
+
+    owner_only_umask()  # the JVM inherits it: everything Spark writes is owner-only
 
     # Python workers must run this interpreter (and its packages), not whatever `python3`
     # comes first on PATH.
@@ -104,10 +112,15 @@ def build_spark(
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     builder = SparkSession.builder.master(master).appName(app_name)
     local = LOCAL_CONF if master.startswith("local") else {}
-    for k, v in {**DEFAULT_CONF, **local, **(conf or {}), **GOVERNED_CONF}.items():
+    launch = Launch(
+        {**DEFAULT_CONF, **local, **(conf or {}), **GOVERNED_CONF},
+        workdir,
+        local=master.startswith("local"),
+    )
+    for k, v in launch.public.items():  # secret settings go through a file (spark_launch.py)
         builder = builder.config(k, v)
     jars = cached_delta_jars()
-    with _jvm_output_to(log):
+    with launch, _jvm_output_to(log):
         if jars and "spark.jars.packages" not in (conf or {}):
             spark = builder.config("spark.jars", ",".join(jars)).getOrCreate()
         else:

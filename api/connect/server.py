@@ -21,6 +21,10 @@ if TYPE_CHECKING:
     from governance.session import Lakegate
 
 
+#: What the health service reports on: the server as a whole ("") and the Connect service.
+HEALTH_SERVICES = ("", "spark.connect.SparkConnectService")
+
+
 class Gateway:
     """The TLS gRPC server, its servicer and the in-JVM backend; `stop()` ends all three."""
 
@@ -33,6 +37,7 @@ class Gateway:
         max_workers: int = 16,
     ) -> None:
         import grpc
+        from grpc_health.v1 import health, health_pb2, health_pb2_grpc
         from pyspark.sql.connect.proto import base_pb2_grpc
 
         from api.connect.backend import MAX_MESSAGE_BYTES, Backend
@@ -60,6 +65,11 @@ class Gateway:
             ],
         )
         base_pb2_grpc.add_SparkConnectServiceServicer_to_server(self.service, self.server)
+        # the standard gRPC health service (grpc.health.v1): NOT_SERVING until start()
+        self.health = health.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
+        for name in HEALTH_SERVICES:
+            self.health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
         self.host = host or cfg.host
         try:
             self.port = self.server.add_secure_port(
@@ -72,9 +82,15 @@ class Gateway:
             raise ConfigError(f"cannot listen on {self.host}:{port or cfg.port}")
 
     def start(self) -> None:
+        """Serve; Spark is already up and the policies loaded (ready before serving)."""
+        from grpc_health.v1 import health_pb2
+
         self.server.start()
+        for name in HEALTH_SERVICES:
+            self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
 
     def stop(self, grace: float = 2.0) -> None:
+        self.health.enter_graceful_shutdown()
         self.server.stop(grace).wait()
         self.service.close()
         self.backend.stop()
@@ -86,10 +102,17 @@ class Gateway:
 @click.option(
     "--port", type=click.IntRange(0, 65535), help="port (default: connect.port, else 15002)"
 )
-def connect(host: str | None, port: int | None) -> int:
+@click.option(
+    "--metrics-port",
+    type=click.IntRange(1, 65535),
+    help="serve Prometheus metrics at http://HOST:PORT/metrics (HOST: the gateway's)",
+)
+def connect(host: str | None, port: int | None, metrics_port: int | None) -> int:
     """Serve governed Spark Connect (gRPC over TLS) for stock PySpark.
 
-    Needs connect.tls_cert and connect.tls_key; tokens are api.tokens / api.secret."""
+    Needs connect.tls_cert and connect.tls_key; tokens are api.tokens / api.secret. Spark
+    starts and the policies load before the port opens; grpc.health.v1 answers SERVING
+    from then on."""
     from governance.session import Lakegate
 
     config = config_path()
@@ -99,7 +122,12 @@ def connect(host: str | None, port: int | None) -> int:
     )
     _recovered(lg)
     try:
+        click.echo("lakegate: starting Spark before serving...", err=True)
         gateway = Gateway(lg, host=host, port=port)
+        if metrics_port is not None:
+            from prometheus_client import start_http_server
+
+            start_http_server(metrics_port, addr=gateway.host)
         gateway.start()
         click.echo(f"lakegate: Spark Connect on {gateway.host}:{gateway.port} (TLS)", err=True)
         done = threading.Event()

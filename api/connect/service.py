@@ -50,6 +50,7 @@ from governance.execute import (
     error_class,
     failure_message,
 )
+from governance.metrics import CONNECT_SESSIONS
 from governance.parse import parse_statement
 from governance.planning.context import PlanningContext
 from governance.planning.planned import Planned
@@ -179,6 +180,7 @@ class ConnectService(LimitedCalls, base_pb2_grpc.SparkConnectServiceServicer):
         self._sweeper.start()
         self._local_ops: set[tuple[str, str, str]] = set()
         self._lock = threading.Lock()
+        CONNECT_SESSIONS.set_function(lambda: len(self._sessions))
 
     def close(self) -> None:
         self._sweeper.stop()

@@ -16,6 +16,7 @@ from click.core import ParameterSource
 from api.connect.server import connect
 from api.server import serve
 from governance.cli.audit import audit
+from governance.cli.certs import certs
 from governance.cli.kit import (
     EXIT_CODES_HELP,
     EXIT_FAILED,
@@ -48,6 +49,7 @@ cli.add_command(policy)
 cli.add_command(audit)
 cli.add_command(serve)
 cli.add_command(connect)
+cli.add_command(certs)
 
 
 def _open() -> Any:
@@ -59,7 +61,7 @@ def _open() -> Any:
     log = path.resolve().parent / "lakegate-spark.log"
 
     class Announcing(Lakegate):
-        """Says so on a terminal before Spark's first start, which takes 5-15 s; a Spark
+        """Says so on a terminal before Spark starts (20-60 s; longer on a busy machine); a Spark
         that cannot start is one line naming the log, not a Java trace."""
 
         _started = False
@@ -68,7 +70,7 @@ def _open() -> Any:
         def spark(self) -> Any:
             if self._started:
                 return super().spark
-            status("starting Spark (the first start takes 5-15 s)")
+            status("starting Spark (20-60 s; a running gateway answers at once: --gateway)")
             try:
                 spark = super().spark
             except Exception as e:
@@ -356,12 +358,19 @@ def _ttl(_ctx: click.Context, _param: click.Parameter, value: str | None) -> int
     callback=_ttl,
     help="signed token valid this long (e.g. 3600, 12h, 7d); needs api.secret",
 )
+@click.option(
+    "--save",
+    is_flag=True,
+    help="add the token's SHA-256 under api.tokens in lakegate.yaml (the token itself is "
+    "printed once and stored nowhere)",
+)
 @output_option("text", "json", default="text")
-def cmd_token_create(user: str, ttl: int | None, output: str) -> int:
+def cmd_token_create(user: str, ttl: int | None, save: bool, output: str) -> int:
     """Print a new token for a user.
 
     Without --ttl, a random token and the line to add under api.tokens in lakegate.yaml
-    (only its SHA-256 is stored); with --ttl, a token signed with api.secret that expires."""
+    (only its SHA-256 is stored; --save adds it); with --ttl, a token signed with
+    api.secret that expires."""
     import secrets
 
     from api.auth import sign_token, token_hash
@@ -384,6 +393,8 @@ def cmd_token_create(user: str, ttl: int | None, output: str) -> int:
         return EXIT_OK
     new = secrets.token_urlsafe(32)
     line = f"- {{user: {user}, sha256: {token_hash(new)}}}"
+    if save:
+        return _save_token(user, new, output)
     if output == "json":
         click.echo(json.dumps({"user": user, "token": new, "config_line": line}))
     else:
@@ -396,13 +407,41 @@ def cmd_token_create(user: str, ttl: int | None, output: str) -> int:
     return EXIT_OK
 
 
+def _save_token(user: str, token: str, output: str) -> int:
+    """Store only the hash, then print the token this once."""
+    from api.auth import token_hash
+    from governance.cli.settings import update_config
+
+    path = config_path().resolve()
+    if not path.is_file():
+        fail(f"config file {path} not found")
+        return EXIT_USAGE
+
+    def add(cfg: dict[str, Any]) -> None:
+        api = cfg.get("api") if isinstance(cfg.get("api"), dict) else {}
+        api["tokens"] = [*(api.get("tokens") or []), {"user": user, "sha256": token_hash(token)}]
+        cfg["api"] = api
+
+    update_config(path, add)
+    if output == "json":
+        click.echo(json.dumps({"user": user, "token": token, "saved": str(path)}))
+    else:
+        click.echo(token)
+        click.echo(
+            f"# {user}'s token; its SHA-256 is now under api.tokens in {path.name}. It is "
+            "shown only now: keep it secret"
+        )
+    return EXIT_OK
+
+
 @cli.command("doctor")
 @config_option
 @output_option("table", "json", "csv", default="table")
 def cmd_doctor(output: str) -> int:
     """Check that this setup is ready.
 
-    Config, Java, Delta jars, catalog, policies, audit directory; one verdict line."""
+    Config, Java, Delta jars, catalog, policies, audit directory, file modes, secrets,
+    tokens and certificates; one verdict line."""
     from governance.cli.doctor import run_checks
 
     checks = run_checks(config_path())
@@ -432,4 +471,7 @@ def cmd_completion(shell: str) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from governance.files import owner_only_umask
+
+    owner_only_umask()  # everything a command writes (and its Spark) is owner-only
     return run(cli, argv, prog="lakegate")

@@ -6,12 +6,17 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
+
+from governance.cli.doctor_tls import check_certificate, check_tokens
 from governance.config import Config
+from governance.files import NOT_OWNER, is_secret_setting, modes
 
 
 @dataclass(frozen=True)
@@ -33,7 +38,10 @@ def run_checks(config: Path) -> list[Check]:
             _delta_jars(),
             *(
                 Check(n, "skip", "needs the config")
-                for n in ("catalog", "policies", "tags", "audit")
+                for n in (
+                    *("catalog", "policies", "tags", "audit", "file modes", "secrets"),
+                    *("tokens", "connect tls", "api tls"),
+                )
             ),
         ]
     return [
@@ -44,6 +52,18 @@ def run_checks(config: Path) -> list[Check]:
         _policies(cfg),
         _tags(cfg),
         _audit(cfg.audit),
+        _file_modes(cfg),
+        _secrets(cfg),
+        Check("tokens", *check_tokens(cfg)),
+        Check(
+            "connect tls",
+            *check_certificate(
+                "connect", cfg.connect.tls_cert, cfg.connect.tls_key, cfg.connect.host
+            ),
+        ),
+        Check(
+            "api tls", *check_certificate("api", cfg.api.tls_cert, cfg.api.tls_key, cfg.api.host)
+        ),
     ]
 
 
@@ -160,3 +180,74 @@ def _audit(directory: Path) -> Check:
         return Check("audit", "FAIL", f"{probe} is not writable ({e.strerror})")
     where = "" if probe == directory else f" (will be created in {probe})"
     return Check("audit", "ok", f"{directory} writable{where}")
+
+
+#: Entries walked per tree before the file-mode check stops (a warehouse can be large).
+WALK_LIMIT = 20_000
+
+
+def _lakegate_paths(cfg: Config) -> list[Path]:
+    """What Lakegate writes for this config: its own files, logs and directories."""
+    assert cfg.path is not None
+    here = cfg.path.parent
+    paths = [
+        cfg.path,
+        here / "lakegate-server.log",
+        here / "lakegate-spark.log",
+        cfg.warehouse,
+        cfg.audit,
+    ]
+    if "://" not in cfg.catalog and cfg.catalog != ":memory:":
+        db = Path(cfg.catalog)
+        paths += [db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")]
+    if cfg.state is not None:
+        paths.append(cfg.state)
+    paths += [p for p in (cfg.connect.tls_cert, cfg.connect.tls_key) if p is not None]
+    return [p for p in dict.fromkeys(paths) if p.exists()]
+
+
+def _file_modes(cfg: Config) -> Check:
+    """Anything a group or other users may read (raw values, token hashes, error texts)."""
+    loose: list[tuple[Path, int]] = []
+    walked = 0
+    for root in _lakegate_paths(cfg):
+        for path, mode in modes(root):
+            walked += 1
+            if mode & NOT_OWNER:
+                loose.append((path, mode))
+            if walked >= WALK_LIMIT:
+                break
+        if walked >= WALK_LIMIT:
+            break
+    if loose:
+        shown = ", ".join(f"{p} ({m:o})" for p, m in loose[:5])
+        more = f" and {len(loose) - 5} more" if len(loose) > 5 else ""
+        return Check(
+            "file modes",
+            "FAIL",
+            f"group/world-accessible: {shown}{more} (chmod go= them; Lakegate writes 600/700)",
+        )
+    limited = f" (first {WALK_LIMIT} entries)" if walked >= WALK_LIMIT else ""
+    return Check("file modes", "ok", f"all owner-only{limited}")
+
+
+def _secrets(cfg: Config) -> Check:
+    """A config file naming secrets (api.secret, token hashes, secret Spark settings) must
+    be owner-only."""
+    assert cfg.path is not None
+    held = [k for k in cfg.spark_conf if is_secret_setting(k)]
+    raw = yaml.safe_load(cfg.path.read_text()) or {}
+    if isinstance(raw.get("api"), dict) and raw["api"].get("secret"):
+        held.insert(0, "api.secret")
+    if cfg.api.tokens:
+        held.append("api.tokens (hashes)")
+    if not held:
+        return Check("secrets", "ok", f"{cfg.path.name} holds no secret")
+    mode = stat.S_IMODE(cfg.path.stat().st_mode)
+    if mode & NOT_OWNER:
+        return Check(
+            "secrets",
+            "FAIL",
+            f"{cfg.path} ({mode:o}) holds {', '.join(held)}: make it owner-only (chmod 600)",
+        )
+    return Check("secrets", "ok", f"{cfg.path.name} holds {', '.join(held)}, owner-only")

@@ -88,7 +88,7 @@ def cmd_test(directory: str, tests_dir: str | None, spark: bool, require_spark: 
         fail(f"no policy test files under {where}")
         return EXIT_USAGE
     if spark or require_spark:
-        status("starting Spark to check rows on Delta tables (5-15 s)")
+        status("starting Spark to check rows on Delta tables (20-60 s)")
     results = run_tests(
         policy_dir,
         files,

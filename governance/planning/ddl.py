@@ -6,6 +6,7 @@ the intent record.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from sqlglot import exp
 
@@ -21,6 +22,7 @@ from governance.planning.planned import (
     DropTable,
     Planned,
     RegisterTable,
+    SetAside,
 )
 from governance.policy.tag_rights import tag_changes
 from governance.resolve import (
@@ -168,6 +170,8 @@ def plan_create(ctx: PlanningContext, stmt: exp.Create) -> Planned:
         planned.sql = _create_delta(location, partition, None, cols).sql("spark")
     comment_text = comment.this.name if comment is not None else None
     domain = ctx.enforcer.policy_set.domain_of_schema(c, s)
+    if Path(location).exists():  # crash leftovers under an unregistered name: see SetAside
+        planned.before = (SetAside(location),)
     tags = by_position(planned.propagated)
     planned.after = (RegisterTable(c, s, t, location, domain, comment_text, tags),)
     return planned

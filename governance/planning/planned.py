@@ -64,6 +64,16 @@ class PropagateTags:
 
 
 @dataclass(frozen=True)
+class SetAside:
+    """A managed location no registered table owns that already holds files: the leftover
+    of a CREATE TABLE killed between Delta's commit and its registration (or of a DROP
+    killed between unregistering and deleting). Renamed to `<location>.orphan-<time>` so
+    the new table starts empty; nothing is deleted."""
+
+    location: str
+
+
+@dataclass(frozen=True)
 class DropTable:
     """Unregister the table; delete its files only if they are its own managed files."""
 
@@ -103,7 +113,9 @@ class ReadHistory:
 
 # A DDL effect as plain data: the session executes it (governance/actions.py), so planning
 # needs no handle on the session or Spark.
-Action = CreateCatalog | CreateSchema | RegisterTable | DropTable | AlterTable | PropagateTags
+Action = (
+    CreateCatalog | CreateSchema | RegisterTable | DropTable | AlterTable | PropagateTags | SetAside
+)
 
 
 @dataclass
@@ -193,7 +205,7 @@ class Planned:
 
     def _policy_read_lines(self) -> list[dict[str, Any]]:
         """`cmd=policyRead`, one line per mapping table a policy read for this statement
-        (audit/README.md: extends shared/spec/audit-format.md)."""
+        (audit/README.md: extends docs/spec/audit-format.md)."""
         merged: dict[str, dict[str, Any]] = {}
         for r in self.policy_reads:
             line = merged.setdefault(
@@ -212,7 +224,7 @@ class Planned:
 
     def _propagation_lines(self) -> list[dict[str, Any]]:
         """`cmd=tagPropagate`, one line per source table whose column tags a write carried
-        to its target (audit/README.md: extends shared/spec/audit-format.md): `columns` the
+        to its target (audit/README.md: extends docs/spec/audit-format.md): `columns` the
         source columns, `policies` the tags carried, as `tag:NAME`."""
         merged: dict[str, dict[str, Any]] = {}
         for p in self.propagated:

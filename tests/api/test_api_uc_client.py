@@ -175,7 +175,7 @@ def test_lakegate_serve_command_answers_the_official_client(api_lakegate, tmp_pa
         env={**os.environ, "PYTHONPATH": str(root)},
     )
     try:
-        deadline = time.time() + 30
+        deadline = time.time() + 600  # serve starts Spark before it opens the port
         while True:
             assert proc.poll() is None and time.time() < deadline, "server did not start"
             try:

@@ -1,4 +1,4 @@
-"""The policyVersion/phase extension keys (audit/README.md, extends shared/spec/audit-format.md):
+"""The policyVersion/phase extension keys (audit/README.md, extends docs/spec/audit-format.md):
 v1 lines and extended lines live in one chain; verify, query and --pending read both."""
 
 from __future__ import annotations

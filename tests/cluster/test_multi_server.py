@@ -74,7 +74,7 @@ def servers(spark, new_postgres_database, tmp_path_factory) -> Iterator[dict]:
 
 
 def _wait_up(base: str, proc: subprocess.Popen, root: Path) -> None:
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + 600  # each server starts Spark before opening its port
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             logs = "".join(f.read_text()[-3000:] for f in root.glob("server*.log"))
@@ -85,7 +85,7 @@ def _wait_up(base: str, proc: subprocess.Popen, root: Path) -> None:
         except httpx.TransportError:
             pass
         time.sleep(0.5)
-    pytest.fail("a server did not come up in 120 s")
+    pytest.fail("a server did not come up in 600 s")
 
 
 def _client(base: str, user: str) -> httpx.Client:

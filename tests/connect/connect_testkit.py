@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import hashlib
-import ipaddress
 from pathlib import Path
 from typing import Any
 
@@ -16,52 +14,12 @@ def token_of(user: str) -> str:
 
 
 def make_tls(directory: Path) -> tuple[Path, Path, Path]:
-    """A throwaway CA and a server certificate for 127.0.0.1/localhost signed by it:
-    (ca.pem, server.pem, server.key)."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
+    """The CA and server certificate `lakegate certs` makes, for 127.0.0.1/localhost:
+    (ca.pem, server.pem, server.key); every gateway test's stock client trusts that CA."""
+    from governance.cli.certs import make_certificates
 
-    now = dt.datetime.now(dt.UTC)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "lakegate test CA")])
-    ca = (
-        x509.CertificateBuilder()
-        .subject_name(ca_name)
-        .issuer_name(ca_name)
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + dt.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .sign(ca_key, hashes.SHA256())
-    )
-    key = ec.generate_private_key(ec.SECP256R1())
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")]))
-        .issuer_name(ca_name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + dt.timedelta(days=1))
-        .add_extension(
-            x509.SubjectAlternativeName(
-                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
-            ),
-            critical=False,
-        )
-        .sign(ca_key, hashes.SHA256())
-    )
-    pem = serialization.Encoding.PEM
-    paths = directory / "ca.pem", directory / "server.pem", directory / "server.key"
-    paths[0].write_bytes(ca.public_bytes(pem))
-    paths[1].write_bytes(cert.public_bytes(pem))
-    paths[2].write_bytes(
-        key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    )
-    return paths
+    made = make_certificates(directory / "tls", ["localhost", "127.0.0.1"], days=1)
+    return made["ca"], made["cert"], made["key"]
 
 
 def rows(df: Any) -> list[tuple]:

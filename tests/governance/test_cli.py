@@ -90,7 +90,10 @@ def test_sql_json_stdout_is_only_the_json_document(cli):
 
 
 def test_first_spark_start_says_so_on_a_terminal(cli):
-    assert "lakegate: starting Spark (the first start takes 5-15 s)..." in cli[TERMINAL].stderr
+    assert (
+        "lakegate: starting Spark (20-60 s; a running gateway answers at once: --gateway)..."
+        in cli[TERMINAL].stderr
+    )
 
 
 def test_explain_prints_the_rewritten_sql(cli, lakehouse):

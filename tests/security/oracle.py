@@ -1,7 +1,7 @@
 """The bypass tests' oracle: what each demo persona may see, as hand-written dynamic views.
 
 Each view is written here from the reference policies (policies/*.yaml) and the mask table
-of the policy contract (shared/spec/policy-format.md), not from the product's code: the
+of the policy contract (docs/spec/policy-format.md), not from the product's code: the
 rows a persona may see, hidden columns gone, masks applied. An attack statement is run a
 second time in plain Spark with every demo table replaced by the persona's view; the
 governed result must equal that reference result. So a probe that reveals a hidden value

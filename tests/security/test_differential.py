@@ -8,7 +8,7 @@ Each query runs twice:
 - through the governed session (`lg.session(user).sql(q)`), and
 - in plain Spark over the equivalent hand-written dynamic view, the `CASE WHEN
   is_member(...)` style view Databricks documents, written here from the policy contract
-  (../shared/spec/policy-format.md) and not from the product's code.
+  (docs/spec/policy-format.md) and not from the product's code.
 
 The row multisets must be equal. OSS Spark has no `is_member`, and the contract says
 identity is decided by the layer, never by Spark: so the reference resolves `is_member('g')`

@@ -1,0 +1,40 @@
+"""Prometheus metrics (served at `/metrics` by `lakegate serve`): statements by kind and
+outcome, how long planning, verification and execution take, audit lines written and lost,
+policy reloads and open Connect sessions.
+
+Every label value comes from a closed set (statement kinds are the planner's command names,
+outcomes are ok/denied/failed), never from what a caller sent, so a caller cannot grow the
+series without bound.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prometheus_client import Counter, Gauge, Histogram
+
+STATEMENTS = Counter(
+    "lakegate_statements", "Governed statements, by kind and outcome", ["kind", "outcome"]
+)
+PHASE_SECONDS = Histogram(
+    "lakegate_statement_phase_seconds",
+    "Time per statement phase: plan (parse, decide, rewrite), verify (Spark's analysed plan "
+    "against the policies), execute (Spark, verification included)",
+    ["phase"],
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
+)
+AUDIT_LINES = Counter("lakegate_audit_lines", "Audit lines written")
+AUDIT_FAILURES = Counter(
+    "lakegate_audit_failures", "Audit batches that could not be written (access refused)"
+)
+POLICY_RELOADS = Counter("lakegate_policy_reloads", "Policy set loads, by outcome", ["outcome"])
+CONNECT_SESSIONS = Gauge("lakegate_connect_sessions", "Open Spark Connect sessions")
+
+#: The outcome label of a statement.
+OK, DENIED, FAILED = "ok", "denied", "failed"
+
+
+def counted(planner: Any, outcome: str) -> None:
+    """One statement, by the planner's command once it got that far."""
+    kind = getattr(planner, "cmd", None) or "unparsed"
+    STATEMENTS.labels(kind, outcome).inc()

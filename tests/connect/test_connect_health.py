@@ -1,0 +1,30 @@
+"""The gateway's standard gRPC health service (issue 27): a started gateway answers SERVING
+for the server and the Spark Connect service over the same TLS port, without a token; an
+unknown service name is NOT_FOUND, as grpc.health.v1 says; its certificates are the ones
+`lakegate certs` makes (connect_testkit.make_tls).
+"""
+
+from __future__ import annotations
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+
+@pytest.fixture(scope="module")
+def health(gateway, connect_lakegate):
+    creds = grpc.ssl_channel_credentials(connect_lakegate.ca.read_bytes())
+    with grpc.secure_channel(f"127.0.0.1:{gateway.port}", creds) as channel:
+        yield health_pb2_grpc.HealthStub(channel)
+
+
+@pytest.mark.parametrize("service", ["", "spark.connect.SparkConnectService"])
+def test_a_started_gateway_is_serving(health, service: str) -> None:
+    reply = health.Check(health_pb2.HealthCheckRequest(service=service), timeout=30)
+    assert reply.status == health_pb2.HealthCheckResponse.SERVING
+
+
+def test_an_unknown_service_is_not_found(health) -> None:
+    with pytest.raises(grpc.RpcError) as info:
+        health.Check(health_pb2.HealthCheckRequest(service="no.such.Service"), timeout=30)
+    assert info.value.code() == grpc.StatusCode.NOT_FOUND
