@@ -45,9 +45,11 @@ def execute_actions(actions: Sequence[Action], catalog: Catalog, spark: SparkSes
             case RegisterTable(c, s, t, location, domain, comment):
                 from catalog.delta import read_delta_table
 
-                catalog.register_table(
-                    read_delta_table(spark, c, s, t, location, domain=domain, comment=comment)
-                )
+                info = read_delta_table(spark, c, s, t, location, domain=domain, comment=comment)
+                try:
+                    catalog.register_table(info)
+                except CatalogError as e:  # e.g. a table registered over it since planning
+                    raise LakegateError(str(e)) from None
             case DropTable(c, s, t, location):
                 catalog.drop_table(c, s, t)
                 if _owns_files(catalog, location, c, s, t):
