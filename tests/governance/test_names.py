@@ -222,7 +222,6 @@ def test_register_table_refuses_path_in_name(names_lakehouse) -> None:
 
 def test_drop_deletes_files_only_at_the_tables_own_managed_location(names_lakehouse) -> None:
     lg = names_lakehouse
-    victim = lg.catalog.table("main", "sandbox", "victim").location
     # a catalog registered before issue 25 may still hold two names for one location
     old = lg.catalog.table("main", "sandbox", "victim")
     lg.catalog.store.put_table(dataclasses.replace(old, name="alias"))
