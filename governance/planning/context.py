@@ -10,6 +10,7 @@ from collections.abc import Callable
 from sqlglot import exp
 
 from catalog.catalog import Catalog
+from catalog.identity import DeltaIdentity, IdentityUnreadable, delta_identity
 from catalog.model import TableInfo
 from governance.constructs import govern_expression
 from governance.errors import AccessDenied, Refused
@@ -49,12 +50,12 @@ class PlanningContext:
         user: str,
         namespace: Namespace,
         derived: dict[str, str] | None = None,
-        pin: Callable[[TableInfo], str] | None = None,
+        pin: Callable[[TableInfo, str | None], str] | None = None,
     ) -> None:
         """`derived`: full table name -> the SQL relation it is read from (layer-owned temp
         views, e.g. the audit log), instead of its Delta location; `pin`: a query's
-        relation for a table read at its current version (governance/sources.py), None:
-        `delta.`<location>``."""
+        relation for a table read at its current version, named by the table and its Delta
+        id (governance/sources.py), None: `delta.`<location>``."""
         self.derived = derived or {}
         self.pin = pin
         self.cmd = "select"  # the statement's audit cmd, known as soon as its kind is
@@ -133,6 +134,21 @@ class PlanningContext:
                     )
         return stmt
 
+    @staticmethod
+    def identity(planned: Planned, table: TableInfo) -> DeltaIdentity:
+        """The Delta table at `table`'s location as this plan reads it (one listing of its
+        log, no JVM); a log whose table id cannot be read is refused (fail closed)."""
+        known = planned.identities.get(table.location)
+        if known is None:
+            try:
+                known = delta_identity(table.location)
+            except IdentityUnreadable:
+                raise Refused(
+                    f"table {table.full_name} cannot be read: its Delta log names no table id"
+                ) from None
+            planned.identities[table.location] = known
+        return known
+
     def generate(self, stmt: exp.Expression, planned: Planned, query: bool = False) -> str:
         """The statement's SQL with each view's body spliced in; the verifier learns the
         bodies it must find in Spark's plan. A `query`'s views project only the visible
@@ -150,15 +166,16 @@ class PlanningContext:
                 picks = columns_to_project(v.access, words)  # (a sample's seed is drawn per
                 # view text, and the verifier must see the whole view's draw)
             source = derived
-            if (
-                query
-                and derived is None
-                and self.pin is not None
-                and not node.args.get("version")
-                and not node.args.get("sample")
-            ):
-                source = self.pin(table)
-                planned.pins[source] = table.location
+            if derived is None:
+                ident = self.identity(planned, table)
+                if (
+                    query
+                    and self.pin is not None
+                    and not node.args.get("version")
+                    and not node.args.get("sample")
+                ):
+                    source = self.pin(table, ident.table_id)
+                    planned.pins[source] = table.location
             body = view_sql(self.ps, self.ident, v.access, node, source, picks)
             if derived is not None:
                 planned.expected.add_derived(table.location, v.access.visible_columns)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from catalog.identity import DeltaIdentity
 from governance.planning.expected import Expected
 from governance.policy.enforcer import TableAccess
 from governance.resolve import Namespace
@@ -113,6 +114,9 @@ class Planned:
     history: ReadHistory | None = None  # DESCRIBE HISTORY: the result, read at the Spark edge
     policy_reads: list[PolicyRead] = field(default_factory=list)  # mapping tables read
     pins: dict[str, str] = field(default_factory=dict)  # pinned source -> location (sources.py)
+    #: location -> the Delta table found there while planning (its own id and version):
+    #: the plan cache holds a plan only while each is still the table there
+    identities: dict[str, DeltaIdentity] = field(default_factory=dict)
 
     @property
     def placeholders(self) -> list[str]:
