@@ -99,3 +99,31 @@ def _read_id(entry: Path, root: str, latest: int) -> str:
     if not isinstance(table_id, str) or not table_id:
         raise IdentityUnreadable("the table's metadata has no id")
     return table_id
+
+
+_columns: dict[tuple, tuple[str, ...]] = {}
+
+
+def columns_at(location: str, version: int) -> tuple[str, ...] | None:
+    """The column names of the Delta table at `location` as of `version`, read with
+    delta-rs (no JVM); None when that version cannot be read here (Spark then reads it, or
+    fails, itself)."""
+    from deltalake import DeltaTable
+
+    root = normalise_location(location)
+    if "://" in root:
+        return None
+    try:
+        key = (root, delta_identity(root).table_id, version)
+        hit = _columns.get(key)
+        if hit is not None:
+            return hit
+        table = DeltaTable(root, version=version)
+        names = tuple(f.name for f in table.schema().fields)
+    except Exception:  # unreadable here: no narrowing, Spark decides
+        return None
+    with _lock:
+        if len(_columns) >= MAX_IDS:
+            _columns.clear()
+        _columns[key] = names
+    return names

@@ -13,6 +13,7 @@ from typing import Any
 from catalog.identity import DeltaIdentity
 from governance.planning.expected import Expected
 from governance.policy.enforcer import TableAccess
+from governance.readable import Seen, seen_by
 from governance.resolve import Namespace
 from governance.rewrite import PolicyRead, ReadView
 
@@ -117,10 +118,20 @@ class Planned:
     #: location -> the Delta table found there while planning (its own id and version):
     #: the plan cache holds a plan only while each is still the table there
     identities: dict[str, DeltaIdentity] = field(default_factory=dict)
+    statement: str | bytes | None = None  # as the caller sent it (governance/readable.py)
 
     @property
     def placeholders(self) -> list[str]:
         return [v.placeholder for v in self.views]
+
+    def seen(self) -> Seen:
+        """What the caller may be told of in an error about this statement."""
+        accesses = [v.access for v in self.views] + ([self.target] if self.target else [])
+        return seen_by(
+            self.statement,
+            [(v.alias, v.access.visible_columns) for v in self.views],
+            [h for a in accesses for h in a.hidden_columns],
+        )
 
     def hidden_column(self, name: str) -> tuple[str, str] | None:
         low = name.lower()
