@@ -248,7 +248,7 @@ def spark_error(
                     cmd=planned.cmd,
                     tables=(hidden[0],),
                 )
-    readable = readable_line(error_class(e), first, _parameters(e), _seen(planned))
+    readable = readable_line(error_class(e), first, message_parameters(e), _seen(planned))
     if readable is None:
         return failure_message(e, query_id, user)
     for v in planned.placeholders if planned is not None else ():
@@ -256,7 +256,7 @@ def spark_error(
     return f"statement failed: {readable[:500]}"
 
 
-def _parameters(e: BaseException) -> dict[str, str]:
+def message_parameters(e: BaseException) -> dict[str, str]:
     """Spark's message parameters of `e` (its structured fields), {} if it has none."""
     get = getattr(e, "getMessageParameters", None)
     try:
