@@ -12,7 +12,8 @@ structured fields, never guessed from the text):
   name of their own statement that is no hidden column; with none left, a
   `*.WITH_SUGGESTION` error becomes its `*.WITHOUT_SUGGESTION` form;
 - every other parameter may name only words of the caller's statement or columns visible to
-  them (numbers and Spark's own fixed parameters aside): a name or value from a view body
+  them (numbers, Spark's own fixed parameters and the phrase of a syntax error's hint
+  aside): a name or value from a view body
   (a row filter's column, a mask's literal, a mapping table, a Delta path) makes the error
   unreadable, and the caller gets its class and query id, as for any other error.
 """
@@ -29,6 +30,7 @@ _FIXED = frozenset({"docroot", "searchPath", "expectedNum", "actualNum", "expres
 #: Parameters that are lists of candidate names, filtered item by item.
 _LISTS = frozenset({"proposal", "referenceNames"})
 _WORD = re.compile(r"\w+")
+_QUOTED = re.compile(r"'([^']*)'")
 _INTERNAL = "__lg_"
 
 
@@ -132,6 +134,8 @@ def readable_line(cls: str, first: str, params: Mapping[str, str], seen: Seen) -
             if line is None:
                 return None
             continue
+        if key == "hint":  # Spark's phrase (`: extra input 'x'`) around quoted tokens
+            value = " ".join(_QUOTED.findall(value))
         if not _words_ok(value, seen):
             return None
     return line

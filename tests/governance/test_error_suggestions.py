@@ -232,3 +232,25 @@ def test_unresolved_field_errors_name_nothing_hidden_from_the_user(lg, cls: str)
         assert got == line.replace("`s`.`name`, `s`.`salary`", "`s`.`name`")
     else:
         assert got == line
+
+
+def test_a_syntax_error_at_the_callers_own_token_stays_readable() -> None:
+    line = "[PARSE_SYNTAX_ERROR] Syntax error at or near 'nme': extra input 'nme'.(line 1, pos 7)"
+    params = {"error": "'nme'", "hint": ": extra input 'nme'"}
+    own = seen_by("SELECT name nme FROM t", [("t", ["name"])], ["salary"])
+    assert readable_line("PARSE_SYNTAX_ERROR", line, params, own) == line
+    other = seen_by("SELECT name FROM t", [("t", ["name"])], ["salary"])
+    assert readable_line("PARSE_SYNTAX_ERROR", line, params, other) is None
+
+
+def test_suggestions_qualified_by_an_internal_name_are_dropped() -> None:
+    """A view body's own alias (`__lg_v`) or a placeholder is never a name to suggest."""
+    line = (
+        "[UNRESOLVED_COLUMN.WITH_SUGGESTION] A column or function parameter with name `nme` "
+        "cannot be resolved. Did you mean one of the following? [`__lg_v`.`name`, `s`.`name`]."
+    )
+    params = {"objectName": "`nme`", "proposal": "`__lg_v`.`name`, `s`.`name`"}
+    seen = seen_by("SELECT nme FROM main.hr.staff s", [("s", ["name"])], ["salary"])
+    assert readable_line("UNRESOLVED_COLUMN.WITH_SUGGESTION", line, params, seen) == line.replace(
+        "[`__lg_v`.`name`, `s`.`name`]", "[`s`.`name`]"
+    )
