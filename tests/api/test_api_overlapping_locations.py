@@ -30,8 +30,8 @@ def test_rest_create_table_at_a_registered_location_is_refused(as_user, api_lake
             json={"statement": statement},
             headers={"X-Lakegate-Caller-Context": f"sql-{uuid.uuid4().hex}"},
         )
-        assert r.status_code == 400, r.text
-        assert r.json() == {"error_code": "INVALID_ARGUMENT", "message": str(expected.value)}
+        assert r.status_code == 403, r.text  # a refusal, as every Refused over REST
+        assert r.json() == {"error_code": "PERMISSION_DENIED", "message": str(expected.value)}
         assert str(expected.value) == (
             f"CREATE TABLE main.sales.fresh_rest refused: table main.sales.fresh_rest: location "
             f"{target} equals the location of another registered table; one location holds "
