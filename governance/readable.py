@@ -12,8 +12,8 @@ structured fields, never guessed from the text):
   name of their own statement that is no hidden column; with none left, a
   `*.WITH_SUGGESTION` error becomes its `*.WITHOUT_SUGGESTION` form;
 - every other parameter may name only words of the caller's statement or columns visible to
-  them (numbers, Spark's own fixed parameters and the phrase of a syntax error's hint
-  aside): a name or value from a view body
+  them (numbers, Spark's own fixed parameters, a built-in function's name and the phrase of
+  a syntax error's hint aside): a name or value from a view body
   (a row filter's column, a mask's literal, a mapping table, a Delta path) makes the error
   unreadable, and the caller gets its class and query id, as for any other error.
 """
@@ -23,6 +23,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+
+from governance.constructs import SPARK_BUILTINS
 
 #: Parameters Spark fills with its own text (documentation root, the function search path,
 #: argument counts, the any_value() rewrite of an expression already checked).
@@ -134,6 +136,8 @@ def readable_line(cls: str, first: str, params: Mapping[str, str], seen: Seen) -
             if line is None:
                 return None
             continue
+        if key == "functionName" and _parts(value)[-1] in SPARK_BUILTINS:
+            continue  # a built-in's name (the rewriter may respell `substr` `substring`)
         if key == "hint":  # Spark's phrase (`: extra input 'x'`) around quoted tokens
             value = " ".join(_QUOTED.findall(value))
         if not _words_ok(value, seen):

@@ -151,7 +151,7 @@ CASES = {
     "UNRESOLVED_ROUTINE": ("SELECT payroll_secret(salary) FROM t", False),
     "TABLE_OR_VIEW_NOT_FOUND": ("SELECT * FROM hr_private.payroll", False),
     "AMBIGUOUS_REFERENCE": ("SELECT salary FROM t a JOIN t b ON a.emp_id = b.emp_id", False),
-    "WRONG_NUM_ARGS.WITHOUT_SUGGESTION": ("SELECT substr(salary) FROM t", False),
+    "WRONG_NUM_ARGS.WITHOUT_SUGGESTION": ("SELECT substr(salary) FROM t", True),  # a built-in
     "MISSING_AGGREGATION": ("SELECT salary, count(*) FROM t GROUP BY name", False),
     "MISSING_GROUP_BY": ("SELECT salary, count(*) FROM t", True),
     "PARSE_SYNTAX_ERROR": ("SELECT name FROM t payroll secret_ceo", False),
