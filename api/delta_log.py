@@ -3,7 +3,9 @@
 delta-rs reads the log as a Delta reader does, checkpoints included, so the row count stays
 known after a checkpoint and log cleanup. The row count is the sum of `numRecords` over the
 live files, less the rows their deletion vectors remove. Results are cached per (log
-directory, listed log files), so a repeated request costs one directory listing. What is not
+directory, the table's own id, listed log files), so a repeated request costs a directory
+listing or two, and a table dropped and created again at the same place (versions
+restarting at 0) never answers with the old table's history or row count. What is not
 known or not cheap (a file without stats; deletion vectors over more than MAX_DV_ROWS rows;
 a log delta-rs cannot read) is reported as unknown rather than guessed.
 
@@ -24,6 +26,7 @@ from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError
 
 from catalog.catalog import normalise_location
+from catalog.identity import IdentityUnreadable, delta_identity
 
 _ENTRY = re.compile(r"^(\d{20})\.(?:json|checkpoint\..+)$")  # commits and checkpoints
 MAX_DV_ROWS = 50_000_000  # rows under deletion vectors beyond which the count is "unknown"
@@ -50,7 +53,7 @@ class DeltaLog:
 
 
 EMPTY = DeltaLog(None, (), None, False)
-_cache: dict[tuple[str, int, int, int], DeltaLog] = {}
+_cache: dict[tuple[str, str | None, int, int, int], DeltaLog] = {}
 _lock = threading.Lock()
 
 
@@ -71,7 +74,12 @@ def read_log(location: str) -> DeltaLog:
         return EMPTY
     if not versions:
         return EMPTY
-    key = (str(d), versions[0], versions[-1], len(versions))  # cleanup changes the first
+    try:  # the table's own id: one dropped and created again here is another table
+        table_id = delta_identity(location).table_id
+    except IdentityUnreadable:
+        return DeltaLog(versions[-1], (), None, False)
+    # cleanup changes the first version; a table replaced at this place, the id
+    key = (str(d), table_id, versions[0], versions[-1], len(versions))
     hit = _cache.get(key)
     if hit is not None:
         return hit

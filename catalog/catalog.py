@@ -14,8 +14,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from catalog.locations import LocationOverlaps, normalise_location, overlapping
 from catalog.model import CatalogInfo, SchemaInfo, TableInfo
 from catalog.names import InvalidName, check_name
+
+__all__ = ["Catalog", "CatalogError", "LocationOverlaps", "normalise_location"]
 from catalog.store import CatalogStore
 
 
@@ -160,18 +163,20 @@ class Catalog:
             created_at=created,
             updated_at=now,
         )
-        self.store.put_table(stored)
+        try:  # checked inside the store's write transaction: two registrations race in vain
+            self.store.put_table(stored, check=lambda others: overlapping(stored, others))
+        except LocationOverlaps as e:
+            raise CatalogError(str(e)) from e
         return stored
+
+    def check_location_free(self, catalog: str, schema: str, name: str, location: str) -> None:
+        """Refuse (CatalogError) before any file is written when `location` overlaps another
+        registered table's; the registration checks again, atomically."""
+        probe = TableInfo(catalog.lower(), schema.lower(), name.lower(), location, ())
+        try:
+            overlapping(probe, self.store.list_tables())
+        except LocationOverlaps as e:
+            raise CatalogError(str(e)) from e
 
     def drop_table(self, catalog: str, schema: str, name: str) -> bool:
         return self.store.delete_table(catalog, schema, name)
-
-
-def normalise_location(location: str) -> str:
-    """`file:/x/`, `file:///x` and `/x` are one place."""
-    loc = location
-    if loc.startswith("file://"):
-        loc = loc[len("file://") :]
-    elif loc.startswith("file:"):
-        loc = loc[len("file:") :]
-    return loc.rstrip("/") or "/"

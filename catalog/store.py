@@ -13,7 +13,7 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol
@@ -31,6 +31,7 @@ from catalog.model import CatalogInfo, ColumnInfo, SchemaInfo, TableInfo
 _GENERATION = "SELECT value FROM meta WHERE key = 'generation'"
 HEAD = "0002"  # the newest migration; tests check it is Alembic's head
 _MIGRATION_LOCK = 0x4C47_4341  # PostgreSQL advisory lock key ("LGCA") for migrations
+_REGISTER_LOCK = 0x4C47_4C4F  # ("LGLO") serialises checked table registrations
 
 
 class CatalogStore(Protocol):
@@ -45,7 +46,9 @@ class CatalogStore(Protocol):
     def list_tables(
         self, catalog: str | None = None, schema: str | None = None
     ) -> list[TableInfo]: ...
-    def put_table(self, info: TableInfo) -> None: ...
+    def put_table(
+        self, info: TableInfo, *, check: Callable[[list[TableInfo]], None] | None = None
+    ) -> None: ...
     def delete_table(self, catalog: str, schema: str, name: str) -> bool: ...
     def close(self) -> None: ...
 
@@ -307,10 +310,16 @@ class SqlStore:
             rows = conn.execute(query.order_by(c.catalog, c.schema, c.name))
             return [self._table(r) for r in rows]
 
-    def put_table(self, info: TableInfo) -> None:
-        self.put_tables([info])
+    def put_table(
+        self, info: TableInfo, *, check: Callable[[list[TableInfo]], None] | None = None
+    ) -> None:
+        """One table; `check` sees every registered table inside the writing transaction
+        (writers serialised) and raises to refuse it (overlapping locations)."""
+        self.put_tables([info], check=check)
 
-    def put_tables(self, infos: list[TableInfo]) -> None:
+    def put_tables(
+        self, infos: list[TableInfo], *, check: Callable[[list[TableInfo]], None] | None = None
+    ) -> None:
         """Many tables in one transaction (bulk registration, benchmarks): one generation
         step instead of one commit per table."""
         if not infos:
@@ -318,6 +327,10 @@ class SqlStore:
         now = time.time()
         rows = [self._table_row(i, now) for i in infos]
         with self.write() as conn:
+            if check is not None:
+                if self.engine.dialect.name == "postgresql":  # SQLite: BEGIN IMMEDIATE
+                    conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _REGISTER_LOCK})
+                check([self._table(r) for r in conn.execute(select(db.tables))])
             conn.execute(self.upsert(db.tables, rows), rows)
 
     def delete_table(self, catalog: str, schema: str, name: str) -> bool:

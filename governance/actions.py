@@ -55,7 +55,10 @@ def execute_actions(actions: Sequence[Action], catalog: Catalog, spark: SparkSes
                     by_name = [(info.columns[i].name, v) for i, v in tags if i < len(info.columns)]
                     props = with_governed_state(info.properties, by_name, merge=True)
                     info = replace(info, properties=props)
-                catalog.register_table(info)
+                try:
+                    catalog.register_table(info)
+                except CatalogError as e:  # e.g. a table registered over it since planning
+                    raise LakegateError(str(e)) from None
             case PropagateTags(c, s, t, tags):
                 old = catalog.table(c, s, t)
                 if old is None:

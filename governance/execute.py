@@ -23,6 +23,7 @@ from governance.errors import AccessDenied, LakegateError
 from governance.files import owner_only
 from governance.metrics import PHASE_SECONDS
 from governance.planning.planned import ROW_FILTER_VIOLATION, Planned
+from governance.readable import Seen, readable_line, seen_by
 from governance.sources import PinnedSources, ensure_pins
 from governance.verify import Analyze, verify_plan
 
@@ -277,9 +278,27 @@ def spark_error(
                     cmd=planned.cmd,
                     tables=(hidden[0],),
                 )
-        for v in planned.placeholders:
-            first = first.replace(v, "")
-    return f"statement failed: {first[:500]}"
+    readable = readable_line(error_class(e), first, message_parameters(e), _seen(planned))
+    if readable is None:
+        return failure_message(e, query_id, user)
+    for v in planned.placeholders if planned is not None else ():
+        readable = readable.replace(v, "")
+    return f"statement failed: {readable[:500]}"
+
+
+def message_parameters(e: BaseException) -> dict[str, str]:
+    """Spark's message parameters of `e` (its structured fields), {} if it has none."""
+    get = getattr(e, "getMessageParameters", None)
+    try:
+        params = get() if callable(get) else None
+    except Exception:
+        params = None
+    return {str(k): str(v) for k, v in (params or {}).items()}
+
+
+def _seen(planned: Planned | None) -> Seen:
+    """What the caller may be told of: nothing but Spark's own words without a plan."""
+    return planned.seen() if planned is not None else seen_by(None, [], [])
 
 
 def analyze_only(spark: SparkSession, sql: str) -> Any:

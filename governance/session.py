@@ -60,6 +60,7 @@ from governance.policy.model import PolicySet
 from governance.resolve import Namespace
 from governance.rewrite import PolicySql
 from governance.sources import PinnedSources
+from governance.verify import analysis_key
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -118,7 +119,7 @@ class Lakegate:
         # The audit log as the governed table system.access.audit, read through a temp view
         # whose name no user statement can reach (names resolve only through the catalog).
         self.audit_view = f"__lg_audit_{uuid.uuid4().hex}"
-        self._view_plans: dict[str, Any] = {}  # view SQL -> analyzed plan (verifier)
+        self._view_plans: dict[tuple, Any] = {}  # view SQL, tables -> analyzed plan
         self.plans = PlanCache()  # query plans by everything they depend on, across sessions
         # a query's tables read through DataFrames loaded once (governance/sources.py)
         self.sources = PinnedSources() if config.pinned_sources else None
@@ -386,14 +387,15 @@ class Lakegate:
     def analyze_view(self, sql: str, fresh: bool = False) -> Any:
         """Spark's analyzed plan of a governed view's body, for the plan verifier; cached by
         text, since views repeat across statements (the verifier re-asks with fresh=True
-        before it refuses on a mismatch)."""
-        plan = None if fresh else self._view_plans.get(sql)
+        before it refuses on a mismatch) and by the Delta tables it reads (`analysis_key`)."""
+        key = analysis_key(sql)
+        plan = None if fresh else self._view_plans.get(key)
         if plan is None:
             plan = self.spark.sql(sql)._jdf.queryExecution().analyzed()
             with self._reload_lock:
                 if len(self._view_plans) >= 4096:
                     self._view_plans.clear()
-                self._view_plans[sql] = plan
+                self._view_plans[key] = plan
         return plan
 
     def refresh_audit_view(self) -> None:

@@ -50,17 +50,23 @@ class PinnedSources:
     def __init__(self, database: str = GLOBAL_TEMP) -> None:
         self.database = database
         self._token = secrets.token_hex(6)
-        # (location, registration) -> pin name (SQL text); one entry per registration seen,
-        # which grows only with DDL (old pins stay valid for plans still holding them)
+        # (table id, location, registration) -> pin name (SQL text); one entry per
+        # registration and Delta table seen, which grows only with DDL and replaced tables
+        # (old pins stay valid for plans still holding them)
         self._names: dict[tuple, str] = {}
         self._views: dict[str, tuple[str, str]] = {}  # pin name -> (bare view, location)
         self._made: set[str] = set()  # pins whose view exists in Spark
         self._lock = threading.Lock()
 
-    def name(self, table: TableInfo) -> str:
+    def name(self, table: TableInfo, table_id: str | None) -> str:
         """The pin of a table as SQL text; a new registration (location, columns, creation
-        or update time) is a new pin, so a plan never reads one made for another schema."""
+        or update time) is a new pin, so a plan never reads one made for another schema, and
+        so is another Delta table at the same place (`table_id`, its `metaData.id`: dropped
+        and created again, or replaced behind the catalog's back), so a plan never reads a
+        DataFrame made over the table that was there before. Not the version: a pin lists
+        the newest snapshot at every scan (a pin per commit would load the table again)."""
         key = (
+            table_id,
             table.location,
             tuple((c.name, c.type_text) for c in table.columns),
             table.created_at,

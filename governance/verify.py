@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from catalog.catalog import normalise_location
+from catalog.identity import IdentityUnreadable, delta_identity
 from governance.errors import Refused
 from governance.planning.expected import Expected
 
@@ -69,6 +70,27 @@ _VIEW_INNER = frozenset({"SubqueryAlias", "View", "Filter", "Sample", "GlobalLim
 
 # (view SQL, fresh) -> Spark's analyzed plan of it; fresh=False may answer from a cache
 Analyze = Callable[[str, bool], Any]
+# a Delta path in SQL the rewriter generated: delta.`<location>`, backticks doubled
+_DELTA_PATH = re.compile(r"\bdelta\.`((?:[^`]|``)+)`")
+
+
+def analysis_key(sql: str) -> tuple:
+    """What a view body's analyzed plan depends on besides its text: the Delta table (own id
+    and version) at each path it reads, so a cached analysis is never one of the table that
+    was there before (dropped and created again, or replaced behind the catalog's back).
+    A pinned source's name already carries its table's id (governance/sources.py). One log
+    listing per path; an unreadable log keys as unreadable, and Spark's fresh analysis
+    decides."""
+    paths = dict.fromkeys(p.replace("``", "`") for p in _DELTA_PATH.findall(sql))
+    idents: list[object] = []
+    for p in paths:
+        try:
+            idents.append(delta_identity(p))
+        except IdentityUnreadable:
+            idents.append(None)
+    return (sql, tuple(idents))
+
+
 MAX_NODES = 100_000
 _FIELD_SPEC = ";".join(
     f"{kind}:" + ",".join(f"{name}:{int(target)}" for name, target in fields)

@@ -35,6 +35,7 @@ from governance.constructs import (
 from governance.errors import Refused
 from governance.parse import MAX_STATEMENT_CHARS, parse_statement
 from governance.planning.views import TempView, expand, view_name
+from governance.readable import Seen, seen_by
 from governance.resolve import checked_parts, qualify_name
 from governance.session import table_statement
 from governance.sources import ensure_pins
@@ -149,9 +150,12 @@ _READS = (exp.Query, exp.Table, exp.Subquery, exp.Command, exp.DDL, exp.DML, exp
 class PlanGovernor:
     """Rewrites the relations of one Connect request for one user's governed session."""
 
-    def __init__(self, session: GovernedSession) -> None:
+    def __init__(self, session: GovernedSession, sent: bytes = b"") -> None:
         self.session = session
         self.expected = Expected()
+        self._sent = sent  # the request as the caller sent it: the words it may be told of
+        self._views: list[tuple[str, tuple[str, ...]]] = []  # (alias, visible columns)
+        self._hidden: set[str] = set()
         self._is_member = session.lg.enforcer.identity(session.user).is_member
         self._expanded = 0  # bytes of DataFrame views substituted into this request
 
@@ -333,10 +337,16 @@ class PlanGovernor:
             )
         # the backend's sessions share the driver's global temp views
         ensure_pins(self.session.lg.sources, self.session.lg.spark, planned.pins)
+        self._views += [(v.alias, v.access.visible_columns) for v in planned.views]
+        self._hidden.update(h for v in planned.views for h in v.access.hidden_columns)
         for loc, views in planned.expected.views.items():
             self.expected.views.setdefault(loc, []).extend(views)
         self.expected.policy_reads.update(planned.expected.policy_reads)
         return planned.sql
+
+    def seen(self) -> Seen:
+        """What an error about this request may name (governance/readable.py)."""
+        return seen_by(self._sent.decode("utf-8", "replace"), self._views, self._hidden)
 
     # expressions ------------------------------------------------------------------------
 
@@ -459,8 +469,8 @@ class WriteSourceGovernor(PlanGovernor):
     """Governs the source of a DataFrame write and keeps the plan of every governed read in
     it (`sources`): the write may copy no column those reads mask for the user."""
 
-    def __init__(self, session: GovernedSession) -> None:
-        super().__init__(session)
+    def __init__(self, session: GovernedSession, sent: bytes = b"") -> None:
+        super().__init__(session, sent)
         self.sources: list[Planned] = []
 
     def _plan(self, text: str) -> str:

@@ -17,7 +17,7 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
@@ -49,12 +49,14 @@ from governance.execute import (
     StatementFailed,
     error_class,
     failure_message,
+    message_parameters,
 )
 from governance.metrics import CONNECT_SESSIONS
 from governance.parse import parse_statement
 from governance.planning.context import PlanningContext
 from governance.planning.planned import Planned
 from governance.planning.writes import FrameInsert, plan_frame_insert
+from governance.readable import Seen, readable_line, seen_by
 from governance.resolve import checked_parts
 from governance.session import GovernedSession, Lakegate
 from governance.sources import SCHEMA_CHANGED
@@ -147,6 +149,7 @@ class _Call:
     started: float = field(default_factory=time.perf_counter)
     stmt_hash: str | None = None
     entry: Entry | None = None  # the admitted session (sessions.py)
+    seen: Callable[[], Seen] | None = None  # what an error may name (governance/readable.py)
 
 
 class ConnectService(LimitedCalls, base_pb2_grpc.SparkConnectServiceServicer):
@@ -406,7 +409,8 @@ class ConnectService(LimitedCalls, base_pb2_grpc.SparkConnectServiceServicer):
         """The governed, verified copy of a relation (runs in the user's session lock)."""
         session, lock = self._session(call)
         with lock:
-            gov = PlanGovernor(session)
+            gov = PlanGovernor(session, rel.SerializeToString())
+            call.seen = gov.seen
             out = gov.relation(rel)
             gov.verify(out, self.backend, call.session_id)
         return out
@@ -495,7 +499,8 @@ class ConnectService(LimitedCalls, base_pb2_grpc.SparkConnectServiceServicer):
         )
         session, lock = self._session(call)
         with lock:
-            gov = WriteSourceGovernor(session)
+            gov = WriteSourceGovernor(session, w.input.SerializeToString())
+            call.seen = gov.seen
             source = gov.relation(w.input)
             gov.verify(source, self.backend, call.session_id, whole=False)  # before any job
             columns = [
@@ -810,11 +815,15 @@ def _spark_message(e: BaseException, call: _Call) -> str:
     line (it names only the plan's own identifiers), else class + query id."""
     from pyspark.errors import AnalysisException
 
-    if isinstance(e, AnalysisException) and error_class(e) in READABLE_ANALYSIS_ERRORS:
+    cls = error_class(e)
+    if isinstance(e, AnalysisException) and cls in READABLE_ANALYSIS_ERRORS:
         lines = [ln for ln in str(getattr(e, "desc", None) or e).splitlines() if ln.strip()]
-        first = lines[0] if lines else type(e).__name__
-        ERROR_LOG.info("connect query %s: %s", call.query_id, e)
-        return f"statement failed: {first.split('; line ')[0][:500]}"
+        first = (lines[0] if lines else type(e).__name__).split("; line ")[0]
+        seen = call.seen() if call.seen is not None else seen_by(None, [], [])
+        line = readable_line(cls, first, message_parameters(e), seen)
+        if line is not None:
+            ERROR_LOG.info("connect query %s: %s", call.query_id, e)
+            return f"statement failed: {line[:500]}"
     return failure_message(e, call.query_id, call.user)
 
 

@@ -15,6 +15,7 @@ from click.core import ParameterSource
 
 from api.connect.server import connect
 from api.server import serve
+from catalog.catalog import CatalogError
 from governance.cli.audit import audit
 from governance.cli.certs import certs
 from governance.cli.kit import (
@@ -229,6 +230,11 @@ def cmd_catalog_register(name: str, path: str, replace: bool) -> int:
     try:
         if not replace and lg.catalog.table(*parts) is not None:
             fail(f"table {'.'.join(parts)} already exists (--replace replaces it)")
+            return EXIT_USAGE
+        try:  # before Spark reads the table (the registration checks again)
+            lg.catalog.check_location_free(*parts, str(location))
+        except CatalogError as e:
+            fail(str(e))
             return EXIT_USAGE
         info = lg.register_table(name, str(location), replace=replace)
         click.echo(f"registered {info.full_name} -> {info.location} ({len(info.columns)} columns)")

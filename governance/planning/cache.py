@@ -6,9 +6,12 @@ sent (str and bytes never meet), the canonical user, the namespace, the policy s
 decides (its enforcer object, which also fixes the user's groups, and its version), the
 catalog's generation (registrations, locations, columns; mapping tables are found through
 it), the session's temp-view version (0 with no views: nothing to expand), and the layer's
-derived relations. Tags read from Delta tables cannot be keyed up front: an entry keeps the
-(root, version) key of every table whose tags decided it, and a hit re-reads those keys
-(`governance.policy.tags.delta_tags`) and misses when one moved.
+derived relations. What is at a table's location cannot be keyed up front: an entry keeps
+the Delta identity (the table's own `metaData.id` and version, catalog/identity.py) of every
+table it reads, and the (root, table id, version) key of every table whose tags decided it,
+and a hit re-reads them (one listing of each `_delta_log`) and misses when one moved: a
+table dropped and created again at its place, or replaced behind the catalog's back, is
+planned afresh (its pin, its tags), and so is a table that took a commit.
 
 Only query plans are cached: never writes, DDL, USE, metadata, temp-view statements, a plan
 that read the clock (`TIMESTAMP AS OF now() - ...` is folded to a literal at plan time), or
@@ -23,6 +26,7 @@ import threading
 from collections import Counter, OrderedDict
 from dataclasses import dataclass, replace
 
+from catalog.identity import DeltaIdentity, IdentityUnreadable, delta_identity
 from catalog.model import TableInfo
 from governance.planning.dispatch import Planner
 from governance.planning.expected import Expected
@@ -85,6 +89,7 @@ class _Entry:
     decided: dict[str, tuple[str, ...]]  # what the planner learnt, for denial audit lines
     filters: dict[str, tuple[str, ...]]
     tags: tuple[tuple[TableInfo, tuple], ...]  # tables whose Delta tags decided, their keys
+    identities: tuple[tuple[str, DeltaIdentity], ...]  # location -> the table planned over
 
 
 class PlanCache:
@@ -125,7 +130,7 @@ class PlanCache:
             entry = self._entries.get(key)
             if entry is not None:
                 self._entries.move_to_end(key)
-        if entry is not None and not _tags_hold(entry):
+        if entry is not None and not (_identities_hold(entry) and _tags_hold(entry)):
             with self._lock:
                 if self._entries.get(key) is entry:
                     del self._entries[key]
@@ -164,7 +169,20 @@ def _entry(planned: Planned, planner: Planner) -> _Entry:
         dict(planner.ctx.decided),
         dict(planner.ctx.filters),
         tuple(t for t in tags.values() if t[1]),
+        tuple(planned.identities.items()),
     )
+
+
+def _identities_hold(entry: _Entry) -> bool:
+    """Every table the plan reads is still the Delta table it was planned over, at the same
+    version; an unreadable log is a miss (planning then refuses, as it would have)."""
+    for location, known in entry.identities:
+        try:
+            if delta_identity(location) != known:
+                return False
+        except IdentityUnreadable:
+            return False
+    return True
 
 
 def _tags_hold(entry: _Entry) -> bool:
@@ -195,4 +213,5 @@ def _copy(planned: Planned) -> Planned:
         derived=set(planned.derived),
         policy_reads=list(planned.policy_reads),
         pins=dict(planned.pins),
+        identities=dict(planned.identities),
     )

@@ -10,11 +10,12 @@ from collections.abc import Callable
 from sqlglot import exp
 
 from catalog.catalog import Catalog
+from catalog.identity import DeltaIdentity, IdentityUnreadable, columns_at, delta_identity
 from catalog.model import TableInfo
 from governance.constructs import govern_expression
 from governance.errors import AccessDenied, Refused
 from governance.planning.planned import Planned
-from governance.policy.enforcer import Identity, PolicyEnforcer, TableAccess
+from governance.policy.enforcer import Identity, PolicyEnforcer, TableAccess, mask_columns
 from governance.resolve import (
     Namespace,
     TableRef,
@@ -49,12 +50,12 @@ class PlanningContext:
         user: str,
         namespace: Namespace,
         derived: dict[str, str] | None = None,
-        pin: Callable[[TableInfo], str] | None = None,
+        pin: Callable[[TableInfo, str | None], str] | None = None,
     ) -> None:
         """`derived`: full table name -> the SQL relation it is read from (layer-owned temp
         views, e.g. the audit log), instead of its Delta location; `pin`: a query's
-        relation for a table read at its current version (governance/sources.py), None:
-        `delta.`<location>``."""
+        relation for a table read at its current version, named by the table and its Delta
+        id (governance/sources.py), None: `delta.`<location>``."""
         self.derived = derived or {}
         self.pin = pin
         self.cmd = "select"  # the statement's audit cmd, known as soon as its kind is
@@ -133,6 +134,63 @@ class PlanningContext:
                     )
         return stmt
 
+    @staticmethod
+    def identity(planned: Planned, table: TableInfo) -> DeltaIdentity:
+        """The Delta table at `table`'s location as this plan reads it (one listing of its
+        log, no JVM); a log whose table id cannot be read is refused (fail closed)."""
+        known = planned.identities.get(table.location)
+        if known is None:
+            try:
+                known = delta_identity(table.location)
+            except IdentityUnreadable:
+                raise Refused(
+                    f"table {table.full_name} cannot be read: its Delta log names no table id"
+                ) from None
+            planned.identities[table.location] = known
+        return known
+
+    def columns_at_version(self, access: TableAccess, node: exp.Table) -> tuple[int, ...] | None:
+        """For `VERSION AS OF n`: positions of the visible columns that version has (None:
+        all of them, or the version is not readable here), so the view is built from the
+        schema of the version read, not today's. A version lacking a column a row filter or
+        mask on it reads is refused: the rule could not be applied as written."""
+        version = node.args.get("version")
+        literal = version.expression if version is not None else None
+        if str(getattr(version, "name", "")).upper() != "VERSION" or not isinstance(
+            literal, exp.Literal
+        ):
+            return None
+        try:
+            number = int(literal.this)
+        except ValueError:
+            return None
+        table = access.table
+        names = columns_at(table.location, number)
+        if names is None:
+            return None
+        present = {n.lower() for n in names}
+        visible = access.visible_columns
+        keep = tuple(i for i, c in enumerate(visible) if c.lower() in present)
+        if len(keep) == len(visible):
+            return None
+        missing = {c.name.lower() for c in table.columns} - present
+        needed = set(self.ps.filter_columns(access))
+        for i in keep:
+            applied = access.masks.get(visible[i].lower())
+            if applied is not None:
+                needed |= mask_columns(applied.mask)
+        if needed & missing:
+            raise Refused(
+                f"time travel refused: table {table.full_name} at version {number} lacks a "
+                f"column its row filters or masks for user {self.user} read"
+            )
+        if not keep:
+            raise Refused(
+                f"time travel refused: table {table.full_name} at version {number} has no "
+                f"column user {self.user} may read"
+            )
+        return keep
+
     def generate(self, stmt: exp.Expression, planned: Planned, query: bool = False) -> str:
         """The statement's SQL with each view's body spliced in; the verifier learns the
         bodies it must find in Spark's plan. A `query`'s views project only the visible
@@ -149,16 +207,20 @@ class PlanningContext:
             if words is not None and derived is None and not node.args.get("sample"):
                 picks = columns_to_project(v.access, words)  # (a sample's seed is drawn per
                 # view text, and the verifier must see the whole view's draw)
+            whole_picks = None if derived is not None else self.columns_at_version(v.access, node)
+            if whole_picks is not None:  # a version before columns were added: its own view
+                picks = whole_picks if picks is None else _within(picks, whole_picks)
             source = derived
-            if (
-                query
-                and derived is None
-                and self.pin is not None
-                and not node.args.get("version")
-                and not node.args.get("sample")
-            ):
-                source = self.pin(table)
-                planned.pins[source] = table.location
+            if derived is None:
+                ident = self.identity(planned, table)
+                if (
+                    query
+                    and self.pin is not None
+                    and not node.args.get("version")
+                    and not node.args.get("sample")
+                ):
+                    source = self.pin(table, ident.table_id)
+                    planned.pins[source] = table.location
             body = view_sql(self.ps, self.ident, v.access, node, source, picks)
             if derived is not None:
                 planned.expected.add_derived(table.location, v.access.visible_columns)
@@ -168,10 +230,13 @@ class PlanningContext:
                 locations = [r.table.location for r in reads]
                 visible = v.access.visible_columns
                 whole = (
-                    body if picks is None else view_sql(self.ps, self.ident, v.access, node, source)
+                    body
+                    if picks == whole_picks
+                    else view_sql(self.ps, self.ident, v.access, node, source, whole_picks)
                 )
                 columns = visible if picks is None else tuple(visible[i] for i in picks)
-                planned.expected.add_view(table.location, whole, columns, locations, picks)
+                cut = None if picks == whole_picks else _positions(picks, whole_picks)
+                planned.expected.add_view(table.location, whole, columns, locations, cut)
                 planned.policy_reads += reads
             bodies.append(body)
         return splice(outer, planned.views, bodies)
@@ -218,3 +283,19 @@ class PlanningContext:
 def delta_table(location: str) -> exp.Table:
     """`delta.`<location>``: a Delta table by path, as a tree (the location quoted once)."""
     return exp.Table(this=exp.to_identifier(location, quoted=True), db=exp.to_identifier("delta"))
+
+
+def _within(picks: tuple[int, ...], allowed: tuple[int, ...]) -> tuple[int, ...]:
+    """The picked positions a version has; at least one (a projection cannot be empty)."""
+    kept = tuple(i for i in picks if i in allowed)
+    return kept or allowed[:1]
+
+
+def _positions(
+    picks: tuple[int, ...] | None, whole: tuple[int, ...] | None
+) -> tuple[int, ...] | None:
+    """`picks` (positions among the visible columns) as positions in the whole view's
+    projection, which `whole` narrowed to a version's columns (None: every visible one)."""
+    if picks is None or whole is None:
+        return picks
+    return tuple(whole.index(i) for i in picks)

@@ -118,6 +118,8 @@ def plan_create(ctx: PlanningContext, stmt: exp.Create) -> Planned:
         raise LakegateError(f"table {name} already exists")
     try:
         location = ctx.catalog.managed_location(c, s, t)
+        if not exists:  # before Spark writes a file there (the registration checks again)
+            ctx.catalog.check_location_free(c, s, t, location)
     except CatalogError as e:
         raise Refused(f"CREATE TABLE {name} refused: {e}") from None
     planned = Planned(cmd="create", target_name=name, decided_by=ids)

@@ -115,7 +115,9 @@ class Planner:
     def plan(self, statement: str | bytes) -> Planned:
         """The statement's plan, against one catalog generation (checked once, on entry)."""
         with self.ctx.catalog.pinned():
-            return self._plan(statement)
+            planned = self._plan(statement)
+        planned.statement = statement  # the caller's words, for readable errors
+        return planned
 
     def _plan(self, statement: str | bytes) -> Planned:
         ctx = self.ctx

@@ -10,9 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from catalog.identity import DeltaIdentity
 from governance.planning.expected import Expected
 from governance.planning.lineage import Propagation
 from governance.policy.enforcer import TableAccess
+from governance.readable import Seen, seen_by
 from governance.resolve import Namespace
 from governance.rewrite import PolicyRead, ReadView
 
@@ -140,10 +142,23 @@ class Planned:
     policy_reads: list[PolicyRead] = field(default_factory=list)  # mapping tables read
     pins: dict[str, str] = field(default_factory=dict)  # pinned source -> location (sources.py)
     propagated: list[Propagation] = field(default_factory=list)  # tags carried to the target
+    #: location -> the Delta table found there while planning (its own id and version):
+    #: the plan cache holds a plan only while each is still the table there
+    identities: dict[str, DeltaIdentity] = field(default_factory=dict)
+    statement: str | bytes | None = None  # as the caller sent it (governance/readable.py)
 
     @property
     def placeholders(self) -> list[str]:
         return [v.placeholder for v in self.views]
+
+    def seen(self) -> Seen:
+        """What the caller may be told of in an error about this statement."""
+        accesses = [v.access for v in self.views] + ([self.target] if self.target else [])
+        return seen_by(
+            self.statement,
+            [(v.alias, v.access.visible_columns) for v in self.views],
+            [h for a in accesses for h in a.hidden_columns],
+        )
 
     def hidden_column(self, name: str) -> tuple[str, str] | None:
         low = name.lower()

@@ -10,7 +10,9 @@ itself, so a pipeline can tag what it writes:
 - column metadata `lakegate.tags` = `'region,pii'` (a StructField's metadata).
 
 Delta tags are read with delta-rs from the newest table version (never a Spark job) and
-cached per (log directory, version), so a statement costs one listing of `_delta_log`.
+cached per (log directory, the Delta table's own id, version): a statement costs one listing
+of `_delta_log` (catalog/identity.py), and a table dropped and created again at the same
+place, or replaced behind the catalog's back, never gets the old table's tags.
 A table whose tags cannot be read is refused (fail closed): a tag-driven filter is never
 skipped because its tag was unreadable. Time travel reads use today's tags.
 
@@ -23,7 +25,6 @@ table applies to each, ANDed (every tagged value must pass).
 from __future__ import annotations
 
 import json
-import os
 import re
 import threading
 from collections.abc import Iterable, Mapping
@@ -35,6 +36,7 @@ from sqlglot import exp
 from yaml.nodes import MappingNode, Node
 
 from catalog.catalog import normalise_location
+from catalog.identity import IdentityUnreadable, delta_identity
 from catalog.model import TableInfo
 from governance.errors import Refused
 from governance.identity import InvalidName, canonical_name
@@ -47,7 +49,6 @@ TABLE_PROPERTY_PREFIX = "lakegate.tags."  # + column name; value: comma-separate
 COLUMN_METADATA_KEY = "lakegate.tags"  # in a column's Delta metadata; same value format
 MATCH_KEYS: tuple[str, ...] = ("tag", "as")
 _BINDING = re.compile(r"^[a-z_][a-z0-9_]*$")
-_ENTRY = re.compile(r"^(\d{20})\.(?:json|checkpoint\..+)$")
 
 
 class TagsUnreadable(Refused):
@@ -233,8 +234,9 @@ class ColumnTags:
 
 
 NO_TAGS = ColumnTags()
-_cache: dict[tuple[str, int], dict[str, frozenset[str]]] = {}
-_newest: dict[str, tuple[int, dict[str, frozenset[str]]]] = {}  # root -> newest version read
+#: (root, table id, version) -> tags; (root, table id) -> the newest version read and its tags
+_cache: dict[tuple[str, str, int], dict[str, frozenset[str]]] = {}
+_newest: dict[tuple[str, str], tuple[int, dict[str, frozenset[str]]]] = {}
 MAX_SCANNED_COMMITS = 100  # beyond this many new commits, delta-rs reads the table afresh
 _lock = threading.Lock()
 
@@ -249,13 +251,6 @@ def split_tags(value: str) -> frozenset[str]:
         except InvalidName:
             continue
     return frozenset(out)
-
-
-def _latest_version(log: Path) -> int:
-    versions = [int(m.group(1)) for e in os.scandir(log) if (m := _ENTRY.match(e.name))]
-    if not versions:
-        raise OSError("no commits")
-    return max(versions)
 
 
 def _no_metadata(log: Path, since: int, version: int) -> bool:
@@ -304,14 +299,19 @@ def delta_tags(table: TableInfo) -> tuple[tuple, dict[str, frozenset[str]]]:
             tables=(table.full_name,),
         )
     log = Path(root) / "_delta_log"
-    if not log.exists():
-        return (root, None), {}  # no Delta table there (yet): nothing to read, nor to tag
     try:
-        version = _latest_version(log)
-        key = (root, version)
+        ident = delta_identity(root)
+        if ident.table_id is None or ident.version is None:
+            if log.exists():  # a log without a commit: not readable, so not decidable
+                raise IdentityUnreadable("no commits")
+            return (root, None), {}  # no Delta table there (yet): nothing to read, nor to tag
+        version = ident.version
+        # keyed by the table's own id: a table dropped and created again at this location
+        # (versions restarting at 0), or replaced behind the catalog's back, is another table
+        key = (root, ident.table_id, version)
         hit = _cache.get(key)
         if hit is None:
-            last = _newest.get(root)
+            last = _newest.get((root, ident.table_id))
             if last is not None and last[0] < version and _no_metadata(log, last[0], version):
                 hit = last[1]
             else:
@@ -319,9 +319,10 @@ def delta_tags(table: TableInfo) -> tuple[tuple, dict[str, frozenset[str]]]:
             with _lock:
                 if len(_cache) > 50_000:
                     _cache.clear()
+                    _newest.clear()
                 _cache[key] = hit
                 if last is None or last[0] < version:
-                    _newest[root] = (version, hit)
+                    _newest[(root, ident.table_id)] = (version, hit)
     except Exception as e:  # any failure to read the log fails closed
         raise TagsUnreadable(
             f"tags of table {table.full_name} cannot be read (its Delta log is unreadable: "

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from catalog.identity import delta_identity
 from governance import AccessDenied
 from governance.errors import LakegateError, Refused
 from governance.execute import StatementFailed, analyze_only
@@ -246,7 +247,7 @@ def test_a_plan_may_only_name_pins_this_process_made_for_their_table(lakehouse, 
     customers = lakehouse.catalog.table("main", "sales", "customers")
     orders = lakehouse.catalog.table("main", "sales", "orders").location
     sources = PinnedSources()
-    pin = sources.name(customers)
+    pin = sources.name(customers, delta_identity(customers.location).table_id)
     for pins in ({pin: orders}, {"global_temp.__lg_src_forged_0": customers.location}):
         with pytest.raises(Refused, match="did not make"):
             sources.ensure(spark, pins)

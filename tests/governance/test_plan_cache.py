@@ -2,15 +2,17 @@
 and rewrite, and every part of what a plan depends on is in its key.
 
 Tables (see `lg`): `p.s.t` and `q.s.t` hold different rows, so a namespace picks one;
-`p.s.moved` is re-registered at `p.s.other`'s location; `p.acl.map` is a mapping table
+`p.s.moved` is re-registered at a copy of `p.s.other`; `p.acl.map` is a mapping table
 (mia's row filter reads it). ann has a row filter, bob a mask; eve has no grant at all.
 """
 
 from __future__ import annotations
 
 import contextlib
+import shutil
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -148,8 +150,10 @@ def test_a_policy_reload_changes_the_plan_and_the_results(fresh) -> None:
 def test_re_registering_a_table_at_another_location_changes_the_plan(lg) -> None:
     sql = "SELECT id FROM p.s.moved ORDER BY id"
     assert rows(lg, "admin", sql) == [(1,)]
-    other = lg.catalog.table("p", "s", "other").location
-    lg.register_table("p.s.moved", other, replace=True)
+    other = Path(lg.catalog.table("p", "s", "other").location)
+    copy = other.parent.parent / "elsewhere" / "other_copy"  # one location, one table
+    shutil.copytree(other, copy)
+    lg.register_table("p.s.moved", str(copy), replace=True)
     assert rows(lg, "admin", sql) == [(7,), (8,)]
 
 
