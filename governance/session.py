@@ -11,11 +11,9 @@ from __future__ import annotations
 
 import getpass
 import json
-import subprocess
 import threading
 import time
 import uuid
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,19 +21,15 @@ from typing import TYPE_CHECKING, Any
 from catalog.catalog import Catalog
 from catalog.delta import read_delta_table
 from catalog.model import ColumnInfo, TableInfo
-from catalog.products import dir_stamp
 from catalog.store import open_store
 from governance import metrics
 from governance.config import Config
 from governance.errors import (
     AccessDenied,
-    AuditUnavailable,
     LakegateError,
-    OutcomeNotRecorded,
     Refused,
 )
 from governance.execute import (
-    ERROR_LOG,
     StatementFailed,
     error_class,
     governed_frame,
@@ -54,9 +48,9 @@ from governance.planning.cache import PlanCache, plan_key
 from governance.planning.dispatch import Planner
 from governance.planning.planned import Planned
 from governance.planning.views import TempViews, ViewPlanned
+from governance.policies_in_force import PoliciesInForce
 from governance.policy.enforcer import PolicyEnforcer
-from governance.policy.loader import is_policy_file, load_policy_dir, load_policy_text
-from governance.policy.model import PolicySet
+from governance.recorder import StatementRecorder, write_or_refuse
 from governance.resolve import Namespace
 from governance.rewrite import PolicySql
 from governance.sources import PinnedSources
@@ -69,19 +63,11 @@ if TYPE_CHECKING:
 
     from governance.planning.context import PlanningContext
 
-from audit import AuditEvent, AuditLog, AuditWriteError, statement_hash
+from audit import AuditEvent, AuditLog, statement_hash
 
 AUDIT_TABLE = "system.access.audit"
 #: Statement kinds that change nothing: everything else gets an intent record before it runs.
 READ_ONLY_CMDS = frozenset({"select", "describe", "show", "use"})
-
-
-@dataclass
-class _PolicyState:
-    enforcer: PolicyEnforcer
-    sql: PolicySql
-    stamp: tuple  # file names, sizes and mtimes it was built from (git mode: the commit)
-    version: str  # the policyVersion audit key: sha256:<content hash> or git:<commit>
 
 
 class Lakegate:
@@ -111,11 +97,8 @@ class Lakegate:
             backup_count=config.audit_backup_count,
             checkpoints=config.audit_checkpoints,
         )
-        self._reload_lock = threading.Lock()
-        self._last_check = 0.0
-        self._seen: tuple[tuple, float] | None = None  # a changed stamp and when first seen
-        self._policy: _PolicyState | None = None
-        self.reload_policies(initial=True)
+        self._view_lock = threading.Lock()
+        self.policies = PoliciesInForce(config, self.catalog, self._audit_reload)
         # The audit log as the governed table system.access.audit, read through a temp view
         # whose name no user statement can reach (names resolve only through the catalog).
         self.audit_view = f"__lg_audit_{uuid.uuid4().hex}"
@@ -171,124 +154,47 @@ class Lakegate:
             self._spark_checked = True
         return self._spark
 
-    # policies ---------------------------------------------------------------------------
-
-    def _policy_stamp(self) -> tuple:
-        """What identifies the policy set on disk: the configured ref's commit in git mode,
-        else the YAML files' names, sizes and mtimes."""
-        if self.config.policies_ref:
-            return (_git_commit(self.config.policies, self.config.policies_ref),)
-        return dir_stamp(self.config.policies)
-
-    def _load_snapshot(self, stamp: tuple) -> tuple[PolicySet, str]:
-        """The policy set of `stamp` and its version: a git commit's tree (never the working
-        files) or the directory (the caller re-checks the stamp afterwards)."""
-        if self.config.policies_ref:
-            commit = stamp[0]
-            return _git_policy_set(self.config.policies, commit), f"git:{commit}"
-        ps = load_policy_dir(self.config.policies)
-        return ps, ps.content_hash
+    # policies (governance/policies_in_force.py) ---------------------------------------
 
     def reload_policies(self, *, initial: bool = False) -> bool:
-        """Build a new enforcer and swap it in; a broken set keeps the last good one.
+        return self.policies.reload(initial=initial)
 
-        Returns True when a new set took effect. The first load must succeed. A directory
-        that changed while it was read is not a consistent snapshot: that load is discarded
-        (the first load retries a few times, a hot reload tries again after the settle time).
-        """
-        with self._reload_lock:
-            for _ in range(20 if initial else 1):
-                stamp = self._policy_stamp()
-                try:
-                    ps, version = self._load_snapshot(stamp)
-                    enforcer = PolicyEnforcer(ps)
-                except Exception as e:  # fail closed: whatever broke, the last good set stays
-                    kept = self._policy.version if self._policy else None
-                    ERROR_LOG.warning(
-                        "policy reload rejected, %s stays in force: %s", kept or "nothing", e
-                    )
-                    self._audit_reload(
-                        False, str(e).splitlines()[0] if str(e) else repr(e), None, kept
-                    )
-                    if initial or self._policy is None:
-                        raise
-                    self._policy = _PolicyState(
-                        self._policy.enforcer, self._policy.sql, stamp, self._policy.version
-                    )
-                    return False
-                if self._policy_stamp() == stamp:
-                    self._policy = _PolicyState(
-                        enforcer, PolicySql(enforcer, self.catalog), stamp, version
-                    )
-                    self._seen = None
-                    self._audit_reload(True, None, ps.content_hash, version)
-                    return True
-                time.sleep(0.05)
-            if self._policy is None:
-                raise LakegateError(
-                    f"policy directory {self.config.policies} keeps changing; "
-                    "no consistent snapshot to load"
-                )
-            return False
+    def maybe_reload(self, min_interval: float = 1.0) -> None:
+        self.policies.maybe_reload(min_interval)
+
+    @property
+    def policy_version(self) -> str:
+        """The policyVersion of the set in force (audit key)."""
+        return self.policies.current.version
+
+    @property
+    def enforcer(self) -> PolicyEnforcer:
+        return self.policies.current.enforcer
+
+    @property
+    def policy_sql(self) -> PolicySql:
+        return self.policies.current.sql
 
     def _audit_reload(
         self, ok: bool, reason: str | None, content_hash: str | None, version: str | None
     ) -> None:
         metrics.POLICY_RELOADS.labels("ok" if ok else "rejected").inc()
-        try:
-            self.audit.write(
-                [
-                    AuditEvent(
-                        allowed=ok,
-                        user="lakegate",
-                        cmd="policyReload",
-                        proto="cli",
-                        succeeded=ok,
-                        reason=reason,
-                        stmt_hash=content_hash,
-                        src=str(self.config.policies),
-                        policy_version=version,
-                    )
-                ]
-            )
-        except AuditWriteError as e:
-            raise AuditUnavailable(f"audit log unavailable: {e}") from None
-
-    def maybe_reload(self, min_interval: float = 1.0) -> None:
-        """Hot reload: pick up changed policy files at most once per `min_interval`, and only
-        once their stamp has stayed the same for `policies_settle` seconds (a `git checkout`
-        deletes and re-creates files: a half-written set must never take effect)."""
-        now = time.monotonic()
-        if now - self._last_check < min_interval:
-            return
-        self._last_check = now
-        assert self._policy is not None
-        stamp = self._policy_stamp()
-        if stamp == self._policy.stamp:
-            self._seen = None
-            return
-        if self._seen is None or self._seen[0] != stamp:
-            self._seen = (stamp, now)
-            if self.config.policies_settle > 0:
-                return
-        if now - self._seen[1] >= self.config.policies_settle:
-            self.reload_policies()
-
-    @property
-    def policy_version(self) -> str:
-        """The policyVersion of the set in force (audit key)."""
-        assert self._policy is not None
-        return self._policy.version
-
-    @property
-    def enforcer(self) -> PolicyEnforcer:
-        assert self._policy is not None
-        return self._policy.enforcer
-
-    @property
-    def policy_sql(self) -> PolicySql:
-        assert self._policy is not None
-        return self._policy.sql
+        write_or_refuse(
+            self.audit,
+            [
+                AuditEvent(
+                    allowed=ok,
+                    user="lakegate",
+                    cmd="policyReload",
+                    proto="cli",
+                    succeeded=ok,
+                    reason=reason,
+                    stmt_hash=content_hash,
+                    src=str(self.config.policies),
+                    policy_version=version,
+                )
+            ],
+        )
 
     # catalog ----------------------------------------------------------------------------
 
@@ -299,7 +205,8 @@ class Lakegate:
             raise LakegateError(f"'{name}' is not a three-part name catalog.schema.table")
         c, s, t = parts
         admin = getpass.getuser()
-        self._audit_admin(admin, "registerTable", name.lower(), True, None, phase="intent")
+        audit = partial(self._audit_admin, admin, "registerTable", name.lower(), uuid.uuid4().hex)
+        audit(True, None, phase="intent")
         try:
             self.catalog.create_catalog(c, if_not_exists=True)
             self.catalog.create_schema(c, s, if_not_exists=True)
@@ -314,9 +221,9 @@ class Lakegate:
             stored = self.catalog.register_table(info, replace=replace)
         except Exception as e:
             reason = str(e).splitlines()[0] if str(e) else type(e).__name__
-            self._audit_admin(admin, "registerTable", name.lower(), False, reason, phase="outcome")
+            audit(False, reason, phase="outcome")
             raise
-        self._audit_admin(admin, "registerTable", name.lower(), True, None, phase="outcome")
+        audit(True, None, phase="outcome")
         return stored
 
     def _audit_admin(
@@ -324,37 +231,32 @@ class Lakegate:
         user: str,
         cmd: str,
         src: str,
+        query_id: str,
         ok: bool,
         reason: str | None,
         *,
-        phase: str | None = None,
+        phase: str,
     ) -> None:
         """Catalog administration outside governed SQL is on record too (proto=cli): an
         intent before it runs (nothing runs without it) and the outcome after."""
-        try:
-            self.audit.write(
-                [
-                    AuditEvent(
-                        allowed=True,
-                        user=user,
-                        cmd=cmd,
-                        src=src,
-                        proto="cli",
-                        succeeded=ok,
-                        reason=reason,
-                        policy_version=self.policy_version,
-                        phase=phase,
-                    )
-                ]
-            )
-        except AuditWriteError as e:
-            if phase == "outcome":
-                ERROR_LOG.error("%s %s ran but its outcome is not on record: %s", cmd, src, e)
-                raise AuditUnavailable(
-                    f"audit log unavailable: {cmd} {src} ran, its intent is on record but its "
-                    "outcome could not be written"
-                ) from None
-            raise AuditUnavailable(f"audit log unavailable: {e}") from None
+        write_or_refuse(
+            self.audit,
+            [
+                AuditEvent(
+                    allowed=True,
+                    user=user,
+                    cmd=cmd,
+                    src=src,
+                    proto="cli",
+                    succeeded=ok,
+                    reason=reason,
+                    policy_version=self.policy_version,
+                    phase=phase,
+                    query_id=query_id,
+                )
+            ],
+            outcome_of=query_id if phase == "outcome" else None,
+        )
 
     def _register_audit_table(self) -> None:
         from audit.spark_table import AUDIT_SCHEMA
@@ -392,7 +294,7 @@ class Lakegate:
         plan = None if fresh else self._view_plans.get(key)
         if plan is None:
             plan = self.spark.sql(sql)._jdf.queryExecution().analyzed()
-            with self._reload_lock:
+            with self._view_lock:
                 if len(self._view_plans) >= 4096:
                     self._view_plans.clear()
                 self._view_plans[key] = plan
@@ -440,8 +342,17 @@ class GovernedSession:
         # the last statement's plan (rewritten SQL, expected views): entry points that run
         # it elsewhere (api/connect) send this SQL and verify against `expected`
         self.last_planned: Planned | None = None
-        self._policy_version: str | None = None  # of the set that planned the statement
-        self._phase: str | None = None  # audit phase of the statement's next record
+        # the statement's audit lines, fail closed (governance/recorder.py)
+        self.record = StatementRecorder(
+            lg.audit,
+            lg.config.audit,
+            user=self.user,
+            auth=auth,
+            via=via,
+            ip=ip,
+            proto=proto,
+            caller_context=caller_context,
+        )
         # this session's temporary views (never Spark's, which every user shares); a REST
         # statement runs in a session of its own, so there they are refused
         self.temp_views: TempViews | None = None if proto == "rest" else TempViews()
@@ -481,9 +392,8 @@ class GovernedSession:
 
     def _planner(self, pinned: bool = True) -> Planner:
         self.lg.maybe_reload()
-        state = self.lg._policy
-        assert state is not None
-        self._policy_version = state.version  # one state: what decides is what is recorded
+        state = self.lg.policies.current
+        self.record.decided_by(state.version)  # one state: what decides is what is recorded
         return Planner(
             catalog=self.lg.catalog,
             enforcer=state.enforcer,
@@ -505,7 +415,7 @@ class GovernedSession:
             user=self.user,
             namespace=self.namespace,
             policy=ctx.enforcer,
-            policy_version=self._policy_version or "",
+            policy_version=self.record.policy_version or "",
             generation=self.lg.catalog.store.generation(),
             temp_views=self.temp_views,
             derived=ctx.derived,
@@ -561,18 +471,18 @@ class GovernedSession:
         started = time.perf_counter()
         query_id = uuid.uuid4().hex
         self.last_query_id = query_id
-        self._phase = None
         self.last_planned = None
-        self._policy_version = self.lg.policy_version
+        record = self.record
+        record.begin(query_id, stmt_hash, self.lg.policy_version)
         planned: Planned | None = None
         planner: Planner | None = None
         try:
             planner = self._planner()
             planned = self.last_planned = plan(planner)
             metrics.PHASE_SECONDS.labels("plan").observe(time.perf_counter() - started)
-            self._check_audit()
+            record.check()
             if planned.cmd not in READ_ONLY_CMDS:
-                self._audit_intent(planned, query_id, stmt_hash)
+                record.intent(planned)
             ran = time.perf_counter()
             if planned.cmd not in READ_ONLY_CMDS and planned.sql is not None:
                 with tagged_commits(self.lg.spark, query_id):  # its Delta commits name it
@@ -584,11 +494,11 @@ class GovernedSession:
                 df = self._apply_view(planned)
         except AccessDenied as e:
             metrics.counted(planner, metrics.DENIED)
-            self._audit_denied(e, query_id, stmt_hash, started, planner)
+            record.denied(e, planner)
             raise
         except LakegateError as e:
             metrics.counted(planner, metrics.FAILED)
-            self._audit_failed(str(e), query_id, stmt_hash, started, planned, planner)
+            record.failed(str(e), planned, planner)
             raise
         except Exception as e:
             if planned is not None and self.lg.sources is not None:
@@ -598,11 +508,11 @@ class GovernedSession:
                 planner, metrics.DENIED if isinstance(msg, AccessDenied) else metrics.FAILED
             )
             if isinstance(msg, AccessDenied):
-                self._audit_denied(msg, query_id, stmt_hash, started, planner)
+                record.denied(msg, planner)
                 raise msg from None
-            self._audit_failed(msg, query_id, stmt_hash, started, planned, planner)
+            record.failed(msg, planned, planner)
             raise StatementFailed(msg) from None
-        self._audit_ok(planned, query_id, stmt_hash, started)
+        record.ok(planned)
         metrics.counted(planner, metrics.OK)
         if planned.namespace is not None:
             self.namespace = planned.namespace
@@ -614,15 +524,6 @@ class GovernedSession:
         assert self.temp_views is not None
         planned.apply(self.temp_views)
         return self.lg.spark.createDataFrame([], "result string")
-
-    def _check_audit(self) -> None:
-        """Fail before running anything if the audit log cannot take the record."""
-        d = self.lg.config.audit
-        if not d.is_dir():
-            try:
-                d.mkdir(parents=True, exist_ok=True)
-            except OSError as e:
-                raise AuditUnavailable(f"audit log unavailable: {e}") from None
 
     def _execute(self, planned: Planned) -> DataFrame:
         lg = self.lg
@@ -642,150 +543,8 @@ class GovernedSession:
         """Spark's error as the caller may see it (see `governance.execute.spark_error`)."""
         return spark_error(e, planned, query_id, self.user)
 
-    # audit ------------------------------------------------------------------------------
-
-    def _event(self, **kw: Any) -> AuditEvent:
-        return AuditEvent(
-            user=self.user,
-            auth=self.auth,
-            via=self.via,
-            ip=self.ip,
-            proto=self.proto,
-            caller_context=self.caller_context,
-            policy_version=self._policy_version,
-            phase=self._phase,
-            **kw,
-        )
-
-    def _write(self, events: list[AuditEvent]) -> None:
-        try:
-            self.lg.audit.write(events)
-            metrics.AUDIT_LINES.inc(len(events))
-        except AuditWriteError as e:
-            metrics.AUDIT_FAILURES.inc()
-            if self._phase == "outcome":  # the effect may have happened: say so
-                ERROR_LOG.error(
-                    "query %s ran but its outcome is not on record: %s", self.last_query_id, e
-                )
-                raise OutcomeNotRecorded(
-                    f"audit log unavailable: the statement ran and its intent is on record "
-                    f"(query {self.last_query_id}), but its outcome could not be written",
-                    self.last_query_id or "",
-                ) from None
-            raise AuditUnavailable(f"audit log unavailable, access refused: {e}") from None
-
-    def _audit_intent(self, planned: Planned, qid: str, sh: str) -> None:
-        """Audit before effect: the intent is flushed before anything runs; when it cannot
-        be written nothing runs. Every later record of the statement is its outcome."""
-        self._phase = "intent"
-        self._write(
-            [
-                self._event(allowed=True, succeeded=False, query_id=qid, stmt_hash=sh, **line)
-                for line in planned.audit_lines()
-            ]
-        )
-        self._phase = "outcome"
-
-    def _audit_ok(self, planned: Planned, qid: str, sh: str, started: float) -> None:
-        ms = int((time.perf_counter() - started) * 1000)
-        events = [
-            self._event(
-                allowed=True, succeeded=True, query_id=qid, stmt_hash=sh, duration_ms=ms, **line
-            )
-            for line in planned.audit_lines()
-        ]
-        self._write(events)
-
-    def _audit_denied(
-        self, e: AccessDenied, qid: str, sh: str, started: float, planner: Planner | None
-    ) -> None:
-        ms = int((time.perf_counter() - started) * 1000)
-        cmd = e.cmd if e.cmd in ("refused", "parseError") or planner is None else planner.cmd
-        tables = e.tables or (None,)
-        events = []
-        for t in tables:
-            policies = e.policies or (planner.decided.get(t, ()) if planner and t else ())
-            filters = e.row_filters or (planner.filters.get(t, ()) if planner and t else ())
-            events.append(
-                self._event(
-                    allowed=False,
-                    succeeded=False,
-                    cmd=cmd,
-                    src=t,
-                    query_id=qid,
-                    stmt_hash=sh,
-                    reason=str(e),
-                    duration_ms=ms,
-                    policies=policies,
-                    row_filters=filters,
-                )
-            )
-        self._write(events)
-
-    def _audit_failed(
-        self,
-        reason: str,
-        qid: str,
-        sh: str,
-        started: float,
-        planned: Planned | None,
-        planner: Planner | None,
-    ) -> None:
-        ms = int((time.perf_counter() - started) * 1000)
-        if planned is not None:
-            lines = planned.audit_lines()
-        else:
-            lines = [{"cmd": planner.cmd if planner else "refused", "src": None}]
-        self._write(
-            [
-                self._event(
-                    allowed=planned is not None,
-                    succeeded=False,
-                    query_id=qid,
-                    stmt_hash=sh,
-                    reason=reason,
-                    duration_ms=ms,
-                    **line,
-                )
-                for line in lines
-            ]
-        )
-
 
 def table_statement(name: str) -> str:
     """`SELECT * FROM name` for a dotted table name, every part quoted (spark.table)."""
     ident = ".".join(f"`{p.replace('`', '``')}`" for p in name.split("."))
     return f"SELECT * FROM {ident}"
-
-
-def _git(policies: Path, *args: str) -> bytes:
-    """Run git in the policy directory; one clear line when it fails (fail closed)."""
-    try:
-        done = subprocess.run(
-            ["git", "-C", str(policies), *args], capture_output=True, check=True, timeout=30
-        )
-    except (OSError, subprocess.SubprocessError) as e:
-        raise LakegateError(
-            f"policies_ref: git {args[0]} failed in {policies}: {type(e).__name__}"
-        ) from None
-    return done.stdout
-
-
-def _git_commit(policies: Path, ref: str) -> str:
-    """The commit `ref` names now (`--end-of-options`: a ref is never taken as an option)."""
-    return (
-        _git(policies, "rev-parse", "--verify", "--end-of-options", f"{ref}^{{commit}}")
-        .decode()
-        .strip()
-    )
-
-
-def _git_policy_set(policies: Path, commit: str) -> PolicySet:
-    """The policy files of the directory as committed in `commit`, never the working files."""
-    # ls-tree lists paths relative to the policy directory; `commit:./name` reads them so
-    names = _git(policies, "ls-tree", "-r", "-z", "--name-only", commit, "--", ".")
-    files: dict[str, str] = {}
-    for name in names.decode().split("\0"):
-        if name and is_policy_file(name):
-            files[name] = _git(policies, "show", f"{commit}:./{name}").decode("utf-8")
-    return load_policy_text(files)

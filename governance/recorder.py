@@ -1,0 +1,168 @@
+"""Step 7, audit: a statement's lines, written fail closed.
+
+The session puts the steps in order; this writes what each step leaves on record: the
+intent of a change before it runs (nothing runs when it cannot be written), then the
+outcome, a denial or a failure. A write that fails refuses the access, or, after the
+effect, says the statement ran and its outcome is not on record.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from audit import AuditEvent, AuditLog, AuditWriteError
+from governance import metrics
+from governance.errors import AccessDenied, AuditUnavailable, OutcomeNotRecorded
+from governance.execute import ERROR_LOG
+
+if TYPE_CHECKING:
+    from governance.planning.dispatch import Planner
+    from governance.planning.planned import Planned
+
+
+def write_or_refuse(
+    log: AuditLog, events: list[AuditEvent], *, outcome_of: str | None = None
+) -> None:
+    """Write `events` or refuse: `AuditUnavailable` before an effect; for the outcome of
+    query `outcome_of`, `OutcomeNotRecorded`, since the effect may already have happened."""
+    try:
+        log.write(events)
+        metrics.AUDIT_LINES.inc(len(events))
+    except AuditWriteError as e:
+        metrics.AUDIT_FAILURES.inc()
+        if outcome_of is None:
+            raise AuditUnavailable(f"audit log unavailable, access refused: {e}") from None
+        ERROR_LOG.error("query %s ran but its outcome is not on record: %s", outcome_of, e)
+        raise OutcomeNotRecorded(
+            f"audit log unavailable: the statement ran and its intent is on record "
+            f"(query {outcome_of}), but its outcome could not be written",
+            outcome_of,
+        ) from None
+
+
+class StatementRecorder:
+    """One session's audit lines, one statement at a time (`begin` starts each)."""
+
+    def __init__(
+        self,
+        log: AuditLog,
+        directory: Path,
+        *,
+        user: str,
+        auth: str,
+        via: str | None,
+        ip: str,
+        proto: str,
+        caller_context: str | None,
+    ) -> None:
+        self.log, self.directory = log, directory
+        self._who = {
+            "user": user,
+            "auth": auth,
+            "via": via,
+            "ip": ip,
+            "proto": proto,
+            "caller_context": caller_context,
+        }
+        self.query_id = ""
+        self._hash = ""
+        self._version: str | None = None  # of the policy set that planned the statement
+        self._phase: str | None = None  # audit phase of the statement's next record
+        self._started = 0.0
+
+    def begin(self, query_id: str, stmt_hash: str, policy_version: str) -> None:
+        self.query_id, self._hash, self._version = query_id, stmt_hash, policy_version
+        self._phase = None
+        self._started = time.perf_counter()
+
+    @property
+    def policy_version(self) -> str | None:
+        return self._version
+
+    def decided_by(self, policy_version: str) -> None:
+        """The version of the policy set the planner took (a reload may have come between)."""
+        self._version = policy_version
+
+    def check(self) -> None:
+        """Fail before running anything if the audit log cannot take the record."""
+        if not self.directory.is_dir():
+            try:
+                self.directory.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise AuditUnavailable(f"audit log unavailable: {e}") from None
+
+    def intent(self, planned: Planned) -> None:
+        """Audit before effect: the intent is flushed before anything runs; every later
+        record of the statement is its outcome."""
+        self._phase = "intent"
+        self._write(
+            [self._line(allowed=True, succeeded=False, **ln) for ln in planned.audit_lines()]
+        )
+        self._phase = "outcome"
+
+    def ok(self, planned: Planned) -> None:
+        self._write(
+            [
+                self._line(allowed=True, succeeded=True, duration_ms=self._ms(), **ln)
+                for ln in planned.audit_lines()
+            ]
+        )
+
+    def denied(self, e: AccessDenied, planner: Planner | None) -> None:
+        cmd = e.cmd if e.cmd in ("refused", "parseError") or planner is None else planner.cmd
+        ms = self._ms()
+        events = []
+        for t in e.tables or (None,):
+            policies = e.policies or (planner.decided.get(t, ()) if planner and t else ())
+            filters = e.row_filters or (planner.filters.get(t, ()) if planner and t else ())
+            events.append(
+                self._line(
+                    allowed=False,
+                    succeeded=False,
+                    cmd=cmd,
+                    src=t,
+                    reason=str(e),
+                    duration_ms=ms,
+                    policies=policies,
+                    row_filters=filters,
+                )
+            )
+        self._write(events)
+
+    def failed(self, reason: str, planned: Planned | None, planner: Planner | None) -> None:
+        if planned is not None:
+            lines = planned.audit_lines()
+        else:
+            lines = [{"cmd": planner.cmd if planner else "refused", "src": None}]
+        ms = self._ms()
+        self._write(
+            [
+                self._line(
+                    allowed=planned is not None,
+                    succeeded=False,
+                    reason=reason,
+                    duration_ms=ms,
+                    **ln,
+                )
+                for ln in lines
+            ]
+        )
+
+    def _ms(self) -> int:
+        return int((time.perf_counter() - self._started) * 1000)
+
+    def _line(self, **kw: Any) -> AuditEvent:
+        return AuditEvent(
+            **self._who,
+            policy_version=self._version,
+            phase=self._phase,
+            query_id=self.query_id,
+            stmt_hash=self._hash,
+            **kw,
+        )
+
+    def _write(self, events: list[AuditEvent]) -> None:
+        after = self._phase == "outcome"  # the effect may have happened: say so
+        write_or_refuse(self.log, events, outcome_of=self.query_id if after else None)
