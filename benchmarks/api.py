@@ -241,7 +241,7 @@ class Topology:
                     [
                         sys.executable,
                         "-m",
-                        "governance.cli",
+                        "cli",
                         "--config",
                         str(self.cfg),
                         "serve",

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import yaml
 
-from governance.cli import main
+from cli import main
 from governance.files import loose_modes
 from governance.spark_launch import Launch
 

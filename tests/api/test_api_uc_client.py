@@ -162,7 +162,7 @@ def test_lakegate_serve_command_answers_the_official_client(api_lakegate, tmp_pa
         [
             sys.executable,
             "-m",
-            "governance.cli",
+            "cli",
             "--config",
             str(tmp_path / "lakegate.yaml"),
             "serve",

@@ -297,8 +297,8 @@ def _write(tmp_path: Path, text: str) -> Path:
 
 
 def test_serve_command_is_registered() -> None:
-    from api.server import serve
-    from governance.cli import cli
+    from cli import cli
+    from cli.serve import serve
 
     assert cli.commands["serve"] is serve
     assert {p.name for p in serve.params} >= {"host", "port", "log_level", "access_log"}

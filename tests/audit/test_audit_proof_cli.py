@@ -15,9 +15,9 @@ if (_ROOT := str(Path(__file__).resolve().parents[2])) not in sys.path:
     sys.path.insert(0, _ROOT)
 
 from audit import AuditEvent, AuditLog
-from governance.cli.audit import audit
-from governance.cli.kit import EXIT_FAILED, EXIT_OK, EXIT_USAGE
-from governance.cli.kit import run as run_cli
+from cli.audit import audit
+from cli.kit import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from cli.kit import run as run_cli
 from governance.config import Config
 
 

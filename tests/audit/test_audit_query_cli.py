@@ -16,8 +16,8 @@ if (_ROOT := str(Path(__file__).resolve().parents[2])) not in sys.path:
 
 from audit import AuditEvent, AuditLog
 from audit.query import format_json, format_table, parse_time, query
-from governance.cli.audit import audit
-from governance.cli.kit import run as run_cli
+from cli.audit import audit
+from cli.kit import run as run_cli
 
 T0 = datetime(2026, 11, 20, 8, 0, tzinfo=UTC)
 REPO = Path(__file__).resolve().parents[2]

@@ -19,9 +19,9 @@ if (_ROOT := str(Path(__file__).resolve().parents[2])) not in sys.path:
 from audit import AuditEvent, AuditLog
 from audit import questions as q
 from audit.query import Filters, format_csv, format_jsonl, format_table, query
-from governance.cli.audit import audit
-from governance.cli.kit import EXIT_OK
-from governance.cli.kit import run as run_cli
+from cli.audit import audit
+from cli.kit import EXIT_OK
+from cli.kit import run as run_cli
 
 T0 = datetime(2026, 11, 20, 8, 0, tzinfo=UTC)
 CUSTOMERS, ORDERS = "main.sales.customers", "main.sales.orders"

@@ -168,7 +168,7 @@ def test_python_register_table_over_a_registered_location_is_refused_and_audited
 
 
 def test_cli_register_over_a_registered_location_is_refused(lg, capsys) -> None:
-    from governance.cli import main
+    from cli import main
 
     loc = lg.catalog.table("main", "sales", "customers").location
     argv = ["--config", str(lg.config.path), "catalog", "register", "main.ops.mirror", loc]

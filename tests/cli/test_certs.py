@@ -17,7 +17,7 @@ import yaml
 from cryptography import x509
 
 from api.auth import TokenAuth
-from governance.cli import main
+from cli import main
 from governance.config import Config
 
 

@@ -16,7 +16,7 @@ def token_of(user: str) -> str:
 def make_tls(directory: Path) -> tuple[Path, Path, Path]:
     """The CA and server certificate `lakegate certs` makes, for 127.0.0.1/localhost:
     (ca.pem, server.pem, server.key); every gateway test's stock client trusts that CA."""
-    from governance.cli.certs import make_certificates
+    from cli.certs import make_certificates
 
     made = make_certificates(directory / "tls", ["localhost", "127.0.0.1"], days=1)
     return made["ca"], made["cert"], made["key"]

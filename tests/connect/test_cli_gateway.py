@@ -21,7 +21,7 @@ import pytest
 import yaml
 from connect_testkit import token_of
 
-from governance.cli import main
+from cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 CAROL_ORDERS = "SELECT id, region, amount, order_date FROM main.sales.orders ORDER BY id"
@@ -31,7 +31,7 @@ MIRA_REGIONS = "SELECT DISTINCT region FROM main.sales.orders ORDER BY region"
 # runs `lakegate` and exits 99 when this process started a JVM or opened Lakegate
 NO_LOCAL_SPARK = """
 import sys
-from governance.cli import main
+from cli import main
 rc = main(sys.argv[1:])
 from pyspark import SparkContext
 sys.exit(99 if SparkContext._gateway is not None or "governance.session" in sys.modules else rc)
@@ -100,7 +100,7 @@ def runs(client, lakehouse) -> dict[str, subprocess.CompletedProcess]:
         name: subprocess.Popen(
             [
                 sys.executable,
-                *(["-m", "governance.cli"] if "--user" in argv else ["-c", NO_LOCAL_SPARK]),
+                *(["-m", "cli"] if "--user" in argv else ["-c", NO_LOCAL_SPARK]),
                 *argv,
             ],
             cwd=client["root"],

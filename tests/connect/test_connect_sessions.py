@@ -97,7 +97,7 @@ def test_stock_client_in_its_own_process_gets_the_governed_answer(
 
 def test_connect_command_refuses_to_serve_without_tls(lakehouse, capsys) -> None:
     """PySpark sends tokens only over TLS: no certificate and key, no endpoint (exit 2)."""
-    from governance.cli import main
+    from cli import main
 
     assert main(["--config", str(lakehouse.config.path), "connect", "--port", "0"]) == 2
     err = capsys.readouterr().err.strip()

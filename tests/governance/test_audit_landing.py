@@ -15,9 +15,9 @@ from audit import AuditEvent, AuditLog
 from audit.landing import COMMIT_TAG_CONF, TAG_PREFIX
 from audit.query import query
 from audit.verify import verify
-from governance.cli.audit import audit
-from governance.cli.kit import EXIT_OK
-from governance.cli.kit import run as run_cli
+from cli.audit import audit
+from cli.kit import EXIT_OK
+from cli.kit import run as run_cli
 from governance.execute import tagged_commits
 from governance.recovery import recover_outcomes
 

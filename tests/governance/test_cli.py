@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from governance.cli import main
+from cli import main
 
 LAKEGATE = str(Path(sys.executable).with_name("lakegate"))
 CAROL_ORDERS = "SELECT id, region, amount, order_date FROM main.sales.orders ORDER BY id"

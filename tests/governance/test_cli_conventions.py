@@ -20,7 +20,7 @@ import pytest
 
 from api.auth import TokenAuth
 from audit import AuditEvent, AuditLog
-from governance.cli import main
+from cli import main
 from governance.config import Config
 
 LAKEGATE = str(Path(sys.executable).with_name("lakegate"))

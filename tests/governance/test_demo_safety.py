@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from governance.cli import main
+from cli import main
 from governance.demo import MARKER, DemoRefused, prepare_dir, write_config
 
 

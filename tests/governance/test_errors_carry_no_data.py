@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from audit.query import query
-from governance.cli import main
+from cli import main
 from governance.session import StatementFailed, route_error_log
 
 # to_number fails on every name and Spark's message quotes the value it could not parse

@@ -200,7 +200,7 @@ def test_a_governed_tag_removed_outside_lakegate_stays_in_force(lg, spark) -> No
 
 
 def test_doctor_reports_a_tag_changed_outside_lakegate(lg, spark) -> None:
-    from governance.cli.doctor import _tags
+    from cli.doctor import _tags
     from governance.config import Config
 
     session = lg.session("admin")

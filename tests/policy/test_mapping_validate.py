@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from governance.cli import main
+from cli import main
 from governance.policy.analysis import diff_policies, effective_access, tables_from_policies
 from governance.policy.enforcer import PolicyEnforcer
 from governance.policy.expressions import check_filter_expression, check_mask_expression

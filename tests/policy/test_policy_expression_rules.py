@@ -17,7 +17,7 @@ from sqlglot import exp
 from catalog.catalog import Catalog
 from catalog.model import ColumnInfo, TableInfo
 from catalog.store import SqliteStore
-from governance.cli import main
+from cli import main
 from governance.constructs import DENIED_FUNCTIONS
 from governance.errors import Refused
 from governance.planning.dispatch import Planner

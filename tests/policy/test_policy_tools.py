@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from governance.cli import main
+from cli import main
 from governance.policy.analysis import (
     diff_policies,
     effective_access,

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from catalog.model import ColumnInfo, TableInfo
-from governance.cli import main
+from cli import main
 from governance.policy.analysis import diff_policies, effective_access
 from governance.policy.enforcer import PolicyEnforcer
 from governance.policy.loader import load_policy_dir, load_policy_text

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from api.auth import TokenAuth, Unauthenticated, sign_token, token_hash
-from governance.cli import main
+from cli import main
 from governance.config import ApiConfig, ApiToken, Config
 from governance.errors import ConfigError, LakegateError
 from governance.identity import InvalidName, canonical_group, canonical_user

@@ -17,7 +17,7 @@ from typing import Any
 
 import click
 
-from governance.cli.kit import (
+from cli.kit import (
     EXIT_OK,
     EXIT_USAGE,
     config_option,
@@ -25,7 +25,7 @@ from governance.cli.kit import (
     fail,
     output_option,
 )
-from governance.cli.settings import update_config
+from cli.settings import update_config
 
 
 def default_names(cfg_hosts: list[str]) -> list[str]:

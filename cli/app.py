@@ -13,12 +13,11 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
-from api.connect.server import connect
-from api.server import serve
 from catalog.catalog import CatalogError
-from governance.cli.audit import audit
-from governance.cli.certs import certs
-from governance.cli.kit import (
+from cli.audit import audit
+from cli.certs import certs
+from cli.connect import connect
+from cli.kit import (
     EXIT_CODES_HELP,
     EXIT_FAILED,
     EXIT_OK,
@@ -34,7 +33,8 @@ from governance.cli.kit import (
     user_name,
     user_option,
 )
-from governance.cli.policy import policy
+from cli.policy import policy
+from cli.serve import serve
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -166,7 +166,7 @@ def cmd_sql(
                 "the token's user"
             )
             return EXIT_USAGE
-        from governance.cli.remote import sql_via_gateway
+        from cli.remote import sql_via_gateway
 
         return sql_via_gateway(gateway, token_file, ca_file, statement, output)
     if token_file is not None or (
@@ -416,7 +416,7 @@ def cmd_token_create(user: str, ttl: int | None, save: bool, output: str) -> int
 def _save_token(user: str, token: str, output: str) -> int:
     """Store only the hash, then print the token this once."""
     from api.auth import token_hash
-    from governance.cli.settings import update_config
+    from cli.settings import update_config
 
     path = config_path().resolve()
     if not path.is_file():
@@ -448,7 +448,7 @@ def cmd_doctor(output: str) -> int:
 
     Config, Java, Delta jars, catalog, policies, audit directory, file modes, secrets,
     tokens and certificates; one verdict line."""
-    from governance.cli.doctor import run_checks
+    from cli.doctor import run_checks
 
     checks = run_checks(config_path())
     print_rows(

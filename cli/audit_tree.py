@@ -23,7 +23,7 @@ from audit.merkle import ProofError
 from audit.proofs import TreeReport, prove, verify_proof, verify_tree
 from audit.query import open_intents, read_records
 from audit.tree import force_checkpoint
-from governance.cli.kit import EXIT_FAILED, EXIT_OK, EXIT_USAGE, config_path, fail
+from cli.kit import EXIT_FAILED, EXIT_OK, EXIT_USAGE, config_path, fail
 
 
 def checkpoint_settings() -> CheckpointSettings | None:

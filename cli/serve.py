@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from governance.cli.kit import EXIT_OK, EXIT_UNAVAILABLE, config_option, config_path, fail
+from cli.kit import EXIT_OK, EXIT_UNAVAILABLE, config_option, config_path, fail
 
 if TYPE_CHECKING:
     from governance.session import Lakegate

@@ -1,6 +1,6 @@
 """What every `lakegate` sub-command shares: exit codes, `--config` anywhere, `--output`.
 
-Kept apart from governance/cli.py so the policy and audit command groups can use it without
+Kept apart from app.py so the policy and audit command groups can use it without
 importing the whole command tree.
 """
 

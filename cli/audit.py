@@ -18,10 +18,10 @@ from audit.query import (
     query,
 )
 from audit.verify import verify
-from governance.cli.audit_questions import group_members
-from governance.cli.audit_questions import register as register_questions
-from governance.cli.audit_tree import landings, pending_notices, register, tree_check
-from governance.cli.kit import (
+from cli.audit_questions import group_members
+from cli.audit_questions import register as register_questions
+from cli.audit_tree import landings, pending_notices, register, tree_check
+from cli.kit import (
     EXIT_FAILED,
     EXIT_OK,
     EXIT_USAGE,

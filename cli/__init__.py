@@ -1,8 +1,8 @@
 """The `lakegate` command line on click; the commands are assembled in `app.py`.
 
-This init imports nothing: api/server.py and api/connect/server.py use `governance.cli.kit`
-(the conventions and exit codes), and `app.py` imports them to register `serve` and
-`connect`; loading the whole command tree here would make that a cycle."""
+The top layer (.importlinter): it assembles every entry point (`serve`, `connect`, the
+tools) and nothing imports it. This init imports nothing, so `python -m cli` and the
+entry point load only the command they run."""
 
 from __future__ import annotations
 
@@ -11,14 +11,14 @@ from typing import Any
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from governance.cli.app import main as run
+    from cli.app import main as run
 
     return run(argv)
 
 
 def __getattr__(name: str) -> Any:
     if name == "cli":
-        from governance.cli.app import cli
+        from cli.app import cli
 
         return cli
     raise AttributeError(name)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from governance.cli.kit import (
+from cli.kit import (
     EXIT_DENIED,
     EXIT_FAILED,
     EXIT_UNAVAILABLE,

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import yaml
 
-from governance.cli.doctor_tls import check_certificate, check_tokens
+from cli.doctor_tls import check_certificate, check_tokens
 from governance.config import Config
 from governance.files import NOT_OWNER, is_secret_setting, modes
 

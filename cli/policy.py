@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from governance.cli.kit import (
+from cli.kit import (
     EXIT_FAILED,
     EXIT_OK,
     EXIT_USAGE,

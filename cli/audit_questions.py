@@ -12,7 +12,7 @@ import click
 
 from audit import questions
 from audit.query import parse_time
-from governance.cli.kit import EXIT_OK, EXIT_USAGE, config_path, fail, output_option, print_rows
+from cli.kit import EXIT_OK, EXIT_USAGE, config_path, fail, output_option, print_rows
 
 
 def group_members(group: str) -> frozenset[str]:
@@ -133,7 +133,7 @@ def register(audit: click.Group, directory: Callable[[str | None, str], Path | N
     @timed
     def writes(table: str, audit_dir: str | None, output: str, times: dict[str, Any]) -> int:
         """Writes to TABLE with their intent and outcome (pending ones: landed or not)."""
-        from governance.cli.audit_tree import landing_of
+        from cli.audit_tree import landing_of
 
         return answer(
             "writes",
