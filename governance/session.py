@@ -40,6 +40,7 @@ from governance.execute import (
 # re-exported: callers (api/statements.py, tests) import these from the session
 from governance.execute import analyze_only as analyze_only
 from governance.execute import failure_message as failure_message
+from governance.guard import query_frame, secure
 from governance.identity import InvalidName, canonical_user
 from governance.planning.cache import PlanCache, plan_key
 from governance.planning.dispatch import Planner
@@ -146,6 +147,10 @@ class Lakegate:
             from governance.spark import check_spark
 
             check_spark(self._spark)
+        if not self._spark_checked:  # once: each statement re-checks in its own JVM call
+            changed = secure(self._spark)
+            if changed:
+                ERROR_LOG.warning("governed Spark settings put back: %s", ", ".join(changed))
             self._spark_checked = True
         return self._spark
 
@@ -367,7 +372,7 @@ class Lakegate:
         before it refuses on a mismatch)."""
         plan = None if fresh else self._view_plans.get(sql)
         if plan is None:
-            plan = self.spark.sql(sql)._jdf.queryExecution().analyzed()
+            plan = query_frame(self.spark, sql)._jdf.queryExecution().analyzed()
             with self._reload_lock:
                 if len(self._view_plans) >= 4096:
                     self._view_plans.clear()

@@ -15,6 +15,8 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from governance.guard import SettingChanged, checked, jvm_guard
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -40,7 +42,7 @@ class Backend:
         self.secret = secrets.token_urlsafe(32)
         with _lock:
             self._java = _compile(spark)
-            self._server = self._java.start(self.secret, MAX_MESSAGE_BYTES)
+            self._server = self._java.start(self.secret, MAX_MESSAGE_BYTES, jvm_guard(spark))
         self.port = int(self._server.getPort())
 
     @property
@@ -48,13 +50,24 @@ class Backend:
         return f"127.0.0.1:{self.port}"
 
     def analyze(self, relation: bytes, user: str, session_id: str) -> Any:
-        """Spark's analyzed plan of `relation` in the backend session (user, session_id)."""
-        return self._java.analyze(bytearray(relation), user, session_id)
+        """Spark's analyzed plan of `relation` in the backend session (user, session_id),
+        parsed and analysed as that session runs it (SettingChanged: its governed settings
+        had been changed; they are put back)."""
+        return checked(self._java.analyze(bytearray(relation), user, session_id))
 
     def dataset(self, relation: bytes, user: str, session_id: str) -> Any:
         """`relation` as a (JVM) Dataset of the backend session (user, session_id): a
         governed DataFrame write verifies its analyzed plan and writes that same Dataset."""
-        return self._java.dataset(bytearray(relation), user, session_id)
+        return checked(self._java.dataset(bytearray(relation), user, session_id))
+
+    def secure(self, user: str, session_id: str) -> None:
+        """The backend session's governed settings in place (when plans are not verified)."""
+        key = str(self._java.secure(user, session_id))
+        if key:
+            raise SettingChanged(
+                f"Spark setting {key} was changed in the backend session; Lakegate governs it "
+                "(it is put back); statement refused"
+            )
 
     def stop(self) -> None:
         self._server.shutdownNow()
