@@ -82,15 +82,19 @@ def secure(spark: SparkSession) -> list[str]:
     return out.split(",") if out else []
 
 
-def checked(answer: Any) -> Any:
+def checked(answer: Any, where: str = "session") -> Any:
     """The value of a guarded JVM answer [drift key or "", value]; refused on drift."""
-    key = str(answer[0])
+    refuse_drift(str(answer[0]), where)
+    return answer[1]
+
+
+def refuse_drift(key: str, where: str = "session") -> None:
+    """SettingChanged when the JVM found a governed setting changed (`key` not empty)."""
     if key:
         raise SettingChanged(
-            f"Spark setting {key} was changed in the session; Lakegate governs it (it is put "
+            f"Spark setting {key} was changed in the {where}; Lakegate governs it (it is put "
             "back); statement refused"
         )
-    return answer[1]
 
 
 def query_frame(spark: SparkSession, sql: str) -> DataFrame:

@@ -15,7 +15,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from governance.guard import SettingChanged, checked, jvm_guard
+from governance.guard import checked, jvm_guard, refuse_drift
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 #: The metadata key the gateway adds to every forwarded call (see ConnectBackend.java).
 SECRET_HEADER = "x-lakegate-backend"
 MAX_MESSAGE_BYTES = 128 * 1024 * 1024  # Spark Connect's own default inbound limit
+BACKEND = "backend session"  # where a changed governed setting was found
 
 _lock = threading.Lock()
 # One compiled ConnectBackend per JVM: py4j caches methods by class name, so a second
@@ -53,21 +54,16 @@ class Backend:
         """Spark's analyzed plan of `relation` in the backend session (user, session_id),
         parsed and analysed as that session runs it (SettingChanged: its governed settings
         had been changed; they are put back)."""
-        return checked(self._java.analyze(bytearray(relation), user, session_id))
+        return checked(self._java.analyze(bytearray(relation), user, session_id), BACKEND)
 
     def dataset(self, relation: bytes, user: str, session_id: str) -> Any:
         """`relation` as a (JVM) Dataset of the backend session (user, session_id): a
         governed DataFrame write verifies its analyzed plan and writes that same Dataset."""
-        return checked(self._java.dataset(bytearray(relation), user, session_id))
+        return checked(self._java.dataset(bytearray(relation), user, session_id), BACKEND)
 
     def secure(self, user: str, session_id: str) -> None:
         """The backend session's governed settings in place (when plans are not verified)."""
-        key = str(self._java.secure(user, session_id))
-        if key:
-            raise SettingChanged(
-                f"Spark setting {key} was changed in the backend session; Lakegate governs it "
-                "(it is put back); statement refused"
-            )
+        refuse_drift(str(self._java.secure(user, session_id)), BACKEND)
 
     def stop(self) -> None:
         self._server.shutdownNow()

@@ -54,9 +54,14 @@ def test_variable_references_in_a_statement_stay_text(lakehouse, storage_key) ->
     assert tuple(row) == REFERENCES
 
 
-def test_variable_references_in_a_comment_inject_nothing(lakehouse, storage_key) -> None:
-    # a substituted value with a newline would end the comment and add SQL of its own
-    rows = lakehouse.session("carol").sql("SELECT 1 AS a -- ${spark.app.name}\n").collect()
+def test_variable_references_in_a_comment_inject_nothing(lakehouse) -> None:
+    """A substituted value with a newline would end the comment and add SQL of its own."""
+    spark = lakehouse.spark
+    spark.conf.set("lg.test.comment", "\nUNION ALL SELECT 2 AS a")
+    try:
+        rows = lakehouse.session("carol").sql("SELECT 1 AS a -- ${lg.test.comment}\n").collect()
+    finally:
+        spark.conf.unset("lg.test.comment")
     assert [tuple(r) for r in rows] == [(1,)]
 
 
