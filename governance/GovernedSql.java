@@ -18,7 +18,6 @@ import java.util.Map;
 
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.SparkSession;
-import org.apache.spark.sql.catalyst.QueryPlanningTracker;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.internal.SQLConf;
 
@@ -134,8 +133,9 @@ public class GovernedSql implements java.util.function.Function {
         }
         SparkSession.setActiveSession(s);
         LogicalPlan parsed = parse(s, sql);
-        LogicalPlan analyzed = s.sessionState().analyzer().executeAndCheck(
-            parsed, new QueryPlanningTracker(scala.Option.empty()));
+        // checkAnalysis marks the plan analyzed, so `run` executes it as it is
+        LogicalPlan analyzed = s.sessionState().analyzer().execute(parsed);
+        s.sessionState().analyzer().checkAnalysis(analyzed);
         return new Object[] {"", analyzed};
     }
 

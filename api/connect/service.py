@@ -183,7 +183,9 @@ class ConnectService(base_pb2_grpc.SparkConnectServiceServicer):
                 )
             if kind == "input_files":
                 raise AccessDenied("input_files is refused: it shows storage locations")
-            if kind not in ("spark_version", "ddl_parse"):
+            if kind == "ddl_parse":  # Spark parses the schema text: its settings first
+                self.backend.secure(call.user, call.session_id)
+            elif kind != "spark_version":
                 self._govern_fields(call, getattr(request, kind))
         except Exception as e:
             self._fail(call, context, e)

@@ -66,6 +66,12 @@ def test_references_in_select_expr_and_filter_strings_stay_text(remote, connect_
     assert s.range(3).filter("'${spark.app.name}' = 'lakegate'").count() == 0
 
 
+def test_references_in_a_schema_string_stay_text(remote) -> None:
+    s = remote("carol")
+    df = s.createDataFrame([(1, 2)], "`${spark.app.name}` INT, `${system:user.name}` INT")
+    assert df.columns == ["${spark.app.name}", "${system:user.name}"]
+
+
 @pytest.mark.parametrize(
     ("key", "value", "kind"),
     [
