@@ -55,9 +55,10 @@ def test_variable_references_in_a_statement_stay_text(lakehouse, storage_key) ->
 
 
 def test_variable_references_in_a_comment_inject_nothing(lakehouse) -> None:
-    """A substituted value with a newline would end the comment and add SQL of its own."""
+    """A substituted value would end the comment (sqlglot writes it back as a block
+    comment) and add SQL of its own."""
     spark = lakehouse.spark
-    spark.conf.set("lg.test.comment", "\nUNION ALL SELECT 2 AS a")
+    spark.conf.set("lg.test.comment", "*/ UNION ALL SELECT 2 AS a /*")
     try:
         rows = lakehouse.session("carol").sql("SELECT 1 AS a -- ${lg.test.comment}\n").collect()
     finally:
