@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from catalog.catalog import Catalog, CatalogError
 from governance.errors import LakegateError
+from governance.guard import analyzed_command, run_analyzed
 from governance.planning.planned import (
     Action,
     AlterTable,
@@ -83,7 +84,7 @@ def _alter_table(action: AlterTable, catalog: Catalog, spark: SparkSession) -> N
     from catalog.delta import read_delta_table
 
     if action.statement is not None:
-        spark.sql(action.statement)
+        run_analyzed(spark, analyzed_command(spark, action.statement))  # parsed as generated
     old = catalog.table(action.catalog, action.schema, action.name)
     if old is None:
         raise LakegateError(f"table {action.catalog}.{action.schema}.{action.name} is gone")

@@ -207,6 +207,19 @@ _NUMBERS = "'{where}': api.row_limit, api.timeout and api.port must be numbers"
 _LIMITS = "'{where}' must be a positive number"
 
 
+_ENV_SECRETS: dict[str, str] = {}
+
+
+def env_secret(name: str) -> str | None:
+    """The secret in environment variable `name`, taken out of the environment on first read
+    (kept in this process's memory only): a Spark driver started later, and any child
+    process, never inherits it, so no statement can read it back (issue 24)."""
+    value = os.environ.pop(name, None)
+    if value:
+        _ENV_SECRETS[name] = value
+    return _ENV_SECRETS.get(name)
+
+
 class _Token(BaseModel):
     model_config = ConfigDict(extra="forbid")
     WHAT: ClassVar[str] = "'{where}' must be {user: NAME, sha256: HEX}"  # the item's shape
@@ -239,7 +252,7 @@ class _Api(BaseModel):
     def _secret_from_env(cls, data: Any) -> Any:
         """`secret_env` names a variable whose value, when set, is the secret."""
         if isinstance(data, dict) and data.get("secret_env"):
-            return {**data, "secret": os.environ.get(str(data["secret_env"])) or data.get("secret")}
+            return {**data, "secret": env_secret(str(data["secret_env"])) or data.get("secret")}
         return data
 
 

@@ -21,6 +21,7 @@ from catalog.catalog import Catalog
 from governance.actions import execute_actions, read_history
 from governance.errors import AccessDenied, LakegateError
 from governance.files import owner_only
+from governance.guard import analyzed_command, query_frame, run_analyzed
 from governance.metrics import PHASE_SECONDS
 from governance.planning.planned import ROW_FILTER_VIOLATION, Planned
 from governance.readable import Seen, readable_line, seen_by
@@ -222,8 +223,9 @@ def run_planned(
     if planned.local_rows is not None:
         return spark.createDataFrame(planned.local_rows, planned.local_schema)
     assert planned.sql is not None
+    # parsed as checked (governance/guard.py); what is verified is the very plan that runs
     if planned.is_query:
-        df = spark.sql(planned.sql)
+        df = query_frame(spark, planned.sql)
         qe = df._jdf.queryExecution()
         if verify:
             with PHASE_SECONDS.labels("verify").time():
@@ -231,10 +233,11 @@ def run_planned(
         # optimize now, inside the governed error handling; execution reuses this plan
         qe.optimizedPlan()
     else:
+        plan = analyze_only(spark, planned.sql)
         if verify:
             with PHASE_SECONDS.labels("verify").time():
-                verify_plan(analyze_only(spark, planned.sql), planned.expected, analyze)
-        df = spark.sql(planned.sql)
+                verify_plan(plan, planned.expected, analyze)
+        df = run_analyzed(spark, plan)
     execute_actions(planned.after, catalog, spark)
     return df
 
@@ -303,13 +306,6 @@ def _seen(planned: Planned | None) -> Seen:
 
 def analyze_only(spark: SparkSession, sql: str) -> Any:
     """Spark's analyzed plan of a statement without running it (commands run eagerly in
-    spark.sql, so verify them through the parser and analyzer directly)."""
-    jsession = spark._jsparkSession
-    # Delta resolves `delta.`path`` through the thread's active session: a pool thread
-    # (REST, the Connect gateway) may have none, and the target would not be found
-    spark._jvm.org.apache.spark.sql.SparkSession.setActiveSession(jsession)
-    state = jsession.sessionState()
-    parsed = state.sqlParser().parsePlan(sql)
-    analyzed = state.analyzer().execute(parsed)
-    state.analyzer().checkAnalysis(analyzed)
-    return analyzed
+    spark.sql, so they are parsed and analysed directly, with the session active on the
+    thread: Delta resolves `delta.`path`` through it, and a pool thread may have none)."""
+    return analyzed_command(spark, sql)

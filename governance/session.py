@@ -30,6 +30,7 @@ from governance.errors import (
     Refused,
 )
 from governance.execute import (
+    ERROR_LOG,
     StatementFailed,
     error_class,
     governed_frame,
@@ -43,6 +44,7 @@ from governance.execute import (
 from governance.execute import analyze_only as analyze_only
 from governance.execute import failure_message as failure_message
 from governance.files import owner_only_umask
+from governance.guard import query_frame, secure
 from governance.identity import InvalidName, canonical_user
 from governance.planning.cache import PlanCache, plan_key
 from governance.planning.dispatch import Planner
@@ -151,6 +153,10 @@ class Lakegate:
             from governance.spark import check_spark
 
             check_spark(self._spark)
+        if not self._spark_checked:  # once: each statement re-checks in its own JVM call
+            changed = secure(self._spark)
+            if changed:
+                ERROR_LOG.warning("governed Spark settings put back: %s", ", ".join(changed))
             self._spark_checked = True
         return self._spark
 
@@ -293,7 +299,7 @@ class Lakegate:
         key = analysis_key(sql)
         plan = None if fresh else self._view_plans.get(key)
         if plan is None:
-            plan = self.spark.sql(sql)._jdf.queryExecution().analyzed()
+            plan = query_frame(self.spark, sql)._jdf.queryExecution().analyzed()
             with self._view_lock:
                 if len(self._view_plans) >= 4096:
                     self._view_plans.clear()

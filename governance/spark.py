@@ -26,7 +26,18 @@ GOVERNED_CONF = {
     # likewise the datetime parser's "fail to parse '<value>'" upgrade exception.
     "spark.sql.ansi.enabled": "false",
     "spark.sql.legacy.timeParserPolicy": "CORRECTED",
+    # Spark rewrites `${env:X}`, `${system:x}` and `${<setting>}` in a statement's text before
+    # parsing it: text Lakegate checked would not be the text that runs (governance/guard.py).
+    "spark.sql.variable.substitute": "false",
+    # Both change what a checked text means: backslashes in literals, and backquoted names as
+    # column regexes.
+    "spark.sql.parser.escapedStringLiterals": "false",
+    "spark.sql.parser.quotedRegexColumnNames": "false",
+    # "x" stays a string literal, as sqlglot's Spark dialect reads it.
+    "spark.sql.ansi.doubleQuotedIdentifiers": "false",
 }
+#: Static settings a handed-in SparkSession must have been built with.
+STATIC_CONF = ("spark.sql.extensions", "spark.sql.catalog.spark_catalog")
 # A local session talks only to itself, on loopback.
 LOCAL_CONF = {"spark.driver.bindAddress": "127.0.0.1", "spark.driver.host": "127.0.0.1"}
 # The Connect server classes for api/connect's in-driver backend. 3.5.8 is not on Maven
@@ -132,13 +143,12 @@ def build_spark(
 
 
 def check_spark(spark: SparkSession) -> None:
-    """A SparkSession handed in must have Delta and the settings governance relies on."""
-    for key, value in GOVERNED_CONF.items():
+    """A SparkSession handed in must have Delta (its governed runtime settings are put in
+    place by governance.guard.secure, as a built one's are)."""
+    for key in STATIC_CONF:
         actual = spark.conf.get(key, None)
-        if key in ("spark.sql.ansi.enabled", "spark.sql.legacy.timeParserPolicy"):
-            spark.conf.set(key, value)
-        elif actual is None or value not in actual:
+        if actual is None or GOVERNED_CONF[key] not in actual:
             raise RuntimeError(
-                f"SparkSession lacks {key}={value}; build it with "
+                f"SparkSession lacks {key}={GOVERNED_CONF[key]}; build it with "
                 "governance.spark.build_spark or set it yourself"
             )

@@ -6,13 +6,24 @@
 // plan verifier, and hands it to the gateway as a Dataset for a governed DataFrame write;
 // and it releases an expired session and cancels an operation's jobs for the gateway.
 // grpc and protobuf are shaded into org.sparkproject.connect by that jar.
+// Each backend session's governed settings (variable substitution off, parser and legacy
+// settings pinned: governance/GovernedSql.java, the guard handed in at start) are put in
+// place before a relation is planned in it, and the relation is parsed and analysed with
+// that session active on the calling thread, as the backend's own execution thread has it:
+// the verifier sees the plan that runs. A session already secured whose settings changed
+// since is refused (its settings are put back).
 import java.net.InetSocketAddress;
 import java.nio.charset.StandardCharsets;
 import java.security.MessageDigest;
+import java.util.Collections;
+import java.util.Map;
+import java.util.WeakHashMap;
+import java.util.function.Function;
 
 import org.apache.spark.SparkContext;
 import org.apache.spark.connect.proto.Relation;
 import org.apache.spark.sql.Dataset;
+import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.connect.planner.SparkConnectPlanner;
 import org.apache.spark.sql.connect.service.ExecuteJobTag;
@@ -53,7 +64,11 @@ public class ConnectBackend {
         }
     }
 
-    public Server start(String secret, int maxMessageBytes) throws Exception {
+    private Function guard;
+    private final Map secured = Collections.synchronizedMap(new WeakHashMap());
+
+    public Server start(String secret, int maxMessageBytes, Function guard) throws Exception {
+        this.guard = guard;
         NettyServerBuilder b = NettyServerBuilder.forAddress(
             new InetSocketAddress("127.0.0.1", 0));
         b.maxInboundMessageSize(maxMessageBytes);
@@ -62,9 +77,14 @@ public class ConnectBackend {
         return b.build().start();
     }
 
-    /** Spark's analyzed plan of a relation, in the backend session of (user, session). */
-    public LogicalPlan analyze(byte[] relation, String user, String session) throws Exception {
-        return dataset(relation, user, session).queryExecution().analyzed();
+    /** [drift key or "", Spark's analyzed plan of a relation in the backend session of
+     *  (user, session)]. */
+    public Object[] analyze(byte[] relation, String user, String session) throws Exception {
+        Object[] out = dataset(relation, user, session);
+        if (out[1] != null) {
+            out[1] = ((Dataset) out[1]).queryExecution().analyzed();
+        }
+        return out;
     }
 
     /** Release the backend session of (user, session): Spark's SessionHolder is dropped
@@ -94,12 +114,39 @@ public class ConnectBackend {
             ExecuteJobTag.apply(user, session, operation));
     }
 
-    /** A relation as a Dataset of the backend session of (user, session): a governed
-     *  DataFrame write analyses, verifies and writes this one Dataset. */
-    public Dataset dataset(byte[] relation, String user, String session) throws Exception {
+    /** The backend session of (user, session) with its governed settings in place: "" or
+     *  the key of a setting that had changed since the session was last secured. */
+    public String secure(String user, String session) throws Exception {
+        return secure(SparkConnectService.getOrCreateIsolatedSession(user, session));
+    }
+
+    private String secure(SessionHolder holder) {
+        SparkSession s = holder.session();
+        String changed = (String) guard.apply(s);
+        boolean known = secured.put(s, Boolean.TRUE) != null;
+        return known ? changed : "";
+    }
+
+    /** [drift key or "", a relation as a Dataset of the backend session of (user, session)]:
+     *  a governed DataFrame write analyses, verifies and writes this one Dataset. */
+    public Object[] dataset(byte[] relation, String user, String session) throws Exception {
         Relation rel = Relation.parseFrom(relation);
         SessionHolder holder = SparkConnectService.getOrCreateIsolatedSession(user, session);
-        LogicalPlan plan = new SparkConnectPlanner(holder).transformRelation(rel);
-        return Dataset.ofRows(holder.session(), plan);
+        String changed = secure(holder);
+        if (!changed.isEmpty()) {
+            return new Object[] {changed, null};
+        }
+        scala.Option previous = SparkSession.getActiveSession();
+        SparkSession.setActiveSession(holder.session());
+        try {
+            LogicalPlan plan = new SparkConnectPlanner(holder).transformRelation(rel);
+            return new Object[] {"", Dataset.ofRows(holder.session(), plan)};
+        } finally {
+            if (previous.isDefined()) {
+                SparkSession.setActiveSession((SparkSession) previous.get());
+            } else {
+                SparkSession.clearActiveSession();
+            }
+        }
     }
 }

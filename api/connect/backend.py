@@ -15,12 +15,15 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from governance.guard import checked, jvm_guard, refuse_drift
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 #: The metadata key the gateway adds to every forwarded call (see ConnectBackend.java).
 SECRET_HEADER = "x-lakegate-backend"
 MAX_MESSAGE_BYTES = 128 * 1024 * 1024  # Spark Connect's own default inbound limit
+BACKEND = "backend session"  # where a changed governed setting was found
 
 _lock = threading.Lock()
 # One compiled ConnectBackend per JVM: py4j caches methods by class name, so a second
@@ -40,7 +43,7 @@ class Backend:
         self.secret = secrets.token_urlsafe(32)
         with _lock:
             self._java = _compile(spark)
-            self._server = self._java.start(self.secret, MAX_MESSAGE_BYTES)
+            self._server = self._java.start(self.secret, MAX_MESSAGE_BYTES, jvm_guard(spark))
         self.port = int(self._server.getPort())
 
     @property
@@ -48,13 +51,19 @@ class Backend:
         return f"127.0.0.1:{self.port}"
 
     def analyze(self, relation: bytes, user: str, session_id: str) -> Any:
-        """Spark's analyzed plan of `relation` in the backend session (user, session_id)."""
-        return self._java.analyze(bytearray(relation), user, session_id)
+        """Spark's analyzed plan of `relation` in the backend session (user, session_id),
+        parsed and analysed as that session runs it (SettingChanged: its governed settings
+        had been changed; they are put back)."""
+        return checked(self._java.analyze(bytearray(relation), user, session_id), BACKEND)
 
     def dataset(self, relation: bytes, user: str, session_id: str) -> Any:
         """`relation` as a (JVM) Dataset of the backend session (user, session_id): a
         governed DataFrame write verifies its analyzed plan and writes that same Dataset."""
-        return self._java.dataset(bytearray(relation), user, session_id)
+        return checked(self._java.dataset(bytearray(relation), user, session_id), BACKEND)
+
+    def secure(self, user: str, session_id: str) -> None:
+        """The backend session's governed settings in place (when plans are not verified)."""
+        refuse_drift(str(self._java.secure(user, session_id)), BACKEND)
 
     def release(self, user: str, session_id: str) -> None:
         """Drop the backend session (user, session_id): Spark's SessionHolder and its

@@ -454,6 +454,7 @@ class PlanGovernor:
         no job runs on a plan before it is verified. `whole=False`: only those inputs (the
         caller analyses the whole plan itself and verifies it later, e.g. a write)."""
         if not self.session.lg.config.verify_plans:
+            backend.secure(self.session.user, session_id)
             return
         for inner in eager_inputs(rel):
             self._verify_one(inner, backend, session_id)

@@ -39,6 +39,7 @@ from api.connect.limits import (
 )
 from api.connect.relations import PlanGovernor, WriteSourceGovernor, checked_write
 from api.connect.sessions import Entry, SessionRefused, SessionRegistry, Sweeper
+from api.connect.settings import GATEWAY_CONF, checked_keys, gateway_answers, split_gateway_keys
 from audit import AuditEvent, AuditWriteError
 from audit.landing import commit_tag
 from governance.actions import execute_actions
@@ -62,35 +63,6 @@ from governance.session import GovernedSession, Lakegate
 from governance.sources import SCHEMA_CHANGED
 from governance.verify import verify_plan
 
-#: Settings a client may change in its session; everything else is refused (governance
-#: relies on the rest, e.g. ANSI mode, and the time zone moves row-filter boundaries).
-SETTABLE_CONF = frozenset(
-    {
-        "spark.sql.repl.eagerEval.enabled",
-        "spark.sql.repl.eagerEval.maxNumRows",
-        "spark.sql.repl.eagerEval.truncate",
-        "spark.sql.execution.pandas.convertToArrowArraySafely",
-        "spark.sql.execution.arrow.maxRecordsPerBatch",
-        "spark.remote",  # PySpark's builder sets it on every new session; Spark ignores it
-    }
-)
-#: Settings a client may read: the settable ones, those PySpark's client reads itself, and
-#: the client-side families below (never storage, catalog or credential settings).
-READABLE_PREFIXES = (
-    "spark.sql.execution.arrow.",
-    "spark.sql.execution.pandas.",
-    "spark.sql.repl.",
-    "spark.sql.pyspark.",
-)
-READABLE_CONF = SETTABLE_CONF | {
-    "spark.sql.session.timeZone",
-    "spark.sql.session.localRelationCacheThreshold",
-    "spark.sql.pyspark.inferNestedDictAsStruct.enabled",
-    "spark.sql.pyspark.legacy.inferArrayTypeFromFirstElement.enabled",
-    "spark.sql.timestampType",
-    "spark.sql.execution.pythonUDF.arrow.enabled",
-    "spark.sql.execution.pythonUDTF.arrow.enabled",
-}
 REFUSED_COMMANDS = {
     "register_function": "Python and Scala UDFs are refused",
     "register_table_function": "user-defined table functions are refused",
@@ -259,7 +231,9 @@ class ConnectService(LimitedCalls, base_pb2_grpc.SparkConnectServiceServicer):
                 )
             if kind == "input_files":
                 raise AccessDenied("input_files is refused: it shows storage locations")
-            if kind not in ("spark_version", "ddl_parse"):
+            if kind == "ddl_parse":  # Spark parses the schema text: its settings first
+                self.backend.secure(call.user, call.session_id)
+            elif kind != "spark_version":
                 stmt = self._statement(call, str(uuid.uuid4()), ())
                 self._govern_fields(call, getattr(request, kind))
         except Exception as e:
@@ -280,41 +254,24 @@ class ConnectService(LimitedCalls, base_pb2_grpc.SparkConnectServiceServicer):
                 self.limits.finish(stmt)
 
     def Config(self, request: Any, context: grpc.ServicerContext) -> Any:
+        """Settings by name through the allow-lists (api/connect/settings.py); the keys the
+        gateway answers itself never reach the backend."""
         call = self._begin("config", request, context)
         try:
             op = request.operation
             kind = op.WhichOneof("op_type")
-            sub = getattr(op, kind) if kind else None
-            if kind == "set":
-                keys, allowed = [p.key for p in sub.pairs], SETTABLE_CONF
-            elif kind == "unset":
-                keys, allowed = list(sub.keys), SETTABLE_CONF
-            elif kind == "get_with_default":
-                keys, allowed = [p.key for p in sub.pairs], READABLE_CONF
-            elif kind in ("get", "get_option", "is_modifiable"):
-                keys, allowed = list(sub.keys), READABLE_CONF
-            else:
-                raise AccessDenied(
-                    f"configuration operation {kind or 'unset'} is refused; "
-                    "settings are read and set by name"
-                )
-            bad = [
-                k
-                for k in keys
-                if k not in allowed
-                and not (allowed is READABLE_CONF and k.startswith(READABLE_PREFIXES))
-            ]
-            if bad:
-                raise AccessDenied(
-                    f"configuration {bad[0]} is not on the gateway's allow-list for {kind}; refused"
-                )
+            keys = checked_keys(kind, getattr(op, kind) if kind else None)
         except Exception as e:
             self._fail(call, context, e)
         self._allow(call, context)
-        try:
-            return self.stub.Config(request, metadata=self._meta())
-        except grpc.RpcError as e:
-            self._backend_error(call, context, e)
+        defaults = split_gateway_keys(op, kind)
+        answer = base_pb2.ConfigResponse(session_id=call.session_id)
+        if any(k not in GATEWAY_CONF for k in keys):
+            try:
+                answer = self.stub.Config(request, metadata=self._meta())
+            except grpc.RpcError as e:
+                self._backend_error(call, context, e)
+        return gateway_answers(answer, kind, keys, defaults)
 
     def AddArtifacts(self, request_iterator: Any, context: grpc.ServicerContext) -> Any:
         first = next(iter(request_iterator), None)

@@ -1,6 +1,7 @@
 """The API's module layers: routers depend on `api.deps`, and no api module imports
-`api.app` (which assembles the application; `lakegate serve`, cli/serve.py, runs it). Imports are read with `ast`, including those
-under `TYPE_CHECKING`, since a typing-only cycle is still a cycle between the layers."""
+`api.app` (which assembles the application; `lakegate serve`, cli/serve.py, runs it).
+Imports are read with `ast`, including those under `TYPE_CHECKING`, since a typing-only
+cycle is still a cycle between the layers."""
 
 from __future__ import annotations
 

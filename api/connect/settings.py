@@ -1,0 +1,137 @@
+"""The gateway's settings allow-lists: what a Spark Connect client may set and read.
+
+No setting a client can set is free text: each takes booleans or whole numbers only, so no
+setting can carry text into a statement, a plan or a file path (and Spark's `${...}`
+variable substitution is off in every session: governance/guard.py). `spark.remote`, which
+PySpark's builder sets on every new session (its value holds the connection string and
+token), is answered by the gateway and never reaches the backend.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from pyspark.sql.connect.proto import base_pb2
+
+from governance.errors import AccessDenied
+
+#: Settings a client may change in its backend session, each with the only values it takes:
+#: none is free text, so no setting can carry text into a statement, a plan or a path (and
+#: variable substitution is off everywhere: governance/guard.py). Everything else is
+#: refused: governance relies on the rest (ANSI mode; the time zone moves row-filter
+#: boundaries; parser and legacy settings change what a checked text means).
+_BOOL = re.compile(r"^(?i:true|false)$")
+_COUNT = re.compile(r"^-?[0-9]{1,9}$")
+SETTABLE_CONF: dict[str, re.Pattern[str]] = {
+    # PySpark's notebook display of DataFrames (_repr_html_): read by the client only
+    "spark.sql.repl.eagerEval.enabled": _BOOL,
+    "spark.sql.repl.eagerEval.maxNumRows": _COUNT,
+    "spark.sql.repl.eagerEval.truncate": _COUNT,
+    # how the client converts Arrow batches to pandas: client-side
+    "spark.sql.execution.pandas.convertToArrowArraySafely": _BOOL,
+    # rows per Arrow batch of a result: the size of the answer's chunks, not its content
+    "spark.sql.execution.arrow.maxRecordsPerBatch": _COUNT,
+}
+#: Settings the gateway answers itself and never forwards: PySpark's builder sets
+#: `spark.remote` (the connection string, token included) on every new session. Setting it
+#: is accepted and forgotten; reading it answers "not set".
+GATEWAY_CONF = frozenset({"spark.remote"})
+#: Settings a client may read: the settable ones, those PySpark's client reads to convert
+#: results (its own Arrow, pandas, REPL and PySpark families below, and the exact keys), and
+#: never storage, catalog or credential settings.
+READABLE_PREFIXES = (
+    "spark.sql.execution.arrow.",  # Arrow batch sizes and fallbacks the client converts with
+    "spark.sql.execution.pandas.",  # pandas conversion options the client applies
+    "spark.sql.repl.",  # notebook display options the client applies
+    "spark.sql.pyspark.",  # PySpark's type inference options for createDataFrame
+)
+READABLE_CONF = (
+    frozenset(SETTABLE_CONF)
+    | GATEWAY_CONF
+    | {
+        # results' timestamps are shown in the session's time zone (read-only here)
+        "spark.sql.session.timeZone",
+        # how large a createDataFrame may be before the client caches it server-side
+        "spark.sql.session.localRelationCacheThreshold",
+        # createDataFrame's inference of dicts and arrays
+        "spark.sql.pyspark.inferNestedDictAsStruct.enabled",
+        "spark.sql.pyspark.legacy.inferArrayTypeFromFirstElement.enabled",
+        # the timestamp type the client infers for Python datetimes
+        "spark.sql.timestampType",
+        # whether the client sends Python UDFs as Arrow (UDFs are refused; read-only)
+        "spark.sql.execution.pythonUDF.arrow.enabled",
+        "spark.sql.execution.pythonUDTF.arrow.enabled",
+    }
+)
+_VALUES = {_BOOL: "true or false", _COUNT: "a whole number"}
+
+
+def checked_keys(kind: str | None, sub: Any) -> list[str]:
+    """The keys of a Config operation, each on its allow-list (a set value of its kind);
+    AccessDenied with one line otherwise."""
+    if kind == "set":
+        keys, allowed = [p.key for p in sub.pairs], SETTABLE_CONF
+        for p in sub.pairs:
+            check = SETTABLE_CONF.get(p.key)
+            if check is not None and not check.match(p.value):
+                raise AccessDenied(f"configuration {p.key} takes {_VALUES[check]}; refused")
+    elif kind == "unset":
+        keys, allowed = list(sub.keys), SETTABLE_CONF
+    elif kind == "get_with_default":
+        keys, allowed = [p.key for p in sub.pairs], READABLE_CONF
+    elif kind in ("get", "get_option", "is_modifiable"):
+        keys, allowed = list(sub.keys), READABLE_CONF
+    else:
+        raise AccessDenied(
+            f"configuration operation {kind or 'unset'} is refused; "
+            "settings are read and set by name"
+        )
+    for k in keys:
+        if k in allowed or k in GATEWAY_CONF:
+            continue
+        if allowed is READABLE_CONF and k.startswith(READABLE_PREFIXES):
+            continue
+        raise AccessDenied(
+            f"configuration {k} is not on the gateway's allow-list for {kind}; refused"
+        )
+    return keys
+
+
+def split_gateway_keys(op: Any, kind: str) -> dict[str, str]:
+    """Take the keys the gateway answers itself out of the request (they are never
+    forwarded); the defaults a `get_with_default` gave them."""
+    sub = getattr(op, kind)
+    defaults = {
+        p.key: p.value
+        for p in (sub.pairs if kind == "get_with_default" else ())
+        if p.key in GATEWAY_CONF and p.HasField("value")
+    }
+    if kind in ("set", "get_with_default"):
+        keep = [p for p in sub.pairs if p.key not in GATEWAY_CONF]
+        del sub.pairs[:]
+        sub.pairs.extend(keep)
+    else:
+        keep_keys = [k for k in sub.keys if k not in GATEWAY_CONF]
+        del sub.keys[:]
+        sub.keys.extend(keep_keys)
+    return defaults
+
+
+def gateway_answers(backend: Any, kind: str, keys: list[str], defaults: dict[str, str]) -> Any:
+    """The backend's answer with the gateway's own keys put back in request order: never
+    set (a default read gives the default), and modifiable."""
+    if kind in ("set", "unset") or not any(k in GATEWAY_CONF for k in keys):
+        return backend
+    theirs = iter(backend.pairs)
+    out = base_pb2.ConfigResponse(session_id=backend.session_id, warnings=backend.warnings)
+    for k in keys:
+        if k not in GATEWAY_CONF:
+            out.pairs.append(next(theirs))
+        elif kind == "is_modifiable":
+            out.pairs.add(key=k, value="true")
+        elif k in defaults:
+            out.pairs.add(key=k, value=defaults[k])
+        else:
+            out.pairs.add(key=k)
+    return out

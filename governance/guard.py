@@ -1,0 +1,116 @@
+"""Spark runs the text Lakegate checked: no substitution, no drifted parser settings.
+
+Spark's parser rewrites a statement before parsing it (`${env:X}`, `${system:x}`,
+`${spark.x}`: `spark.sql.variable.substitute`, on by default), and parser, legacy and ANSI
+settings change what a text means. Every governed statement is therefore parsed through
+`GovernedSql.java` (compiled in the driver's JVM, as the plan walker is), which in the same
+JVM call checks that the session's settings in those families are exactly the governed ones
+(`governance.spark.GOVERNED_CONF`) and parses under a private copy of them: nothing in the
+process can turn substitution back on between the check and the parse. A changed setting is
+put back and the statement refused with one line naming it.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from governance.errors import Refused
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+#: Setting families that change how Spark reads a statement's text or resolves it; in a
+#: session Lakegate runs statements in, only GOVERNED_CONF's entries may be set.
+GUARDED_FAMILIES = (
+    "spark.sql.variable.",
+    "spark.sql.parser.",
+    "spark.sql.legacy.",
+    "spark.sql.ansi.",
+)
+
+_guards: dict[int, Any] = {}
+_lock = threading.Lock()
+
+
+class SettingChanged(Refused):
+    """A governed Spark setting was changed in the session; it is put back."""
+
+
+def governed_pins() -> dict[str, str]:
+    """The guarded families' governed values (the rest of each family stays unset)."""
+    from governance.spark import GOVERNED_CONF
+
+    return {k: v for k, v in GOVERNED_CONF.items() if k.startswith(GUARDED_FAMILIES)}
+
+
+def jvm_guard(spark: SparkSession) -> Any:
+    """The JVM's GovernedSql, compiled and pinned once per JVM."""
+    jvm, gateway = spark.sparkContext._jvm, spark.sparkContext._gateway
+    assert jvm is not None and gateway is not None
+    key = id(jvm)
+    found = _guards.get(key)
+    if found is None:
+        with _lock:
+            found = _guards.get(key)
+            if found is None:
+                compiler = jvm.org.codehaus.janino.SimpleCompiler()
+                compiler.setParentClassLoader(
+                    jvm.java.lang.Thread.currentThread().getContextClassLoader()
+                )
+                compiler.cook(Path(__file__).with_name("GovernedSql.java").read_text())
+                cls = compiler.getClassLoader().loadClass("GovernedSql")
+                ctor = cls.getDeclaredConstructor(gateway.new_array(jvm.java.lang.Class, 0))
+                found = ctor.newInstance(gateway.new_array(jvm.java.lang.Object, 0))
+                flat = [s for kv in governed_pins().items() for s in kv]
+                found.pin(_strings(gateway, jvm, flat), _strings(gateway, jvm, GUARDED_FAMILIES))
+                _guards[key] = found
+    return found
+
+
+def _strings(gateway: Any, jvm: Any, items: list[str] | tuple[str, ...]) -> Any:
+    arr = gateway.new_array(jvm.java.lang.String, len(items))
+    for i, s in enumerate(items):
+        arr[i] = s
+    return arr
+
+
+def secure(spark: SparkSession) -> list[str]:
+    """Put the governed settings in place in `spark`'s session; the keys that were not."""
+    out = str(jvm_guard(spark).secure(spark._jsparkSession))
+    return out.split(",") if out else []
+
+
+def checked(answer: Any, where: str = "session") -> Any:
+    """The value of a guarded JVM answer [drift key or "", value]; refused on drift."""
+    refuse_drift(str(answer[0]), where)
+    return answer[1]
+
+
+def refuse_drift(key: str, where: str = "session") -> None:
+    """SettingChanged when the JVM found a governed setting changed (`key` not empty)."""
+    if key:
+        raise SettingChanged(
+            f"Spark setting {key} was changed in the {where}; Lakegate governs it (it is put "
+            "back); statement refused"
+        )
+
+
+def query_frame(spark: SparkSession, sql: str) -> DataFrame:
+    """A governed query's DataFrame, parsed as checked (analysed, nothing run yet)."""
+    from pyspark.sql import DataFrame
+
+    return DataFrame(checked(jvm_guard(spark).query(spark._jsparkSession, sql)), spark)
+
+
+def analyzed_command(spark: SparkSession, sql: str) -> Any:
+    """A governed command's analyzed plan, parsed as checked; nothing runs."""
+    return checked(jvm_guard(spark).command(spark._jsparkSession, sql))
+
+
+def run_analyzed(spark: SparkSession, plan: Any) -> DataFrame:
+    """Run an analyzed (verified) plan as it is: a command runs now."""
+    from pyspark.sql import DataFrame
+
+    return DataFrame(jvm_guard(spark).run(spark._jsparkSession, plan), spark)
