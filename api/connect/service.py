@@ -18,7 +18,7 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
@@ -30,6 +30,7 @@ from pyspark.sql.connect.proto import base_pb2, base_pb2_grpc, commands_pb2, rel
 from sqlglot import exp
 
 from api.auth import TokenAuth, Unauthenticated
+from api.connect import compat
 from api.connect.backend import MAX_MESSAGE_BYTES, SECRET_HEADER, Backend
 from api.connect.relations import PlanGovernor, WriteSourceGovernor, checked_write
 from audit import AuditEvent, AuditWriteError
@@ -78,6 +79,10 @@ READABLE_CONF = SETTABLE_CONF | {
     "spark.sql.timestampType",
     "spark.sql.execution.pythonUDF.arrow.enabled",
     "spark.sql.execution.pythonUDTF.arrow.enabled",
+    # PySpark 4 reads it (default "true") before building any expression, to decide whether
+    # to attach its own call sites; a Python-client switch that no server plan or SQL reads,
+    # and only readable here (the call sites are dropped, see compat.INERT)
+    "spark.python.sql.dataFrameDebugging.enabled",
 }
 REFUSED_COMMANDS = {
     "register_function": "Python and Scala UDFs are refused",
@@ -148,6 +153,8 @@ class ConnectService(base_pb2_grpc.SparkConnectServiceServicer):
         )
         self._local_ops: set[tuple[str, str, str]] = set()
         self._lock = threading.Lock()
+        #: the front's relay: its loopback port -> the client's address (server.py)
+        self.relay_clients: Callable[[int], str | None] | None = None
 
     def close(self) -> None:
         self._channel.close()
@@ -502,6 +509,8 @@ class ConnectService(base_pb2_grpc.SparkConnectServiceServicer):
     def _begin(self, cmd: str, request: Any, context: grpc.ServicerContext) -> _Call:
         """Authenticate, force the verified user into the request, hash it for the audit."""
         ip = _peer_ip(context.peer())
+        if ip == "127.0.0.1" and self.relay_clients is not None:
+            ip = self.relay_clients(int(context.peer().rsplit(":", 1)[1])) or ip
         session_id = str(getattr(request, "session_id", "") or "")
         call = _Call(cmd, "anonymous", ip, session_id if _UUID.match(session_id) else "")
         call.stmt_hash = "sha256:" + hashlib.sha256(request.SerializeToString()).hexdigest()
@@ -511,6 +520,10 @@ class ConnectService(base_pb2_grpc.SparkConnectServiceServicer):
         except Unauthenticated as e:
             self._fail(call, context, _Refusal(grpc.StatusCode.UNAUTHENTICATED, str(e)))
         call.user = principal.user
+        try:
+            compat.accept(request)  # a newer client's fields: translated, dropped or refused
+        except AccessDenied as e:
+            self._fail(call, context, e)
         if not call.session_id:
             self._fail(
                 call,
