@@ -11,7 +11,7 @@ refused with one line, except the few below, each with the reason it changes no 
   relation, instead of `SqlCommand.sql`; a plain one becomes `sql` (parameters and
   DataFrame arguments are refused as before);
 - dropped (INERT): the client's echo of a server-side session id and the client's own
-  call sites for its error messages.
+  call sites for its error messages; and (INERT_WHEN_FALSE) flags left at their default.
 """
 
 from __future__ import annotations
@@ -21,8 +21,9 @@ from typing import Any
 import pyspark
 from google.protobuf.message import DecodeError, Message
 from google.protobuf.unknown_fields import UnknownFieldSet
-from pyspark.sql.connect.proto import relations_pb2
+from pyspark.sql.connect.proto import base_pb2, relations_pb2
 
+from api.connect.backend import MAX_MESSAGE_BYTES
 from governance.errors import AccessDenied
 
 MAX_DEPTH = 512
@@ -42,8 +43,18 @@ INERT: dict[tuple[str, int], str] = {
     ("spark.connect.InterruptRequest", 7): _ECHO,
     ("spark.connect.ReattachExecuteRequest", 6): _ECHO,
     ("spark.connect.ReleaseExecuteRequest", 7): _ECHO,
+    ("spark.connect.ExecutePlanRequest.RequestOption", 2): "result_chunking_options: asks "
+    "the server to split large Arrow batches; the backend sends whole batches, which the "
+    "client reads as batches of one chunk (as from any server before Spark 4.1)",
     ("spark.connect.RelationCommon", 3): _ORIGIN,
     ("spark.connect.Expression", 18): _ORIGIN,  # ExpressionCommon: only `origin`
+}
+#: Unknown boolean fields dropped when false (the proto default, what an older client means
+#: by leaving them out); when true they are refused like any other unknown field.
+INERT_WHEN_FALSE: dict[tuple[str, int], str] = {
+    # PySpark 4 sets it on every column reference; true only for df.metadataColumn(...),
+    # which reads file metadata the gateway refuses
+    ("spark.connect.Expression.UnresolvedAttribute", 3): "is_metadata_column",
 }
 _PARAMETERS = "SQL parameters are not governed; inline the values"
 #: Unknown fields refused with a line of their own (the rest get the generic line).
@@ -55,6 +66,16 @@ REFUSED: dict[tuple[str, int], str] = {
     ("spark.connect.Relation", 41): "spark.sql(...) with DataFrame arguments is not governed; "
     "create a temporary view of the DataFrame and name it in the query",
     ("spark.connect.Plan", 3): "compressed plans are refused; the gateway reads every plan",
+}
+#: Settings PySpark 4 reads (`get`) before it sends local data (createDataFrame) that a Spark
+#: 3.5 backend does not have (its `get` fails on them): answered by the gateway itself. They
+#: size the client's own upload only; local data above localRelationCacheThreshold (a 3.5
+#: setting, read from the backend) goes up as a cached relation, which is refused anyway.
+CLIENT_SIZING: dict[str, str] = {
+    "spark.sql.session.localRelationSizeLimit": str(MAX_MESSAGE_BYTES),
+    "spark.sql.session.localRelationChunkSizeRows": "10000",
+    "spark.sql.session.localRelationChunkSizeBytes": str(16 * 1024 * 1024),
+    "spark.sql.session.localRelationBatchOfChunksSizeBytes": str(MAX_MESSAGE_BYTES),
 }
 _SQL_COMMAND = "spark.connect.SqlCommand"
 _SQL_COMMAND_INPUT = 6
@@ -76,6 +97,8 @@ def _check(msg: Message, depth: int) -> None:
         key = (name, f.field_number)
         if key == (_SQL_COMMAND, _SQL_COMMAND_INPUT):
             _sql_input(msg, f.data, unknown, depth)
+        elif key in INERT_WHEN_FALSE and f.wire_type == 0 and f.data == 0:
+            continue
         elif key not in INERT:
             raise AccessDenied(
                 REFUSED.get(key)
@@ -110,3 +133,17 @@ def _sql_input(cmd: Any, data: Any, unknown: list[Any], depth: int) -> None:
     if rel.sql.args or rel.sql.pos_args:
         raise AccessDenied(_PARAMETERS)
     cmd.sql = rel.sql.query
+
+
+def local_settings(request: Any) -> list[Any]:
+    """The CLIENT_SIZING keys of a config `get`, taken out of the request and answered here
+    (as KeyValue pairs to add to the backend's answer)."""
+    op = request.operation
+    if op.WhichOneof("op_type") != "get":
+        return []
+    keys = list(op.get.keys)
+    local = [k for k in keys if k in CLIENT_SIZING]
+    if local:
+        del op.get.keys[:]
+        op.get.keys.extend(k for k in keys if k not in CLIENT_SIZING)
+    return [base_pb2.KeyValue(key=k, value=CLIENT_SIZING[k]) for k in local]

@@ -70,6 +70,8 @@ READABLE_PREFIXES = (
     "spark.sql.execution.pandas.",
     "spark.sql.repl.",
     "spark.sql.pyspark.",
+    # how PySpark 4 turns results into Python values (binaryAsBytes): client-side only
+    "spark.sql.execution.pyspark.",
 )
 READABLE_CONF = SETTABLE_CONF | {
     "spark.sql.session.timeZone",
@@ -83,6 +85,7 @@ READABLE_CONF = SETTABLE_CONF | {
     # to attach its own call sites; a Python-client switch that no server plan or SQL reads,
     # and only readable here (the call sites are dropped, see compat.INERT)
     "spark.python.sql.dataFrameDebugging.enabled",
+    *compat.CLIENT_SIZING,  # answered by the gateway, never the backend (compat.py)
 }
 REFUSED_COMMANDS = {
     "register_function": "Python and Scala UDFs are refused",
@@ -257,13 +260,16 @@ class ConnectService(base_pb2_grpc.SparkConnectServiceServicer):
                 raise AccessDenied(
                     f"configuration {bad[0]} is not on the gateway's allow-list for {kind}; refused"
                 )
+            local = compat.local_settings(request)
         except Exception as e:
             self._fail(call, context, e)
         self._allow(call, context)
         try:
-            return self.stub.Config(request, metadata=self._meta())
+            answer = self.stub.Config(request, metadata=self._meta())
         except grpc.RpcError as e:
             self._backend_error(call, context, e)
+        answer.pairs.extend(local)
+        return answer
 
     def AddArtifacts(self, request_iterator: Any, context: grpc.ServicerContext) -> Any:
         first = next(iter(request_iterator), None)

@@ -63,7 +63,7 @@ def cases(base_id: int) -> dict[str, tuple[str, Callable[[Any], Any]]]:
         return got
 
     def temp_view_sql(s: Any) -> Any:
-        s.table(ORDERS).filter(F.col("region") == "EMEA").createOrReplaceTempView("emea")
+        s.sql(f"SELECT * FROM {ORDERS} WHERE region = 'EMEA'").createOrReplaceTempView("emea")
         return frame(s.sql("SELECT count(*) AS n, sum(amount) AS total FROM emea"))
 
     def temp_view_table(s: Any) -> Any:

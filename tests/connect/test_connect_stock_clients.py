@@ -175,7 +175,7 @@ def test_stock_client_answers_equal_the_governed_session(
             ok = answer == expected[name]
         if not ok:
             wrong[name] = {"got": answer, "want": expected[name]}
-    assert wrong == {}
+    assert not wrong, json.dumps(wrong, indent=1)
 
 
 def _rebased(answer: dict[str, Any], base: int) -> dict[str, Any]:
