@@ -68,10 +68,14 @@ REFUSED: dict[tuple[str, int], str] = {
     ("spark.connect.Plan", 3): "compressed plans are refused; the gateway reads every plan",
 }
 #: Settings PySpark 4 reads (`get`) before it sends local data (createDataFrame) that a Spark
-#: 3.5 backend does not have (its `get` fails on them): answered by the gateway itself. They
-#: size the client's own upload only; local data above localRelationCacheThreshold (a 3.5
-#: setting, read from the backend) goes up as a cached relation, which is refused anyway.
-CLIENT_SIZING: dict[str, str] = {
+#: 3.5 backend does not have (its `get` fails on them): answered by the gateway itself, and
+#: none is settable. The sizes bound the client's own upload only (local data above
+#: localRelationCacheThreshold, a 3.5 setting read from the backend, goes up as a cached
+#: relation, which is refused anyway); the two inference switches are Spark 4's defaults and
+#: decide only how the client types its own Python data before sending it.
+CLIENT_SETTINGS: dict[str, str] = {
+    "spark.sql.execution.pandas.inferPandasDictAsMap": "false",
+    "spark.sql.pyspark.legacy.inferMapTypeFromFirstPair.enabled": "false",
     "spark.sql.session.localRelationSizeLimit": str(MAX_MESSAGE_BYTES),
     "spark.sql.session.localRelationChunkSizeRows": "10000",
     "spark.sql.session.localRelationChunkSizeBytes": str(16 * 1024 * 1024),
@@ -136,14 +140,14 @@ def _sql_input(cmd: Any, data: Any, unknown: list[Any], depth: int) -> None:
 
 
 def local_settings(request: Any) -> list[Any]:
-    """The CLIENT_SIZING keys of a config `get`, taken out of the request and answered here
+    """The CLIENT_SETTINGS keys of a config `get`, taken out of the request and answered here
     (as KeyValue pairs to add to the backend's answer)."""
     op = request.operation
     if op.WhichOneof("op_type") != "get":
         return []
     keys = list(op.get.keys)
-    local = [k for k in keys if k in CLIENT_SIZING]
+    local = [k for k in keys if k in CLIENT_SETTINGS]
     if local:
         del op.get.keys[:]
-        op.get.keys.extend(k for k in keys if k not in CLIENT_SIZING)
-    return [base_pb2.KeyValue(key=k, value=CLIENT_SIZING[k]) for k in local]
+        op.get.keys.extend(k for k in keys if k not in CLIENT_SETTINGS)
+    return [base_pb2.KeyValue(key=k, value=CLIENT_SETTINGS[k]) for k in local]

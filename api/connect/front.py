@@ -16,6 +16,7 @@ so the audit names the analyst's address, not the relay's.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import socket
 import struct
@@ -162,14 +163,26 @@ def _literal(name: bytes, value: bytes) -> bytes:
 
 
 def _trailers_only() -> bytes:
-    """A gRPC trailers-only response block: status 200, FAILED_PRECONDITION, the message."""
+    """A gRPC trailers-only response block: status 200, FAILED_PRECONDITION, the message,
+    and the same as a google.rpc.Status (PySpark reads its message from there)."""
     message = quote(PLAINTEXT_MESSAGE, safe=" !\"#$&'()*+,-./:;<=>?@[\\]^_`{|}~").encode()
+    text = PLAINTEXT_MESSAGE.encode()
+    status = bytes([0x08, _FAILED_PRECONDITION, 0x12]) + _varint(len(text)) + text
     return (
         b"\x88"  # :status 200 (static table entry 8)
         + _literal(b"content-type", b"application/grpc")
         + _literal(b"grpc-status", str(_FAILED_PRECONDITION).encode())
         + _literal(b"grpc-message", message)
+        + _literal(b"grpc-status-details-bin", base64.b64encode(status).rstrip(b"="))
     )
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value >= 128:
+        out.append(value % 128 + 128)
+        value //= 128
+    return bytes([*out, value])
 
 
 def _answer_plaintext(conn: socket.socket) -> None:

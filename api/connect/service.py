@@ -85,7 +85,7 @@ READABLE_CONF = SETTABLE_CONF | {
     # to attach its own call sites; a Python-client switch that no server plan or SQL reads,
     # and only readable here (the call sites are dropped, see compat.INERT)
     "spark.python.sql.dataFrameDebugging.enabled",
-    *compat.CLIENT_SIZING,  # answered by the gateway, never the backend (compat.py)
+    *compat.CLIENT_SETTINGS,  # answered by the gateway, never the backend (compat.py)
 }
 REFUSED_COMMANDS = {
     "register_function": "Python and Scala UDFs are refused",

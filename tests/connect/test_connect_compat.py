@@ -145,10 +145,10 @@ def test_metadata_column_flag_is_dropped_only_when_false(flag: int, refused: boo
 
 
 def test_spark4_local_relation_sizes_are_answered_by_the_gateway() -> None:
-    keys = ["spark.sql.session.timeZone", *compat.CLIENT_SIZING]
+    keys = ["spark.sql.session.timeZone", *compat.CLIENT_SETTINGS]
     req = base_pb2.ConfigRequest(
         operation=base_pb2.ConfigRequest.Operation(get=base_pb2.ConfigRequest.Get(keys=keys))
     )
     local = compat.local_settings(req)
     assert list(req.operation.get.keys) == ["spark.sql.session.timeZone"]
-    assert {kv.key: kv.value for kv in local} == compat.CLIENT_SIZING
+    assert {kv.key: kv.value for kv in local} == compat.CLIENT_SETTINGS
