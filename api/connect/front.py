@@ -21,6 +21,7 @@ import contextlib
 import socket
 import struct
 import threading
+import time
 from urllib.parse import quote
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
@@ -188,11 +189,12 @@ def _varint(value: int) -> bytes:
 def _answer_plaintext(conn: socket.socket) -> None:
     """Read frame headers only; answer each new stream with the status, then GOAWAY."""
     conn.settimeout(PLAINTEXT_SECONDS)
+    deadline = time.monotonic() + PLAINTEXT_SECONDS  # a trickling client is cut here too
     _read_exactly(conn, len(PREFACE))
     conn.sendall(_frame(_SETTINGS, 0, 0))
     block, last = _trailers_only(), 0
     try:
-        while True:
+        while time.monotonic() < deadline:
             length, kind, flags, stream = _read_header(conn)
             payload = _read_exactly(conn, length) if kind in (_SETTINGS, _PING) else None
             if payload is None:
