@@ -1,7 +1,8 @@
 """`lakegate connect`: the governed Spark Connect endpoint (gRPC over TLS).
 
 The gateway listens where `connect.host`/`connect.port` (or --host/--port) say, with the
-certificate and key named in `connect.tls_cert`/`connect.tls_key`; the Spark Connect
+certificate and key named in `connect.tls_cert`/`connect.tls_key` (front.py: TLS is relayed
+to gRPC's TLS server on loopback, a plaintext client is told to use TLS); the Spark Connect
 backend it forwards to runs inside this process's driver JVM on loopback (backend.py).
 """
 
@@ -36,6 +37,7 @@ class Gateway:
         from pyspark.sql.connect.proto import base_pb2_grpc
 
         from api.connect.backend import MAX_MESSAGE_BYTES, Backend
+        from api.connect.front import Front
         from api.connect.service import ConnectService
 
         cfg = lg.config.connect
@@ -66,15 +68,21 @@ class Gateway:
         for name in HEALTH_SERVICES:
             self.health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
         self.host = host or cfg.host
+        # gRPC's TLS server listens on loopback only; the public port is the Front, which
+        # relays TLS to it and answers a plaintext client with one line (front.py)
         try:
-            self.port = self.server.add_secure_port(
-                f"{self.host}:{cfg.port if port is None else port}", creds
-            )
+            tls_port = self.server.add_secure_port("127.0.0.1:0", creds)
         except RuntimeError:
-            self.port = 0
-        if not self.port:
+            tls_port = 0
+        try:
+            if not tls_port:
+                raise OSError("no loopback port for the TLS server")
+            self.front = Front(self.host, cfg.port if port is None else port, tls_port)
+        except OSError:
             self.backend.stop()
-            raise ConfigError(f"cannot listen on {self.host}:{port or cfg.port}")
+            raise ConfigError(f"cannot listen on {self.host}:{port or cfg.port}") from None
+        self.port = self.front.port
+        self.service.relay_clients = self.front.client_of
 
     def start(self) -> None:
         """Serve; Spark is already up and the policies loaded (ready before serving)."""
@@ -83,8 +91,10 @@ class Gateway:
         self.server.start()
         for name in HEALTH_SERVICES:
             self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
+        self.front.start()
 
     def stop(self, grace: float = 2.0) -> None:
+        self.front.stop()
         self.health.enter_graceful_shutdown()
         self.server.stop(grace).wait()
         self.service.close()

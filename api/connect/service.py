@@ -29,6 +29,7 @@ from pyspark.sql.connect.proto import base_pb2, base_pb2_grpc, commands_pb2, rel
 from sqlglot import exp
 
 from api.auth import TokenAuth, Unauthenticated
+from api.connect import compat
 from api.connect.backend import MAX_MESSAGE_BYTES, SECRET_HEADER, Backend
 from api.connect.limits import (
     LimitedCalls,
@@ -39,7 +40,12 @@ from api.connect.limits import (
 )
 from api.connect.relations import PlanGovernor, WriteSourceGovernor, checked_write
 from api.connect.sessions import Entry, SessionRefused, SessionRegistry, Sweeper
-from api.connect.settings import GATEWAY_CONF, checked_keys, gateway_answers, split_gateway_keys
+from api.connect.settings import (
+    answered_here,
+    checked_keys,
+    gateway_answers,
+    split_gateway_keys,
+)
 from audit import AuditEvent, AuditWriteError
 from audit.landing import commit_tag
 from governance.actions import execute_actions
@@ -156,6 +162,8 @@ class ConnectService(LimitedCalls, base_pb2_grpc.SparkConnectServiceServicer):
         self._local_ops: set[tuple[str, str, str]] = set()
         self._lock = threading.Lock()
         CONNECT_SESSIONS.set_function(lambda: len(self._sessions))
+        #: the front's relay: its loopback port -> the client's address (server.py)
+        self.relay_clients: Callable[[int], str | None] | None = None
 
     def close(self) -> None:
         self._sweeper.stop()
@@ -266,7 +274,7 @@ class ConnectService(LimitedCalls, base_pb2_grpc.SparkConnectServiceServicer):
         self._allow(call, context)
         defaults = split_gateway_keys(op, kind)
         answer = base_pb2.ConfigResponse(session_id=call.session_id)
-        if any(k not in GATEWAY_CONF for k in keys):
+        if any(not answered_here(k) for k in keys):
             try:
                 answer = self.stub.Config(request, metadata=self._meta())
             except grpc.RpcError as e:
@@ -547,6 +555,8 @@ class ConnectService(LimitedCalls, base_pb2_grpc.SparkConnectServiceServicer):
         and admit the session (sessions.py; `admit=False`: only find it, for calls about an
         operation, which never open a session)."""
         ip = _peer_ip(context.peer())
+        if ip == "127.0.0.1" and self.relay_clients is not None:
+            ip = self.relay_clients(int(context.peer().rsplit(":", 1)[1])) or ip
         session_id = str(getattr(request, "session_id", "") or "")
         call = _Call(cmd, "anonymous", ip, session_id if _UUID.match(session_id) else "")
         call.stmt_hash = "sha256:" + hashlib.sha256(request.SerializeToString()).hexdigest()
@@ -556,6 +566,10 @@ class ConnectService(LimitedCalls, base_pb2_grpc.SparkConnectServiceServicer):
         except Unauthenticated as e:
             self._fail(call, context, _Refusal(grpc.StatusCode.UNAUTHENTICATED, str(e)))
         call.user = principal.user
+        try:
+            compat.accept(request)  # a newer client's fields: translated, dropped or refused
+        except AccessDenied as e:
+            self._fail(call, context, e)
         if not call.session_id:
             self._fail(
                 call,

@@ -14,6 +14,7 @@ from typing import Any
 
 from pyspark.sql.connect.proto import base_pb2
 
+from api.connect.compat import CLIENT_SETTINGS
 from governance.errors import AccessDenied
 
 #: Settings a client may change in its backend session, each with the only values it takes:
@@ -37,6 +38,9 @@ SETTABLE_CONF: dict[str, re.Pattern[str]] = {
 #: `spark.remote` (the connection string, token included) on every new session. Setting it
 #: is accepted and forgotten; reading it answers "not set".
 GATEWAY_CONF = frozenset({"spark.remote"})
+#: Settings PySpark 4 reads that a Spark 3.5 backend does not have: answered by the gateway
+#: with Spark 4's defaults, read-only (compat.py says why each is client-side only).
+LOCAL_ANSWERS: dict[str, str] = CLIENT_SETTINGS
 #: Settings a client may read: the settable ones, those PySpark's client reads to convert
 #: results (its own Arrow, pandas, REPL and PySpark families below, and the exact keys), and
 #: never storage, catalog or credential settings.
@@ -45,6 +49,7 @@ READABLE_PREFIXES = (
     "spark.sql.execution.pandas.",  # pandas conversion options the client applies
     "spark.sql.repl.",  # notebook display options the client applies
     "spark.sql.pyspark.",  # PySpark's type inference options for createDataFrame
+    "spark.sql.execution.pyspark.",  # how PySpark 4 turns results into Python values
 )
 READABLE_CONF = (
     frozenset(SETTABLE_CONF)
@@ -62,7 +67,11 @@ READABLE_CONF = (
         # whether the client sends Python UDFs as Arrow (UDFs are refused; read-only)
         "spark.sql.execution.pythonUDF.arrow.enabled",
         "spark.sql.execution.pythonUDTF.arrow.enabled",
+        # PySpark 4 reads it before building any expression, to decide whether to attach
+        # its call sites: a client switch no plan or SQL reads (compat.INERT drops them)
+        "spark.python.sql.dataFrameDebugging.enabled",
     }
+    | frozenset(LOCAL_ANSWERS)
 )
 _VALUES = {_BOOL: "true or false", _COUNT: "a whole number"}
 
@@ -98,6 +107,11 @@ def checked_keys(kind: str | None, sub: Any) -> list[str]:
     return keys
 
 
+def answered_here(key: str) -> bool:
+    """A key the gateway answers itself and never forwards."""
+    return key in GATEWAY_CONF or key in LOCAL_ANSWERS
+
+
 def split_gateway_keys(op: Any, kind: str) -> dict[str, str]:
     """Take the keys the gateway answers itself out of the request (they are never
     forwarded); the defaults a `get_with_default` gave them."""
@@ -108,28 +122,31 @@ def split_gateway_keys(op: Any, kind: str) -> dict[str, str]:
         if p.key in GATEWAY_CONF and p.HasField("value")
     }
     if kind in ("set", "get_with_default"):
-        keep = [p for p in sub.pairs if p.key not in GATEWAY_CONF]
+        keep = [p for p in sub.pairs if not answered_here(p.key)]
         del sub.pairs[:]
         sub.pairs.extend(keep)
     else:
-        keep_keys = [k for k in sub.keys if k not in GATEWAY_CONF]
+        keep_keys = [k for k in sub.keys if not answered_here(k)]
         del sub.keys[:]
         sub.keys.extend(keep_keys)
     return defaults
 
 
 def gateway_answers(backend: Any, kind: str, keys: list[str], defaults: dict[str, str]) -> Any:
-    """The backend's answer with the gateway's own keys put back in request order: never
-    set (a default read gives the default), and modifiable."""
-    if kind in ("set", "unset") or not any(k in GATEWAY_CONF for k in keys):
+    """The backend's answer with the gateway's own keys put back in request order:
+    `spark.remote` never set (a default read gives the default) and modifiable; the local
+    answers with their fixed values, not modifiable."""
+    if kind in ("set", "unset") or not any(answered_here(k) for k in keys):
         return backend
     theirs = iter(backend.pairs)
     out = base_pb2.ConfigResponse(session_id=backend.session_id, warnings=backend.warnings)
     for k in keys:
-        if k not in GATEWAY_CONF:
+        if not answered_here(k):
             out.pairs.append(next(theirs))
         elif kind == "is_modifiable":
-            out.pairs.add(key=k, value="true")
+            out.pairs.add(key=k, value="true" if k in GATEWAY_CONF else "false")
+        elif k in LOCAL_ANSWERS:
+            out.pairs.add(key=k, value=LOCAL_ANSWERS[k])
         elif k in defaults:
             out.pairs.add(key=k, value=defaults[k])
         else:

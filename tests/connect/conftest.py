@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 from connect_testkit import PERSONAS, make_tls, token_of
+from stock_clients import CLIENT_LINES, ensure_clients
 
 MAPPING_POLICY = """
 grants:
@@ -189,3 +190,13 @@ def limited_gateway(gateway, connect_lakegate) -> Iterator[Callable[..., Any]]:
             s.stop()
     for gw in gateways:
         gw.stop()
+
+
+@pytest.fixture(scope="session")
+def stock_clients() -> dict[str, Path]:
+    """Every stock client line's interpreter (stock_clients.py), installed once per machine
+    and cached; the install times go to the log (pytest -rA shows them)."""
+    got = ensure_clients(list(CLIENT_LINES))
+    for line, (_, secs) in got.items():
+        print(f"stock client {line}: " + (f"installed in {secs:.0f} s" if secs else "cached"))
+    return {line: py for line, (py, _) in got.items()}
