@@ -167,7 +167,7 @@ def test_wrong_or_missing_token_is_unauthenticated(gateway, token, audit_dir) ->
     from pyspark.sql.connect.proto import base_pb2, base_pb2_grpc
 
     creds = grpc.ssl_channel_credentials(
-        root_certificates=(audit_dir.parent / "ca.pem").read_bytes()
+        root_certificates=(audit_dir.parent / "tls" / "ca.pem").read_bytes()
     )
     with grpc.secure_channel(f"127.0.0.1:{gateway.port}", creds) as ch:
         stub = base_pb2_grpc.SparkConnectServiceStub(ch)
