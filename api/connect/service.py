@@ -18,19 +18,19 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 import grpc
 from google.protobuf import any_pb2
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
-from pyspark.sql.connect.proto import base_pb2, base_pb2_grpc, commands_pb2, relations_pb2
-from sqlglot import exp
+from pyspark.sql.connect.proto import base_pb2, base_pb2_grpc, relations_pb2
 
 from api.auth import TokenAuth, Unauthenticated
 from api.connect import compat
 from api.connect.backend import MAX_MESSAGE_BYTES, SECRET_HEADER, Backend
+from api.connect.call import Call
+from api.connect.commands import GatewayCommands
 from api.connect.limits import (
     LimitedCalls,
     LimitExceeded,
@@ -38,17 +38,15 @@ from api.connect.limits import (
     StatementLimits,
     StatementRefused,
 )
-from api.connect.relations import PlanGovernor, WriteSourceGovernor, checked_write
-from api.connect.sessions import Entry, SessionRefused, SessionRegistry, Sweeper
+from api.connect.relations import PlanGovernor
+from api.connect.sessions import SessionRefused, SessionRegistry, Sweeper
 from api.connect.settings import (
     answered_here,
     checked_keys,
     gateway_answers,
     split_gateway_keys,
 )
-from audit import AuditEvent, AuditWriteError
-from audit.landing import commit_tag
-from governance.actions import execute_actions
+from audit import AuditEvent
 from governance.errors import AccessDenied, AuditUnavailable, LakegateError
 from governance.execute import (
     ERROR_LOG,
@@ -59,15 +57,10 @@ from governance.execute import (
     message_parameters,
 )
 from governance.metrics import CONNECT_SESSIONS
-from governance.parse import parse_statement
-from governance.planning.context import PlanningContext
-from governance.planning.planned import Planned
-from governance.planning.writes import FrameInsert, plan_frame_insert
-from governance.readable import Seen, readable_line, seen_by
-from governance.resolve import checked_parts
+from governance.readable import readable_line, seen_by
+from governance.recorder import write_or_refuse
 from governance.session import GovernedSession, Lakegate
 from governance.sources import SCHEMA_CHANGED
-from governance.verify import verify_plan
 
 REFUSED_COMMANDS = {
     "register_function": "Python and Scala UDFs are refused",
@@ -77,21 +70,6 @@ REFUSED_COMMANDS = {
     "streaming_query_manager_command": "streaming is refused",
     "get_resources_command": "resource queries are refused",
     "extension": "command extensions are refused",
-}
-#: DataFrame write settings that are refused, with the line the caller reads.
-_WRITE_REFUSED = {
-    "path": "path writes (df.write.save(path), option('path')) are refused; write a governed "
-    "table with insertInto, saveAsTable or writeTo",
-    "options": "DataFrame write options (mergeSchema, replaceWhere, path, ...) are not "
-    "governed; refused",
-    "table_properties": "DataFrame write table properties are not governed; refused",
-    "provider": "writeTo(...).using(...) is refused; governed tables are Delta tables",
-    "overwrite_condition": "writeTo(...).overwrite(condition) is refused (a conditional "
-    "overwrite is not governed); use spark.sql('DELETE ...') and append",
-    "partitioning_columns": "partitionBy/partitionedBy in DataFrame writes is refused; "
-    "the table's layout is its owner's",
-    "bucket_by": "bucketBy in DataFrame writes is refused; the table's layout is its owner's",
-    "sort_column_names": "sortBy in DataFrame writes is refused; the table's layout is its owner's",
 }
 _UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 #: AnalyzePlan requests refused: Spark's cache is one for every user of the backend, so a
@@ -115,22 +93,7 @@ class _Refusal(Exception):
         self.code = code
 
 
-@dataclass
-class _Call:
-    """One gRPC call: who, from where, its queryId and the plan's hash for the audit."""
-
-    cmd: str
-    user: str
-    ip: str
-    session_id: str
-    query_id: str = field(default_factory=lambda: uuid.uuid4().hex)
-    started: float = field(default_factory=time.perf_counter)
-    stmt_hash: str | None = None
-    entry: Entry | None = None  # the admitted session (sessions.py)
-    seen: Callable[[], Seen] | None = None  # what an error may name (governance/readable.py)
-
-
-class ConnectService(LimitedCalls, base_pb2_grpc.SparkConnectServiceServicer):
+class ConnectService(GatewayCommands, LimitedCalls, base_pb2_grpc.SparkConnectServiceServicer):
     """The governed Spark Connect endpoint in front of the in-JVM backend."""
 
     def __init__(self, lg: Lakegate, backend: Backend) -> None:
@@ -350,7 +313,7 @@ class ConnectService(LimitedCalls, base_pb2_grpc.SparkConnectServiceServicer):
 
     # governing --------------------------------------------------------------------------
 
-    def _session(self, call: _Call) -> tuple[GovernedSession, threading.RLock]:
+    def _session(self, call: Call) -> tuple[GovernedSession, threading.RLock]:
         """The user's governed session for this Connect session. The calling gRPC thread's
         JVM thread gets Lakegate's SparkSession as its active one: Spark's analyzer reads
         its settings from the active session, and the verifier analyses statements directly
@@ -370,7 +333,7 @@ class ConnectService(LimitedCalls, base_pb2_grpc.SparkConnectServiceServicer):
                 )
         return entry.governed, entry.lock
 
-    def _govern(self, call: _Call, rel: Any) -> Any:
+    def _govern(self, call: Call, rel: Any) -> Any:
         """The governed, verified copy of a relation (runs in the user's session lock)."""
         session, lock = self._session(call)
         with lock:
@@ -380,7 +343,7 @@ class ConnectService(LimitedCalls, base_pb2_grpc.SparkConnectServiceServicer):
             gov.verify(out, self.backend, call.session_id)
         return out
 
-    def _govern_fields(self, call: _Call, msg: Any) -> None:
+    def _govern_fields(self, call: Call, msg: Any) -> None:
         """Every plan or relation an analyze request carries, governed in place."""
         for fd, value in msg.ListFields():
             if isinstance(value, base_pb2.Plan):
@@ -395,162 +358,11 @@ class ConnectService(LimitedCalls, base_pb2_grpc.SparkConnectServiceServicer):
             ):
                 raise AccessDenied(f"analyze field {fd.name} is not governed; refused")
 
-    def _sql_command(self, call: _Call, request: Any) -> list[Any]:
-        """spark.sql(text): queries become a `sql` relation governed on every later use;
-        other statements run now through the governed session (intent before effect)."""
-        cmd = request.plan.command.sql_command
-        if cmd.args or cmd.pos_args:
-            raise AccessDenied("SQL parameters are not governed; inline the values")
-        session, lock = self._session(call)
-        try:
-            is_query = isinstance(parse_statement(cmd.sql), exp.Query | exp.Values)
-        except LakegateError:
-            is_query = False  # SHOW and friends, or a refusal the session words and audits
-        result = base_pb2.ExecutePlanResponse.SqlCommandResult()
-        with lock:
-            if is_query:
-                self._govern(call, relations_pb2.Relation(sql=relations_pb2.SQL(query=cmd.sql)))
-                result.relation.sql.query = cmd.sql
-            else:
-                df = session.sql(cmd.sql)
-                if session.last_query_id:
-                    call.query_id = session.last_query_id
-                data = _arrow_bytes(df, session, self.limits.row_limit)
-                if data is not None:  # Spark takes an empty result by its schema alone
-                    result.relation.local_relation.data = data
-                result.relation.local_relation.schema = df.schema.json()
-        return self._answers(call, request, result)
-
-    def _create_view(self, call: _Call, request: Any) -> list[Any]:
-        """df.createOrReplaceTempView / createTempView: the view is kept in this user's
-        governed session for this Connect session id, never in the backend, whose catalog
-        every user shares; global temporary views are refused."""
-        cmd = request.plan.command.create_dataframe_view
-        if cmd.is_global:
-            raise AccessDenied(
-                "global temporary views are refused: global_temp is shared by every user of "
-                "the backend; use createOrReplaceTempView"
-            )
-        session, lock = self._session(call)
-        with lock:
-            PlanGovernor(session).create_view(
-                cmd.name, cmd.input, cmd.replace, self.backend, call.session_id
-            )
-            if session.last_query_id:
-                call.query_id = session.last_query_id
-        return self._answers(call, request, None)
-
-    def _write(self, call: _Call, request: Any) -> list[Any]:
-        """df.write.insertInto / saveAsTable and df.writeTo(t).append(), governed as INSERT
-        (writes.plan_frame_insert); nothing of the client's write options passes through.
-
-        Executed here, not forwarded: the governed source and the checked wrapper are one
-        relation that the backend turns into a Dataset once; that Dataset's analyzed plan is
-        verified and that same Dataset is written to the target's Delta location from the
-        catalog (the backend's Spark catalog knows no table), after the intent record."""
-        cmd = request.plan.command
-        w = getattr(cmd, cmd.WhichOneof("command_type"))
-        if cmd.HasField("write_operation"):
-            name, by_name, mode = _write_v1(w)
-        else:
-            name, by_name, mode = _write_v2(w)
-        parts = checked_parts(name.split("."))
-        if len(parts) > 3:
-            raise AccessDenied("a table name has at most 3 parts")
-        table = exp.Table(
-            this=exp.to_identifier(parts[-1]),
-            db=exp.to_identifier(parts[-2]) if len(parts) > 1 else None,
-            catalog=exp.to_identifier(parts[-3]) if len(parts) > 2 else None,
-        )
-        session, lock = self._session(call)
-        with lock:
-            gov = WriteSourceGovernor(session, w.input.SerializeToString())
-            call.seen = gov.seen
-            source = gov.relation(w.input)
-            gov.verify(source, self.backend, call.session_id, whole=False)  # before any job
-            columns = [
-                str(c)
-                for c in self.backend.dataset(
-                    source.SerializeToString(), call.user, call.session_id
-                ).columns()
-            ]
-            frames: list[FrameInsert] = []
-
-            def plan(ctx: PlanningContext) -> Planned:
-                try:
-                    planned, frame = plan_frame_insert(
-                        ctx, table, columns, by_name, mode == "overwrite", gov.sources
-                    )
-                except AccessDenied as e:
-                    if e.cmd != "modify" or not by_name:
-                        raise
-                    raise AccessDenied(
-                        f"{e}; saveAsTable and writeTo write an existing table: create a new "
-                        "one with spark.sql('CREATE TABLE ...') first",
-                        cmd=e.cmd,
-                        tables=e.tables,
-                        policies=e.policies,
-                    ) from None
-                if mode == "error":
-                    raise LakegateError(
-                        f"table {planned.target_name} already exists; write it with "
-                        "mode('append') or mode('overwrite')"
-                    )
-                frames.append(frame)
-                return planned
-
-            def execute(planned: Planned) -> None:
-                if mode == "ignore":
-                    return  # Spark's mode('ignore') on an existing table: nothing written
-                frame = frames[0]
-                # tags the write carries (writes.frame_propagation), before the data lands
-                execute_actions(planned.before, session.lg.catalog, session.lg.spark)
-                rel = checked_write(source, frame)
-                ds = self.backend.dataset(rel.SerializeToString(), call.user, call.session_id)
-                lg = session.lg
-                if lg.config.verify_plans:
-                    verify_plan(ds.queryExecution().analyzed(), gov.expected, lg.analyze_view)
-                how = "overwrite" if frame.overwrite else "append"
-                tag = commit_tag(session.last_query_id or "")  # resolves a lost outcome
-                ds.write().format("delta").mode(how).option("userMetadata", tag).save(
-                    frame.location
-                )
-
-            try:
-                session.write(plan, execute, call.stmt_hash or "")
-            finally:
-                if session.last_query_id:
-                    call.query_id = session.last_query_id
-        return self._answers(call, request, None)
-
-    def _answers(self, call: _Call, request: Any, result: Any) -> list[Any]:
-        """A command answered here: its result (if any) and completion; the operation id is
-        remembered so that ReleaseExecute is answered here too."""
-        op_id = request.operation_id or str(uuid.uuid4())
-        with self._lock:
-            self._local_ops.add((call.user, call.session_id, op_id))
-        head = dict(session_id=call.session_id, operation_id=op_id)
-        out = []
-        if result is not None:
-            out.append(
-                base_pb2.ExecutePlanResponse(
-                    **head, response_id=str(uuid.uuid4()), sql_command_result=result
-                )
-            )
-        out.append(
-            base_pb2.ExecutePlanResponse(
-                **head,
-                response_id=str(uuid.uuid4()),
-                result_complete=base_pb2.ExecutePlanResponse.ResultComplete(),
-            )
-        )
-        return out
-
     # calls, audit, errors ---------------------------------------------------------------
 
     def _begin(
         self, cmd: str, request: Any, context: grpc.ServicerContext, *, admit: bool = True
-    ) -> _Call:
+    ) -> Call:
         """Authenticate, force the verified user into the request, hash it for the audit,
         and admit the session (sessions.py; `admit=False`: only find it, for calls about an
         operation, which never open a session)."""
@@ -558,7 +370,7 @@ class ConnectService(LimitedCalls, base_pb2_grpc.SparkConnectServiceServicer):
         if ip == "127.0.0.1" and self.relay_clients is not None:
             ip = self.relay_clients(int(context.peer().rsplit(":", 1)[1])) or ip
         session_id = str(getattr(request, "session_id", "") or "")
-        call = _Call(cmd, "anonymous", ip, session_id if _UUID.match(session_id) else "")
+        call = Call(cmd, "anonymous", ip, session_id if _UUID.match(session_id) else "")
         call.stmt_hash = "sha256:" + hashlib.sha256(request.SerializeToString()).hexdigest()
         header = dict(context.invocation_metadata()).get("authorization")
         try:
@@ -590,40 +402,37 @@ class ConnectService(LimitedCalls, base_pb2_grpc.SparkConnectServiceServicer):
         return call
 
     def _audit(
-        self, call: _Call, *, allowed: bool, succeeded: bool, reason: str | None = None
+        self, call: Call, *, allowed: bool, succeeded: bool, reason: str | None = None
     ) -> None:
-        try:
-            self.lg.audit.write(
-                [
-                    AuditEvent(
-                        allowed=allowed,
-                        user=call.user,
-                        auth="TOKEN",
-                        ip=call.ip,
-                        cmd=call.cmd,
-                        proto="connect",
-                        caller_context=f"connect:{call.session_id}" if call.session_id else None,
-                        succeeded=succeeded,
-                        query_id=call.query_id,
-                        stmt_hash=call.stmt_hash,
-                        reason=reason,
-                        duration_ms=int((time.perf_counter() - call.started) * 1000),
-                        policy_version=self.lg.policy_version,
-                    )
-                ]
-            )
-        except AuditWriteError as e:
-            ERROR_LOG.error("connect call %s not on record: %s", call.query_id, e)
-            raise AuditUnavailable(f"audit log unavailable, access refused: {e}") from None
+        write_or_refuse(
+            self.lg.audit,
+            [
+                AuditEvent(
+                    allowed=allowed,
+                    user=call.user,
+                    auth="TOKEN",
+                    ip=call.ip,
+                    cmd=call.cmd,
+                    proto="connect",
+                    caller_context=f"connect:{call.session_id}" if call.session_id else None,
+                    succeeded=succeeded,
+                    query_id=call.query_id,
+                    stmt_hash=call.stmt_hash,
+                    reason=reason,
+                    duration_ms=int((time.perf_counter() - call.started) * 1000),
+                    policy_version=self.lg.policy_version,
+                )
+            ],
+        )
 
-    def _allow(self, call: _Call, context: grpc.ServicerContext) -> None:
+    def _allow(self, call: Call, context: grpc.ServicerContext) -> None:
         """The call's allowed line before its answer; no line, no answer (fail closed)."""
         try:
             self._audit(call, allowed=True, succeeded=True)
         except AuditUnavailable as e:
             context.abort(grpc.StatusCode.UNAVAILABLE, str(e))
 
-    def _fail(self, call: _Call, context: grpc.ServicerContext, e: BaseException) -> NoReturn:
+    def _fail(self, call: Call, context: grpc.ServicerContext, e: BaseException) -> NoReturn:
         """Record the refusal or failure, then answer with one line (never Spark's text)."""
         if isinstance(e, _Refusal):
             code, message, allowed = e.code, str(e), False
@@ -650,7 +459,7 @@ class ConnectService(LimitedCalls, base_pb2_grpc.SparkConnectServiceServicer):
         raise AssertionError("unreachable")  # abort_with_status raises
 
     def _backend_error(
-        self, call: _Call, context: grpc.ServicerContext, e: grpc.RpcError
+        self, call: Call, context: grpc.ServicerContext, e: grpc.RpcError
     ) -> NoReturn:
         """A backend failure as error class + query id; its exception type kept (class names
         only) so the client raises the same kind of error."""
@@ -700,7 +509,7 @@ class ConnectService(LimitedCalls, base_pb2_grpc.SparkConnectServiceServicer):
         raise AssertionError("unreachable")
 
     def _forward_call(
-        self, call: _Call, method: Any, request: Any, context: grpc.ServicerContext
+        self, call: Call, method: Any, request: Any, context: grpc.ServicerContext
     ) -> Any:
         self._allow(call, context)
         try:
@@ -710,63 +519,6 @@ class ConnectService(LimitedCalls, base_pb2_grpc.SparkConnectServiceServicer):
 
     def _meta(self) -> list[tuple[str, str]]:
         return [(SECRET_HEADER, self.backend.secret)]
-
-
-def _write_v1(w: Any) -> tuple[str, bool, str]:
-    """df.write: (table, by name, mode); anything but a plain insertInto / saveAsTable of
-    a delta (or unnamed) format is refused."""
-    for fd, _ in w.ListFields():
-        if fd.name in _WRITE_REFUSED:
-            raise AccessDenied(_WRITE_REFUSED[fd.name])
-        if fd.name not in ("input", "source", "table", "mode"):
-            raise AccessDenied(f"DataFrame write field {fd.name} is not governed; refused")
-    if w.HasField("source") and w.source.lower() != "delta":
-        raise AccessDenied(
-            f"DataFrame writes in format {w.source[:100]!r} are refused; governed tables are "
-            "Delta tables (leave the format unset)"
-        )
-    if not w.HasField("table"):
-        raise AccessDenied("DataFrame writes name a governed table (insertInto/saveAsTable)")
-    method = w.table.save_method
-    modes = commands_pb2.WriteOperation.SaveMode
-    if method == commands_pb2.WriteOperation.SaveTable.TABLE_SAVE_METHOD_INSERT_INTO:
-        # insertInto appends unless told to overwrite, whatever else the mode says (Spark)
-        return (
-            w.table.table_name,
-            False,
-            ("overwrite" if w.mode == modes.SAVE_MODE_OVERWRITE else "append"),
-        )
-    if method != commands_pb2.WriteOperation.SaveTable.TABLE_SAVE_METHOD_SAVE_AS_TABLE:
-        raise AccessDenied("this DataFrame write method is not governed; refused")
-    mode = {
-        modes.SAVE_MODE_APPEND: "append",
-        modes.SAVE_MODE_OVERWRITE: "overwrite",
-        modes.SAVE_MODE_IGNORE: "ignore",
-    }.get(w.mode, "error")  # Spark's default, SAVE_MODE_ERROR_IF_EXISTS
-    return w.table.table_name, True, mode
-
-
-def _write_v2(w: Any) -> tuple[str, bool, str]:
-    """df.writeTo(t): only append() is governed; creating, replacing and conditional or
-    partition overwrites are refused."""
-    for fd, _ in w.ListFields():
-        if fd.name in _WRITE_REFUSED:
-            raise AccessDenied(_WRITE_REFUSED[fd.name])
-        if fd.name not in ("input", "table_name", "mode"):
-            raise AccessDenied(f"DataFrame write field {fd.name} is not governed; refused")
-    modes = commands_pb2.WriteOperationV2
-    if w.mode in (modes.MODE_CREATE, modes.MODE_REPLACE, modes.MODE_CREATE_OR_REPLACE):
-        raise AccessDenied(
-            "writeTo(...).create/replace/createOrReplace is refused; create the table with "
-            "spark.sql('CREATE TABLE ...'), then append"
-        )
-    if w.mode != modes.MODE_APPEND:
-        raise AccessDenied(
-            "writeTo(...).overwrite/overwritePartitions is refused (a conditional or partition "
-            "overwrite is not governed); use df.write.insertInto(t, overwrite=True) or "
-            "spark.sql('DELETE ...') and append"
-        )
-    return w.table_name, True, "append"
 
 
 #: Delta errors whose ErrorInfo carries no class, recognised by their message's first token
@@ -781,7 +533,7 @@ def _leading_class(details: str) -> str | None:
     return m.group(1) if m and m.group(1) in _DELTA_CLASSES else None
 
 
-def _spark_message(e: BaseException, call: _Call) -> str:
+def _spark_message(e: BaseException, call: Call) -> str:
     """A Spark error while analysing a governed plan: an allow-listed analysis error's first
     line (it names only the plan's own identifiers), else class + query id."""
     from pyspark.errors import AnalysisException
@@ -796,34 +548,6 @@ def _spark_message(e: BaseException, call: _Call) -> str:
             ERROR_LOG.info("connect query %s: %s", call.query_id, e)
             return f"statement failed: {line[:500]}"
     return failure_message(e, call.query_id, call.user)
-
-
-def _arrow_bytes(df: Any, session: GovernedSession, row_limit: int) -> bytes | None:
-    """A command's (small) result as the Arrow IPC stream a LocalRelation carries; None
-    when it has no rows (a stream without batches carries no schema for Spark). More than
-    `row_limit` rows are refused, as a query's are."""
-    import pyarrow as pa
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    try:
-        rows = df.limit(row_limit + 1).collect()
-    except Exception as e:
-        raise StatementFailed(
-            failure_message(e, session.last_query_id or "", session.user)
-        ) from None
-    if len(rows) > row_limit:
-        raise LimitExceeded(
-            f"the result has more than {row_limit} rows (connect.row_limit)",
-            grpc.StatusCode.RESOURCE_EXHAUSTED,
-        )
-    if not rows:
-        return None
-    schema = to_arrow_schema(df.schema)
-    table = pa.Table.from_pylist([r.asDict() for r in rows], schema=schema)
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, schema) as writer:
-        writer.write_table(table)
-    return sink.getvalue().to_pybytes()
 
 
 def _peer_ip(peer: str) -> str:
