@@ -12,6 +12,13 @@ from sqlglot import exp
 from catalog.catalog import Catalog
 from catalog.identity import DeltaIdentity, IdentityUnreadable, columns_at, delta_identity
 from catalog.model import TableInfo
+from governance.columns import (
+    check_hidden_columns,
+    columns_named,
+    columns_read,
+    columns_to_project,
+    words_spark_may_resolve,
+)
 from governance.constructs import govern_expression
 from governance.errors import AccessDenied, Refused
 from governance.planning.planned import Planned
@@ -24,17 +31,7 @@ from governance.resolve import (
     resolve_tables,
     table_parts,
 )
-from governance.rewrite import (
-    PolicySql,
-    check_hidden_columns,
-    columns_named,
-    columns_read,
-    columns_to_project,
-    replace_reads,
-    splice,
-    view_sql,
-    words_spark_may_resolve,
-)
+from governance.rewrite import PolicySql, replace_reads, splice, view_sql
 
 
 class PlanningContext:

@@ -845,7 +845,7 @@ def test_every_word_of_the_generated_text_counts_as_a_name(planner):
     to a function or keyword otherwise, so a word sqlglot reads as a keyword still counts."""
     import sqlglot
 
-    from governance.rewrite import words_spark_may_resolve
+    from governance.columns import words_spark_may_resolve
 
     sql = "SELECT current_date, user, x FROM t GROUP BY ALL"
     words = words_spark_may_resolve(sqlglot.parse_one(sql, read="spark"), sql)
