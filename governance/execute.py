@@ -19,6 +19,7 @@ from governance.actions import execute_actions, read_history
 from governance.errors import AccessDenied, LakegateError
 from governance.planning.planned import ROW_FILTER_VIOLATION, Planned
 from governance.sources import PinnedSources, ensure_pins
+from governance.spark_line import LINE
 from governance.verify import Analyze, verify_plan
 
 if TYPE_CHECKING:
@@ -71,7 +72,7 @@ def route_error_log(path: Path) -> None:
 def error_class(e: BaseException) -> str:
     """Spark's error class of `e` or of the first JVM cause that has one (a failed job wraps
     the task's error), else the exception's type name. Never derived from message text."""
-    get = getattr(e, "getErrorClass", None)
+    get = getattr(e, LINE.error_class_method, None)
     try:
         cls = get() if callable(get) else None
     except Exception:
@@ -83,7 +84,7 @@ def error_class(e: BaseException) -> str:
         if j is None:
             break
         try:
-            cls = j.getErrorClass()
+            cls = getattr(j, LINE.error_class_method)()
         except Exception:
             cls = None
         if cls:

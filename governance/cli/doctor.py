@@ -50,7 +50,8 @@ def _java() -> Check:
         return Check(
             "java",
             "FAIL",
-            "no java (set JAVA_HOME or put java on PATH; Spark 3.5 runs on Java 8, 11 or 17)",
+            "no java (set JAVA_HOME or put java on PATH; Spark 3.5 runs on Java 8, 11 or 17, "
+            "Spark 4 on Java 17 or 21)",
         )
     try:
         done = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30)
