@@ -2,10 +2,11 @@
 
 Spark 3.5's Connect plugin binds every interface and has no authentication, so Lakegate
 does not use it. `ConnectBackend.java` (`ConnectBackend4.java` on the Spark 4 line, as
-governance/spark_line.py chooses; compiled by Janino in the driver, like the plan walker) serves Spark's `SparkConnectService` on 127.0.0.1 on a free port, behind an
-interceptor that refuses every call without this process's random secret. Only the gateway
-holds the secret, so only the gateway reaches the backend. Running in the same JVM also
-lets the verifier analyse a rewritten plan in the exact session the backend runs it in.
+governance/spark_line.py chooses; compiled by Janino in the driver, like the plan walker)
+serves Spark's `SparkConnectService` on 127.0.0.1 on a free port, behind an interceptor
+that refuses every call without this process's random secret. Only the gateway holds the
+secret, so only the gateway reaches the backend. Running in the same JVM also lets the
+verifier analyse a rewritten plan in the exact session the backend runs it in.
 """
 
 from __future__ import annotations
