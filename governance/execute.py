@@ -110,13 +110,13 @@ def governed_frame(
 ) -> DataFrame:
     """`df` whose actions report failures as class + query id (see GovernedDataFrame);
     `on_failure` hears the error class first."""
-    df.__class__ = _governed_class()
+    df.__class__ = _governed_class(type(df))
     df._lg_query_id, df._lg_user = query_id, user  # type: ignore[attr-defined]
     df._lg_on_failure = on_failure  # type: ignore[attr-defined]
     return df
 
 
-_GOVERNED: list[type] = []
+_GOVERNED: dict[type, type] = {}
 _ACTIONS = (
     "collect",
     "take",
@@ -132,14 +132,18 @@ _ACTIONS = (
 )
 
 
-def _governed_class() -> type:
-    """Built on first use so that importing the session does not import pyspark."""
-    if _GOVERNED:
-        return _GOVERNED[0]
-    from pyspark.sql import DataFrame as _DataFrame
+def _governed_class(frame: type) -> type:
+    """Built on first use (importing the session imports no pyspark) over the concrete
+    DataFrame class Spark handed out (pyspark 4's is the classic one, not the abstract
+    pyspark.sql.DataFrame); a frame already governed keeps its class."""
+    if frame in _GOVERNED.values():
+        return frame
+    found = _GOVERNED.get(frame)
+    if found is not None:
+        return found
 
     def wrap(name: str) -> Callable[..., Any]:
-        base = getattr(_DataFrame, name)
+        base = getattr(frame, name)
 
         def action(self: Any, *args: Any, **kw: Any) -> Any:
             try:
@@ -159,7 +163,7 @@ def _governed_class() -> type:
 
     cls = type(
         "GovernedDataFrame",
-        (_DataFrame,),
+        (frame,),
         {
             "__doc__": "A governed statement's result: an error while producing rows (which may "
             "quote values) reaches the caller as its error class and query id only. "
@@ -168,7 +172,7 @@ def _governed_class() -> type:
             **{name: wrap(name) for name in _ACTIONS},
         },
     )
-    _GOVERNED.append(cls)
+    _GOVERNED[frame] = cls
     return cls
 
 
