@@ -10,7 +10,7 @@ VENV ?= $(if $(filter $(DEFAULT_SPARK),$(SPARK)),.venv,.venv-spark$(SPARK))
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(SPARK_EXTRA)
 
-.PHONY: demo test lint bench bench-sf1 fuzz clean
+.PHONY: demo test test-cross lint bench bench-sf1 fuzz clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -24,6 +24,12 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(VENV)/bin/lint-imports
 	$(PY) -m pytest -q
+
+# The cross-line suites (security with the differential oracle, Connect) on the line SPARK
+# names, e.g. `make test-cross SPARK=4` after `make test` on the default line.
+CROSS_SUITES ?= tests/security tests/connect
+test-cross: $(STAMP)
+	$(PY) -m pytest -q $(CROSS_SUITES)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
