@@ -67,13 +67,14 @@ def _delta_jars() -> Check:
     from importlib.metadata import version
 
     from governance.spark import cached_delta_jars
+    from governance.spark_line import LINE
 
     jars = cached_delta_jars()
     if jars is None:
         return Check(
             "delta jars",
             "warn",
-            f"delta-spark {version('delta-spark')} jars not in ~/.ivy2/jars: the "
+            f"delta-spark {version('delta-spark')} jars not in {LINE.ivy_jars}: the "
             "first Spark start downloads them (needs network)",
         )
     return Check(
