@@ -18,7 +18,7 @@ from governance.spark import GOVERNED_CONF, check_spark
 
 CUSTOMER = "FROM main.sales.customers WHERE id = 1"  # Anna Schmidt, visible to alice
 ORDER = "FROM main.sales.orders WHERE id = 1"  # 120.00 on 2026-01-05
-CLASS_AND_ID = re.compile(r"statement failed: \[[A-Za-z][\w.]*\] \(query [0-9a-f]{32}\)")
+CLASS_AND_ID = re.compile(r"statement failed: \[[\w.]+\] \(query [0-9a-f]{32}\)")
 
 # (family, expression, source, the answer on every line with ANSI off)
 FAMILIES = [
