@@ -74,7 +74,8 @@ def _java() -> Check:
         return Check(
             "java",
             "FAIL",
-            "no java (set JAVA_HOME or put java on PATH; Spark 3.5 runs on Java 8, 11 or 17)",
+            "no java (set JAVA_HOME or put java on PATH; Spark 3.5 runs on Java 8, 11 or 17, "
+            "Spark 4 on Java 17 or 21)",
         )
     try:
         done = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30)
@@ -90,13 +91,14 @@ def _delta_jars() -> Check:
     from importlib.metadata import version
 
     from governance.spark import cached_delta_jars
+    from governance.spark_line import LINE
 
     jars = cached_delta_jars()
     if jars is None:
         return Check(
             "delta jars",
             "warn",
-            f"delta-spark {version('delta-spark')} jars not in ~/.ivy2/jars: the "
+            f"delta-spark {version('delta-spark')} jars not in {LINE.ivy_jars}: the "
             "first Spark start downloads them (needs network)",
         )
     return Check(

@@ -26,6 +26,7 @@ from governance.metrics import PHASE_SECONDS
 from governance.planning.planned import ROW_FILTER_VIOLATION, Planned
 from governance.readable import Seen, readable_line, seen_by
 from governance.sources import PinnedSources, ensure_pins
+from governance.spark_line import LINE
 from governance.verify import Analyze, verify_plan
 
 if TYPE_CHECKING:
@@ -79,7 +80,7 @@ def route_error_log(path: Path) -> None:
 def error_class(e: BaseException) -> str:
     """Spark's error class of `e` or of the first JVM cause that has one (a failed job wraps
     the task's error), else the exception's type name. Never derived from message text."""
-    get = getattr(e, "getErrorClass", None)
+    get = getattr(e, LINE.error_class_method, None)
     try:
         cls = get() if callable(get) else None
     except Exception:
@@ -91,7 +92,7 @@ def error_class(e: BaseException) -> str:
         if j is None:
             break
         try:
-            cls = j.getErrorClass()
+            cls = getattr(j, LINE.error_class_method)()
         except Exception:
             cls = None
         if cls:
@@ -117,13 +118,13 @@ def governed_frame(
 ) -> DataFrame:
     """`df` whose actions report failures as class + query id (see GovernedDataFrame);
     `on_failure` hears the error class first."""
-    df.__class__ = _governed_class()
+    df.__class__ = _governed_class(type(df))
     df._lg_query_id, df._lg_user = query_id, user  # type: ignore[attr-defined]
     df._lg_on_failure = on_failure  # type: ignore[attr-defined]
     return df
 
 
-_GOVERNED: list[type] = []
+_GOVERNED: dict[type, type] = {}
 _ACTIONS = (
     "collect",
     "take",
@@ -139,14 +140,18 @@ _ACTIONS = (
 )
 
 
-def _governed_class() -> type:
-    """Built on first use so that importing the session does not import pyspark."""
-    if _GOVERNED:
-        return _GOVERNED[0]
-    from pyspark.sql import DataFrame as _DataFrame
+def _governed_class(frame: type) -> type:
+    """Built on first use (importing the session imports no pyspark) over the concrete
+    DataFrame class Spark handed out (pyspark 4's is the classic one, not the abstract
+    pyspark.sql.DataFrame); a frame already governed keeps its class."""
+    if frame in _GOVERNED.values():
+        return frame
+    found = _GOVERNED.get(frame)
+    if found is not None:
+        return found
 
     def wrap(name: str) -> Callable[..., Any]:
-        base = getattr(_DataFrame, name)
+        base = getattr(frame, name)
 
         def action(self: Any, *args: Any, **kw: Any) -> Any:
             try:
@@ -166,7 +171,7 @@ def _governed_class() -> type:
 
     cls = type(
         "GovernedDataFrame",
-        (_DataFrame,),
+        (frame,),
         {
             "__doc__": "A governed statement's result: an error while producing rows (which may "
             "quote values) reaches the caller as its error class and query id only. "
@@ -175,7 +180,7 @@ def _governed_class() -> type:
             **{name: wrap(name) for name in _ACTIONS},
         },
     )
-    _GOVERNED.append(cls)
+    _GOVERNED[frame] = cls
     return cls
 
 

@@ -1,8 +1,9 @@
 """Spark at the edge: building the embedded SparkSession with Delta Lake.
 
-The Delta jars (and the Spark Connect server classes `lakegate connect` serves from inside
-this JVM) come from Maven Central through Spark's own `spark.jars.packages` resolver on
-first start (cached under ~/.ivy2 afterwards), so a fresh machine needs nothing else.
+The Delta jars (and on Spark 3.5 the Spark Connect server classes `lakegate connect` serves
+from inside this JVM; pyspark 4 ships them) come from Maven Central through Spark's own
+`spark.jars.packages` resolver on first start (cached afterwards), so a fresh machine needs
+nothing else. Which jars is the Spark line's (governance/spark_line.py).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pyspark.sql import SparkSession
 
 from governance.files import owner_only, owner_only_umask
 from governance.spark_launch import Launch
+from governance.spark_line import LINE
 
 # Settings the layer relies on; user-supplied conf cannot override these.
 GOVERNED_CONF = {
@@ -40,9 +42,6 @@ GOVERNED_CONF = {
 STATIC_CONF = ("spark.sql.extensions", "spark.sql.catalog.spark_catalog")
 # A local session talks only to itself, on loopback.
 LOCAL_CONF = {"spark.driver.bindAddress": "127.0.0.1", "spark.driver.host": "127.0.0.1"}
-# The Connect server classes for api/connect's in-driver backend. 3.5.8 is not on Maven
-# Central; 3.5.7 is the newest 3.5 there and runs in a 3.5.8 driver (see README).
-CONNECT_PACKAGE = "org.apache.spark:spark-connect_2.12:3.5.7"
 DEFAULT_CONF = {
     "spark.ui.enabled": "false",
     "spark.sql.shuffle.partitions": "4",
@@ -58,23 +57,26 @@ DEFAULT_CONF = {
 }
 
 
-def cached_delta_jars() -> list[str] | None:
-    """The jars Spark's resolver left in ~/.ivy2/jars for this delta-spark, if all there.
-
-    Using them directly skips Ivy on later starts: faster, and nothing printed."""
+def _delta_version() -> str:
     from importlib.metadata import version
 
-    v = version("delta-spark")
-    jars = Path.home() / ".ivy2" / "jars"
-    names = [
-        f"io.delta_delta-spark_2.12-{v}.jar",
-        f"io.delta_delta-storage-{v}.jar",
-        "org.antlr_antlr4-runtime-4.9.3.jar",
-        "org.apache.spark_spark-connect_2.12-3.5.7.jar",
-        "org.spark-project.spark_unused-1.0.0.jar",
-    ]
-    paths = [jars / n for n in names]
+    return version("delta-spark")
+
+
+def cached_delta_jars() -> list[str] | None:
+    """The jars Spark's resolver left in its cache for this line and delta-spark, if all
+    there. Using them directly skips Ivy on later starts: faster, and nothing printed."""
+    v = _delta_version()
+    paths = [LINE.ivy_jars / n.format(delta=v) for n in LINE.resolved_jars]
     return [str(p) for p in paths] if all(p.is_file() for p in paths) else None
+
+
+def line_packages() -> str:
+    """The line's Maven packages for spark.jars.packages (Delta, and Connect on 3.5)."""
+    packages = [LINE.delta_artifact.format(delta=_delta_version())]
+    if LINE.connect_package:
+        packages.append(LINE.connect_package)
+    return ",".join(packages)
 
 
 @contextmanager
@@ -113,10 +115,7 @@ def build_spark(
 ) -> SparkSession:
     """`log`: where the JVM's own console output goes (None: this process's console);
     `workdir`: the state directory Spark's relative scratch goes to (spark_launch.py)."""
-    from delta import configure_spark_with_delta_pip
-
     owner_only_umask()  # the JVM inherits it: everything Spark writes is owner-only
-
     # Python workers must run this interpreter (and its packages), not whatever `python3`
     # comes first on PATH.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -135,9 +134,7 @@ def build_spark(
         if jars and "spark.jars.packages" not in (conf or {}):
             spark = builder.config("spark.jars", ",".join(jars)).getOrCreate()
         else:
-            spark = configure_spark_with_delta_pip(
-                builder, extra_packages=[CONNECT_PACKAGE]
-            ).getOrCreate()
+            spark = builder.config("spark.jars.packages", line_packages()).getOrCreate()
         spark.sparkContext.setLogLevel("ERROR")
     return spark
 

@@ -38,6 +38,7 @@ from catalog.catalog import normalise_location
 from catalog.identity import IdentityUnreadable, delta_identity
 from governance.errors import Refused
 from governance.planning.expected import Expected
+from governance.spark_line import LINE
 
 # Leaves that read no stored data. ResolvedIdentifier only names a table to create;
 # CTERelationRef points at a CTE whose definition is a child of WithCTE, and so is walked.
@@ -51,11 +52,10 @@ _HARMLESS_LEAVES = frozenset(
         "CTERelationRef",
     }
 )
-# Plans hanging off fields rather than children: (field, is a write target).
+# Plans hanging off fields rather than children: (field, is a write target). Delta's
+# commands as the Spark line's Delta names them (governance/spark_line.py).
 _PLAN_FIELDS: dict[str, tuple[tuple[str, bool], ...]] = {
-    "UpdateCommand": (("target", True),),
-    "DeleteCommand": (("target", True),),
-    "MergeIntoCommand": (("target", True), ("source", False)),
+    **dict(LINE.command_plan_fields),
     "CreateTableAsSelect": (("query", False),),
     "ReplaceTableAsSelect": (("query", False),),
     "AppendData": (("table", True), ("query", False)),

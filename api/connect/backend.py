@@ -1,11 +1,12 @@
 """The Spark Connect backend: Spark's own Connect service inside Lakegate's driver JVM.
 
 Spark 3.5's Connect plugin binds every interface and has no authentication, so Lakegate
-does not use it. `ConnectBackend.java` (compiled by Janino in the driver, like the plan
-walker) serves Spark's `SparkConnectService` on 127.0.0.1 on a free port, behind an
-interceptor that refuses every call without this process's random secret. Only the gateway
-holds the secret, so only the gateway reaches the backend. Running in the same JVM also
-lets the verifier analyse a rewritten plan in the exact session the backend runs it in.
+does not use it. `ConnectBackend.java` (`ConnectBackend4.java` on the Spark 4 line, as
+governance/spark_line.py chooses; compiled by Janino in the driver, like the plan walker)
+serves Spark's `SparkConnectService` on 127.0.0.1 on a free port, behind an interceptor
+that refuses every call without this process's random secret. Only the gateway holds the
+secret, so only the gateway reaches the backend. Running in the same JVM also lets the
+verifier analyse a rewritten plan in the exact session the backend runs it in.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from governance.guard import checked, jvm_guard, refuse_drift
+from governance.spark_line import LINE
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -95,11 +97,11 @@ def _compile(spark: SparkSession) -> Any:
     except Exception:
         raise BackendUnavailable(
             "the Spark Connect server classes are not on the driver's class path; start "
-            "Spark through governance.spark.build_spark (it adds spark-connect)"
+            "Spark through governance.spark.build_spark (it adds spark-connect on Spark 3.5)"
         ) from None
     compiler = jvm.org.codehaus.janino.SimpleCompiler()
     compiler.setParentClassLoader(loader)
-    compiler.cook(Path(__file__).with_name("ConnectBackend.java").read_text())
+    compiler.cook(Path(__file__).with_name(LINE.connect_backend_source).read_text())
     cls = compiler.getClassLoader().loadClass("ConnectBackend")
     ctor = cls.getDeclaredConstructor(gateway.new_array(jvm.java.lang.Class, 0))
     found = _compiled[id(jvm)] = ctor.newInstance(gateway.new_array(jvm.java.lang.Object, 0))

@@ -1,0 +1,113 @@
+"""The Spark line Lakegate runs on (3.5 or 4) and everything that differs between lines.
+
+One codebase serves both lines: what differs (jars and where Spark's resolver caches them,
+the Connect backend's Java source, plan node and error-class names) is data in one
+`SparkLine` per line, chosen once from the installed pyspark (pyproject's `spark35` or
+`spark4` extra). Code asks `LINE` instead of checking versions. Reads package metadata
+only, so it imports without a JVM.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+
+class UnsupportedSparkLine(RuntimeError):
+    """The installed pyspark is neither supported line (refused, never guessed)."""
+
+
+@dataclass(frozen=True)
+class SparkLine:
+    """What one Spark line needs that the other does not."""
+
+    name: str  # "3.5" or "4"
+    scala: str  # Scala binary version of the line's jars
+    # Maven artifact of delta-spark for this line ({delta}: delta-spark's own version)
+    delta_artifact: str
+    # Spark Connect's server classes: Maven coordinates, or None when pyspark ships them
+    connect_package: str | None
+    # Spark's resolver cache (spark.jars.ivy's default) holding the line's jars
+    ivy_jars: Path
+    # the jars a first start resolves, as named in ivy_jars ({delta} as above)
+    resolved_jars: tuple[str, ...]
+    # api/connect's in-driver backend, compiled by Janino (see api/connect/backend.py)
+    connect_backend_source: str
+    # the method naming a Spark error's class (SparkThrowable, PySparkException)
+    error_class_method: str
+    # write commands whose target (and source) are plan fields, not children
+    # (governance/verify.py); Delta's own commands, as Delta on this line names them
+    command_plan_fields: tuple[tuple[str, tuple[tuple[str, bool], ...]], ...]
+
+
+_DELTA_COMMANDS: tuple[tuple[str, tuple[tuple[str, bool], ...]], ...] = (
+    ("UpdateCommand", (("target", True),)),
+    ("DeleteCommand", (("target", True),)),
+    ("MergeIntoCommand", (("target", True), ("source", False))),
+)
+
+SPARK_35 = SparkLine(
+    name="3.5",
+    scala="2.12",
+    delta_artifact="io.delta:delta-spark_2.12:{delta}",
+    # 3.5.8 is not on Maven Central; 3.5.7 is the newest 3.5 there and runs in a 3.5.8
+    # driver (see README).
+    connect_package="org.apache.spark:spark-connect_2.12:3.5.7",
+    ivy_jars=Path.home() / ".ivy2" / "jars",
+    resolved_jars=(
+        "io.delta_delta-spark_2.12-{delta}.jar",
+        "io.delta_delta-storage-{delta}.jar",
+        "org.antlr_antlr4-runtime-4.9.3.jar",
+        "org.apache.spark_spark-connect_2.12-3.5.7.jar",
+        "org.spark-project.spark_unused-1.0.0.jar",
+    ),
+    connect_backend_source="ConnectBackend.java",
+    error_class_method="getErrorClass",
+    command_plan_fields=_DELTA_COMMANDS,
+)
+
+SPARK_4 = SparkLine(
+    name="4",
+    scala="2.13",
+    # Delta 4.x publishes one artifact per Spark minor (delta-spark_4.2_2.13); the line's
+    # pyspark pin (pyproject's spark4 extra) and this minor move together.
+    delta_artifact="io.delta:delta-spark_4.2_2.13:{delta}",
+    connect_package=None,  # pyspark 4 ships spark-connect_2.13 in its jars directory
+    ivy_jars=Path.home() / ".ivy2.5.2" / "jars",
+    resolved_jars=(
+        "io.delta_delta-spark_4.2_2.13-{delta}.jar",
+        "io.delta_delta-storage-{delta}.jar",
+    ),
+    connect_backend_source="ConnectBackend4.java",
+    # getErrorClass still answers on 4 but is deprecated (a FutureWarning per call)
+    error_class_method="getCondition",
+    command_plan_fields=_DELTA_COMMANDS,
+)
+
+_LINES = {"3.5": SPARK_35, "4.2": SPARK_4}
+
+
+def line_of(pyspark_version: str) -> SparkLine:
+    """The line a pyspark version belongs to; any other version is refused."""
+    minor = ".".join(pyspark_version.split(".")[:2])
+    found = _LINES.get(minor)
+    if found is None:
+        raise UnsupportedSparkLine(
+            f"pyspark {pyspark_version} is not a supported Spark line (3.5 or 4.2); install "
+            "lakegate with its spark35 or spark4 extra"
+        )
+    return found
+
+
+def _installed() -> SparkLine:
+    try:
+        return line_of(version("pyspark"))
+    except PackageNotFoundError:
+        raise UnsupportedSparkLine(
+            "pyspark is not installed; install lakegate with its spark35 or spark4 extra"
+        ) from None
+
+
+#: The line of the installed pyspark.
+LINE = _installed()
