@@ -516,6 +516,11 @@ class ConnectService(GatewayCommands, LimitedCalls, base_pb2_grpc.SparkConnectSe
             return method(request, metadata=self._meta())
         except grpc.RpcError as e:
             self._backend_error(call, context, e)
+        finally:
+            # Spark 3.5's backend makes a session for an operation call that names none (a
+            # release racing the session's expiry would bring it back): drop it again
+            if call.entry is not None and not self.sessions.held(call.user, call.session_id):
+                self.backend.release(call.user, call.session_id)
 
     def _meta(self) -> list[tuple[str, str]]:
         return [(SECRET_HEADER, self.backend.secret)]
