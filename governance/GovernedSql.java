@@ -13,11 +13,11 @@
 // - a query comes back as the Dataset whose analyzed plan is verified and then run; a
 //   command as its analyzed plan (nothing run), which `run` then executes as it is.
 
+// Dataset and SparkSession are imported by governance/guard.py from the Spark line's adapter
+// (governance/spark_line.py: Spark 4 keeps `sessionState` and `ofRows` in `classic`).
 import java.util.HashMap;
 import java.util.Map;
 
-import org.apache.spark.sql.Dataset;
-import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.internal.SQLConf;
 

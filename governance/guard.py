@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from governance.errors import Refused
+from governance.spark_line import LINE
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -59,7 +60,9 @@ def jvm_guard(spark: SparkSession) -> Any:
                 compiler.setParentClassLoader(
                     jvm.java.lang.Thread.currentThread().getContextClassLoader()
                 )
-                compiler.cook(Path(__file__).with_name("GovernedSql.java").read_text())
+                imports = "".join(f"import {c};\n" for c in LINE.session_classes)
+                source = Path(__file__).with_name("GovernedSql.java").read_text()
+                compiler.cook(imports + source)
                 cls = compiler.getClassLoader().loadClass("GovernedSql")
                 ctor = cls.getDeclaredConstructor(gateway.new_array(jvm.java.lang.Class, 0))
                 found = ctor.newInstance(gateway.new_array(jvm.java.lang.Object, 0))

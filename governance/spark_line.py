@@ -36,6 +36,10 @@ class SparkLine:
     connect_backend_source: str
     # the method naming a Spark error's class (SparkThrowable, PySparkException)
     error_class_method: str
+    # the session and Dataset classes with `sessionState` and `Dataset.ofRows`, imported by
+    # the Java Lakegate compiles in the driver (governance/GovernedSql.java): Spark 4 moved
+    # them to `classic`
+    session_classes: tuple[str, ...]
     # write commands whose target (and source) are plan fields, not children
     # (governance/verify.py); Delta's own commands, as Delta on this line names them
     command_plan_fields: tuple[tuple[str, tuple[tuple[str, bool], ...]], ...]
@@ -64,6 +68,7 @@ SPARK_35 = SparkLine(
     ),
     connect_backend_source="ConnectBackend.java",
     error_class_method="getErrorClass",
+    session_classes=("org.apache.spark.sql.Dataset", "org.apache.spark.sql.SparkSession"),
     command_plan_fields=_DELTA_COMMANDS,
 )
 
@@ -82,6 +87,10 @@ SPARK_4 = SparkLine(
     connect_backend_source="ConnectBackend4.java",
     # getErrorClass still answers on 4 but is deprecated (a FutureWarning per call)
     error_class_method="getCondition",
+    session_classes=(
+        "org.apache.spark.sql.classic.Dataset",
+        "org.apache.spark.sql.classic.SparkSession",
+    ),
     command_plan_fields=_DELTA_COMMANDS,
 )
 
