@@ -9,10 +9,11 @@ from typing import TYPE_CHECKING
 import click
 
 from api.connect.server import Gateway
-from cli.kit import EXIT_OK, config_option, config_path, fail
+from cli.kit import EXIT_OK, config_option, config_path
+from cli.serve import recovered
 
 if TYPE_CHECKING:
-    from governance.session import Lakegate
+    pass
 
 
 @click.command("connect")
@@ -39,7 +40,7 @@ def connect(host: str | None, port: int | None, metrics_port: int | None) -> int
     lg = Lakegate.open(
         config, spark_log=here / "lakegate-spark.log", error_log=here / "lakegate-server.log"
     )
-    _recovered(lg)
+    recovered(lg)
     try:
         click.echo("lakegate: starting Spark before serving...", err=True)
         gateway = Gateway(lg, host=host, port=port)
@@ -57,15 +58,3 @@ def connect(host: str | None, port: int | None, metrics_port: int | None) -> int
     finally:
         lg.close()
     return EXIT_OK
-
-
-def _recovered(lg: Lakegate) -> None:
-    """Write the outcomes a crashed server left out (governance/recovery.py), and say so."""
-    from governance.recovery import recover_outcomes
-
-    resolved = [r for r in recover_outcomes(lg) if r.landing.state != "unknown"]
-    if resolved:
-        fail(
-            f"recorded {len(resolved)} outcome(s) a stopped server left out (phase=recovered; "
-            "see 'lakegate audit query --pending')"
-        )

@@ -62,7 +62,7 @@ def serve(
     lg = Lakegate.open(
         cfg, error_log=here / "lakegate-server.log", spark_log=here / "lakegate-spark.log"
     )  # JVM noise off the console
-    _recovered(lg)
+    recovered(lg)
     # Ready before serving: the first statement must not pay for Spark's start.
     click.echo("lakegate: starting Spark before serving...", err=True)
     try:
@@ -160,8 +160,9 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
-def _recovered(lg: Lakegate) -> None:
-    """Write the outcomes a crashed server left out (governance/recovery.py), and say so."""
+def recovered(lg: Lakegate) -> None:
+    """Write the outcomes a crashed server left out (governance/recovery.py), and say so
+    (`serve` and `connect` both do, before they accept work)."""
     from governance.recovery import recover_outcomes
 
     resolved = [r for r in recover_outcomes(lg) if r.landing.state != "unknown"]
