@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from api.connect.server import Gateway
+from api.connect.server import Gateway, tls_files
 from cli.kit import EXIT_OK, config_option, config_path
 from cli.serve import recovered
 
@@ -42,6 +42,7 @@ def connect(host: str | None, port: int | None, metrics_port: int | None) -> int
     )
     recovered(lg)
     try:
+        tls_files(lg.config)  # no certificate, no endpoint: said before Spark starts
         click.echo("lakegate: starting Spark before serving...", err=True)
         gateway = Gateway(lg, host=host, port=port)
         if metrics_port is not None:

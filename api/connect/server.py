@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from governance.errors import ConfigError
 
 if TYPE_CHECKING:
+    from governance.config import Config
     from governance.session import Lakegate
 
 
@@ -41,17 +42,8 @@ class Gateway:
         from api.connect.service import ConnectService
 
         cfg = lg.config.connect
-        if cfg.tls_cert is None or cfg.tls_key is None:
-            raise ConfigError(
-                "connect.tls_cert and connect.tls_key are required: PySpark "
-                "sends a token only over TLS"
-            )
-        try:
-            creds = grpc.ssl_server_credentials(
-                [(cfg.tls_key.read_bytes(), cfg.tls_cert.read_bytes())]
-            )
-        except OSError as e:
-            raise ConfigError(f"connect TLS files: {e.strerror}: {e.filename}") from None
+        key, cert = tls_files(lg.config)
+        creds = grpc.ssl_server_credentials([(key, cert)])
         self.backend = Backend(lg.spark)
         self.service = ConnectService(lg, self.backend)
         self.server = grpc.server(
@@ -99,3 +91,17 @@ class Gateway:
         self.server.stop(grace).wait()
         self.service.close()
         self.backend.stop()
+
+
+def tls_files(config: Config) -> tuple[bytes, bytes]:
+    """The gateway's TLS key and certificate (ConfigError when either is missing): checked
+    before anything starts, since PySpark sends a token only over TLS."""
+    cfg = config.connect
+    if cfg.tls_cert is None or cfg.tls_key is None:
+        raise ConfigError(
+            "connect.tls_cert and connect.tls_key are required: PySpark sends a token only over TLS"
+        )
+    try:
+        return cfg.tls_key.read_bytes(), cfg.tls_cert.read_bytes()
+    except OSError as e:
+        raise ConfigError(f"connect TLS files: {e.strerror}: {e.filename}") from None
