@@ -177,7 +177,8 @@ def test_an_append_reuses_the_tags_without_reopening_the_table(tmp_path: Path, m
     real = tags._read_delta
     monkeypatch.setattr(tags, "_read_delta", lambda root, v: opened.append(v) or real(root, v))
     key, found = tags.delta_tags(info)
-    assert (key[1], found, opened) == (first_key[1] + 1, {}, [])
+    # keyed (location, the Delta table's own id, version): same table, next version
+    assert (key[1], key[2], found, opened) == (first_key[1], first_key[2] + 1, {}, [])
     nowhere = dataclasses.replace(TABLE, location=str(tmp_path / "not-a-table"))
     assert tags.delta_tags(nowhere) == ((str(tmp_path / "not-a-table"), None), {})
 
