@@ -226,15 +226,8 @@ class PlanGovernor:
                 tree = parse_statement(msg.sql.query)
                 msg.sql.query = expand(tree, self.session.temp_views).sql("spark")
                 return
-        for field, value in msg.ListFields():
-            if field.type != FieldDescriptor.TYPE_MESSAGE:
-                continue
-            if field.message_type.GetOptions().map_entry:
-                children = [v for v in value.values() if not isinstance(v, str | bytes)]
-            else:
-                children = list(value) if _repeated(field) else [value]
-            for child in children:
-                self._expand(child, depth + 1)
+        for child in _message_children(msg):
+            self._expand(child, depth + 1)
 
     def _substitute(self, rel: Relation, view: TempView) -> None:
         """`rel` (a read of `view`) becomes the view's definition, ungoverned: the caller
@@ -511,18 +504,24 @@ def eager_inputs(rel: Relation) -> list[Relation]:
     return out
 
 
-def _collect_eager(msg: Any, out: list[Relation], depth: int) -> None:
-    if depth > MAX_DEPTH:
-        raise Refused(f"plan nests more than {MAX_DEPTH} levels; refused")
+def _message_children(msg: Any) -> list[Any]:
+    """The messages `msg` holds, in singular, repeated and map fields (values only)."""
+    out: list[Any] = []
     for field, value in msg.ListFields():
         if field.type != FieldDescriptor.TYPE_MESSAGE:
             continue
         if field.message_type.GetOptions().map_entry:
-            children = [v for v in value.values() if not isinstance(v, str | bytes)]
+            out.extend(v for v in value.values() if not isinstance(v, str | bytes))
         else:
-            children = list(value) if _repeated(field) else [value]
-        for child in children:
-            _collect_eager(child, out, depth + 1)
+            out.extend(value if _repeated(field) else [value])
+    return out
+
+
+def _collect_eager(msg: Any, out: list[Relation], depth: int) -> None:
+    if depth > MAX_DEPTH:
+        raise Refused(f"plan nests more than {MAX_DEPTH} levels; refused")
+    for child in _message_children(msg):
+        _collect_eager(child, out, depth + 1)
     if isinstance(msg, Relation) and _eager(msg):
         inner = getattr(msg, msg.WhichOneof("rel_type"))
         out.extend(v for _, v in inner.ListFields() if isinstance(v, Relation))
