@@ -27,7 +27,7 @@ test: $(STAMP)
 
 # The cross-line suites on the line SPARK names (`make test-cross SPARK=4`, which CI runs
 # after `make test` on the default line): security with the differential oracle, and the
-# ANSI-mode answers. tests/connect joins once the gateway serves Spark 4's client (issue 26,
+# ANSI-mode answers. tests/api/connect joins once the gateway serves Spark 4's client (issue 26,
 # item 4).
 CROSS_SUITES ?= tests/security tests/governance/test_ansi_off_same_answers.py
 test-cross: $(STAMP)

@@ -3,7 +3,7 @@ legacy setting changed behind the layer's back, and no secret readable by a stat
 
 Embedded (`s.sql`) and command-line (`lakegate sql`) entry points; REST, Connect SQL and
 Connect DataFrames have their own files (tests/api/test_api_substitution.py,
-tests/connect/test_connect_settings.py).
+tests/api/connect/test_connect_settings.py).
 """
 
 from __future__ import annotations

@@ -87,6 +87,6 @@ def ensure_clients(lines: list[str]) -> dict[str, tuple[Path, float]]:
     return out
 
 
-if __name__ == "__main__":  # `python tests/connect/stock_clients.py`: install every line now
+if __name__ == "__main__":  # `python tests/api/connect/stock_clients.py`: install every line now
     for name, (py, secs) in ensure_clients(list(CLIENT_LINES)).items():
         print(f"{name}: {py} ({secs:.0f} s)")

@@ -18,7 +18,7 @@ ORDERS = "SELECT id, region FROM main.sales.orders"
 
 # Known defect (session 8): after interrupts or a timeout cancel a user's runaway statements,
 # the backend sometimes stops answering the next statement through the gateway (seen twice in
-# full-suite runs, never in tests/connect alone; the gateway's thread waits on the backend's
+# full-suite runs, never in tests/api/connect alone; the gateway's thread waits on the backend's
 # stream, the backend starts no execution). Bounded so it cannot hold CI; not strict, so a
 # pass still counts as one.
 bounded = pytest.mark.timeout(300)

@@ -23,7 +23,7 @@ from connect_testkit import token_of
 
 from cli import main
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 CAROL_ORDERS = "SELECT id, region, amount, order_date FROM main.sales.orders ORDER BY id"
 CAROL_CUSTOMERS = "SELECT id, phone FROM main.sales.customers ORDER BY id"
 CAROL_BAD_INSERT = "INSERT INTO main.sales.orders (id, region, is_test) VALUES (99, 'AMER', false)"
