@@ -21,7 +21,13 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(VENV)/bin/lakegate demo --dir demo-lakehouse
 
-test: $(STAMP)
+# Browser tests (web console, HTML audit report) drive Debian's chromium through Playwright.
+CHROMIUM ?= /usr/bin/chromium
+$(CHROMIUM):
+	SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); $$SUDO apt-get install -y -q chromium || \
+	  { $$SUDO apt-get update -q && $$SUDO apt-get install -y -q chromium; }
+
+test: $(STAMP) $(CHROMIUM)
 	$(VENV)/bin/lint-imports
 	$(PY) -m pytest -q
 
