@@ -28,6 +28,7 @@ from dataclasses import dataclass, replace
 
 from catalog.identity import DeltaIdentity, IdentityUnreadable, delta_identity
 from catalog.model import TableInfo
+from governance.metrics import cache_lookup
 from governance.planning.dispatch import Planner
 from governance.planning.expected import Expected
 from governance.planning.planned import Planned
@@ -140,6 +141,7 @@ class PlanCache:
                 self.misses += 1
             else:
                 self.hits += 1
+        cache_lookup("plan", entry is not None)
         return entry
 
     def _put(self, key: PlanKey, entry: _Entry) -> None:
