@@ -20,6 +20,7 @@ from audit.query import (
 from audit.verify import verify
 from cli.audit_questions import group_members
 from cli.audit_questions import register as register_questions
+from cli.audit_report import register as register_report
 from cli.audit_tree import landings, pending_notices, register, tree_check
 from cli.kit import (
     EXIT_FAILED,
@@ -200,3 +201,4 @@ def cmd_query(
 
 register(audit, _directory)
 register_questions(audit, _directory)
+register_report(audit, _directory)
