@@ -55,9 +55,20 @@ def endpoint(url: str, origin: str) -> str:
     return f"{check_url(url)}/v1/logs/{log_id(origin)}/checkpoints"
 
 
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """A redirect is an answer, not a place to follow: urllib would turn a redirected POST
+    into a GET whose 200 would read as "taken"."""
+
+    def redirect_request(self, *args: object, **kwargs: object) -> None:
+        return None
+
+
+_OPENER = urllib.request.build_opener(_NoRedirect)
+
+
 def _call(request: urllib.request.Request, timeout: float) -> tuple[int, bytes]:
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
+        with _OPENER.open(request, timeout=timeout) as response:
             return response.status, response.read(1 << 26)
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read(4096)

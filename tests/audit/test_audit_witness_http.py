@@ -12,9 +12,11 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -70,6 +72,7 @@ def served(tmp_path: Path) -> Iterator[Witness]:
 def configure(tmp_path: Path, url: str, unreachable: str = "refuse") -> Path:
     config = tmp_path / "lakegate.yaml"
     config.write_text(
+        f"policies: {_ROOT / 'policies'}\n"
         "audit: audit\n"
         "audit_max_bytes: 3000\n"
         "audit_checkpoints:\n"
@@ -154,6 +157,11 @@ def test_rolling_the_whole_log_back_is_found_through_the_http_witness(
         "leaves but the log has 12: its newest lines were cut or the log was rolled back"
         in (first["detail"])
     )
+
+    report = tmp_path / "report.html"
+    argv = ["--config", str(config), "report", "--html", str(report)]
+    assert run_cli(audit, argv, prog="lakegate audit") == EXIT_FAILED
+    assert "leaves but the log has 12" in report.read_text(encoding="utf-8")
 
     with pytest.raises(AuditWriteError, match=r"refused the checkpoint: 409 roll-back"):
         write(config, 5, start=100)  # the rolled-back writer cannot sign past the witness
@@ -252,3 +260,30 @@ def test_witness_server_takes_only_signed_checkpoints_of_the_log_and_never_goes_
         assert other.is_file()
     finally:
         witness.stop()
+
+
+def test_a_redirecting_witness_is_a_refusal_not_a_delivery(tmp_path: Path) -> None:
+    """urllib would follow a POST's 302 as a GET and take its 200 for "stored"."""
+
+    class Redirect(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.send_response(302)
+            self.send_header("Location", "/elsewhere")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        do_GET = do_POST
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Redirect)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        config = configure(tmp_path, f"http://127.0.0.1:{server.server_address[1]}")
+        with pytest.raises(AuditWriteError, match=r"refused the checkpoint: 302"):
+            write(config, 1)
+    finally:
+        server.shutdown()
+        server.server_close()
