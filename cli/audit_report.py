@@ -4,36 +4,52 @@ policies and the tree check from `audit_checkpoints`, as for `audit verify`."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 
 import click
 
 from audit.checkpoint import CheckpointError
+from audit.handler import log_files
 from audit.query import parse_time
 from audit.report import ReportScope, TagLookup, report_data
 from audit.report_html import write_report
 from cli.audit_tree import tree_check
 from cli.kit import EXIT_FAILED, EXIT_OK, EXIT_USAGE, config_option, config_path, fail
+from governance.errors import Refused
 
 
 def policy_tags() -> TagLookup | None:
-    """Column tags from the configured policies (YAML `tags:`), None without a
-    configuration (the report then counts columns masked at least once)."""
+    """Column tags as the engine sees them: the policy files' `tags:`, and for a table in the
+    catalog also its Delta tags and the tags Lakegate applied (governance.policy.tags); None
+    without a configuration (the report then counts columns masked at least once). A table
+    whose tags cannot be read raises TagsUnreadable: a report that silently missed them would
+    under-count reads of tagged columns."""
+    from catalog.catalog import Catalog
+    from catalog.store import open_store
     from governance.config import Config
     from governance.policy.loader import load_policy_dir
+    from governance.policy.tags import column_tags
 
     cfg = config_path()
     if not cfg.is_file():
         return None
-    policies = load_policy_dir(Config.load(cfg).policies)
+    config = Config.load(cfg)
+    policies = load_policy_dir(config.policies)
+    stored = "://" in config.catalog or Path(config.catalog).exists()
+    catalog = Catalog(open_store(config.catalog), config.warehouse) if stored else None
+    known: dict[str, Mapping[str, frozenset[str]]] = {}
 
     def lookup(table: str, column: str) -> frozenset[str]:
         parts = table.lower().split(".")
         if len(parts) != 3:
             return frozenset()
-        return frozenset(policies.column_tags(parts[0], parts[1], parts[2], column.lower()))
+        if table not in known:
+            info = catalog.table(*parts) if catalog is not None else None
+            known[table] = {} if info is None else column_tags(policies, info).columns
+        low = column.lower()
+        return frozenset(policies.column_tags(*parts, low)) | known[table].get(low, frozenset())
 
     return lookup
 
@@ -70,6 +86,9 @@ def register(audit: click.Group, directory: Callable[[str | None, str], Path | N
         where = directory(audit_dir, "report")
         if where is None:
             return EXIT_USAGE
+        if not log_files(where):  # a report of nothing would show a chain "OK"
+            fail(f"audit report: no audit log files in {where}: nothing to report")
+            return EXIT_USAGE
         try:
             scope = ReportScope(
                 since=parse_time(since) if since else None,
@@ -80,7 +99,13 @@ def register(audit: click.Group, directory: Callable[[str | None, str], Path | N
         except (ValueError, CheckpointError) as exc:
             fail(f"audit report: {exc}")
             return EXIT_USAGE
-        data = report_data(where, scope, tags=policy_tags(), tree=tree, generated=datetime.now(UTC))
+        try:
+            data = report_data(
+                where, scope, tags=policy_tags(), tree=tree, generated=datetime.now(UTC)
+            )
+        except Refused as exc:  # a table's tags could not be read
+            fail(f"audit report: {exc}")
+            return EXIT_FAILED
         try:
             write_report(data, Path(html_file))
         except OSError as exc:

@@ -24,7 +24,7 @@ from playwright.sync_api import Browser, Page, sync_playwright
 
 from audit import AuditEvent, AuditLog
 from cli.audit import audit
-from cli.kit import EXIT_FAILED, EXIT_OK
+from cli.kit import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from cli.kit import run as run_cli
 from governance.config import Config
 
@@ -310,3 +310,48 @@ def test_report_has_no_serious_accessibility_violations(
     ]
     assert serious == []
     page.close()
+
+
+def embedded_data(html: Path) -> dict[str, Any]:
+    text = html.read_text(encoding="utf-8")
+    start = text.index('<script type="application/json" id="report-data">')
+    body = text[text.index(">", start) + 1 : text.index("</script>", start)]
+    return json.loads(body)
+
+
+def test_report_counts_tags_lakegate_applied_in_the_catalog_too(
+    config: Path, tmp_path: Path
+) -> None:
+    from catalog.catalog import Catalog
+    from catalog.model import ColumnInfo, TableInfo
+    from catalog.store import open_store
+    from governance.policy.tag_state import GOVERNED_PROPERTY
+
+    cfg = Config.load(config)
+    catalog = Catalog(open_store(cfg.catalog), cfg.warehouse)
+    catalog.create_catalog("main")
+    catalog.create_schema("main", "sales")
+    columns = tuple(ColumnInfo(name, "string") for name in ("id", "email", "phone", "ssn"))
+    catalog.register_table(
+        TableInfo("main", "sales", "customers", "", columns,
+                  properties={GOVERNED_PROPERTY: json.dumps({"id": ["internal"]})})
+    )  # fmt: skip
+    html = tmp_path / "report.html"
+    assert cli(config, "report", "--html", str(html)) == EXIT_OK
+    tagged = {(t["column"], tuple(t["tags"]), t["clear"]) for t in embedded_data(html)["tagged"]}
+    assert tagged == {
+        ("email", ("pii",), 2), ("id", ("internal",), 3), ("phone", ("pii",), 2),
+        ("ssn", ("pii", "restricted"), 0),
+    }  # fmt: skip
+
+
+def test_report_of_a_directory_without_audit_files_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    html = tmp_path / "report.html"
+    argv = ["report", str(empty), "--html", str(html)]
+    assert run_cli(audit, argv, prog="lakegate audit") == EXIT_USAGE
+    assert f"no audit log files in {empty}: nothing to report" in capsys.readouterr().err
+    assert not html.exists()
