@@ -170,6 +170,7 @@ def _integrity(directory: Path, tree: TreeReport | None) -> dict[str, Any]:
             "rotatedAway": tree.rotated_away,
             "unsignedTail": tree.unsigned_tail,
             "witness": tree.witness,
+            "undelivered": tree.undelivered,
             "breaks": [str(finding) for finding in tree.breaks],
         },
     }

@@ -292,6 +292,10 @@ def test_report_shows_hostile_names_as_text(config: Path, tmp_path: Path, browse
     assert page.locator("img").count() == 0
     assert page.title() == "Lakegate audit report"
     assert [hostile, "1"] in table_rows(page, "table-access-users")
+    legend = page.eval_on_selector_all(
+        "#chart-access-user .legendtext", "items => items.map(i => i.textContent)"
+    )
+    assert hostile in legend  # drawn as the text it is
     assert "</script><b>no</b>" in [row[2] for row in table_rows(page, "table-denials")]
     page.close()
 

@@ -218,6 +218,11 @@ def test_unreachable_witness_with_record_warns_keeps_the_checkpoint_and_delivers
     code, tree = verify(config, capsys)
     assert code == EXIT_FAILED and tree["breaks"][0]["kind"] == "unreachable"
     assert tree["undelivered"] == len(waiting)
+    report = tmp_path / "report.html"
+    argv = ["--config", str(config), "report", "--html", str(report)]
+    assert run_cli(audit, argv, prog="lakegate audit") == EXIT_FAILED
+    page = report.read_text(encoding="utf-8")
+    assert f"Warning: {len(waiting)} checkpoint(s) not yet delivered to the HTTP witness" in page
 
     witness = Witness(tmp_path / "witness-store", port=port)
     try:
