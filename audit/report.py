@@ -117,7 +117,11 @@ def _candidates(records: list[AuditRecord], scope: ReportScope) -> list[tuple[st
 
 
 def _tagged(
-    records: list[AuditRecord], directory: Path, scope: ReportScope, tags: TagLookup | None
+    records: list[AuditRecord],
+    in_range: list[AuditRecord],
+    directory: Path,
+    scope: ReportScope,
+    tags: TagLookup | None,
 ) -> list[dict[str, Any]]:
     masked_ever = {(r.src, c.lower()) for r in records if r.src for c, _ in r.masked}
     out: list[dict[str, Any]] = []
@@ -127,7 +131,9 @@ def _tagged(
             found = frozenset({"(masked)"})
         if not found:
             continue
-        _, rows = questions.who_read_column(directory, table, column, scope.since, scope.until)
+        _, rows = questions.who_read_column(
+            directory, table, column, scope.since, scope.until, records=in_range
+        )
         rows = [row for row in rows if row[1] == table]
         by_mask: dict[str, int] = defaultdict(int)
         readers: dict[str, int] = defaultdict(int)
@@ -189,9 +195,13 @@ def report_data(
     ``tags`` names each column's tags (None: every column masked at least once counts as
     tagged, since the log itself shows no tags); ``tree`` is the Merkle tree check when
     checkpoints are configured."""
-    result = query(directory, filters=scope.filters())
+    # one pass over the files; every count below filters these lines as `audit query` and
+    # the questions filter the files (Filters.keeps), so the answers are theirs
+    result = query(directory, filters=Filters(since=scope.since, until=scope.until))
+    in_range = result.records
+    records = [r for r in in_range if scope.filters().keeps(r)]
     denial_columns, denial_rows = questions.denials(
-        directory, scope.table, scope.since, scope.until
+        directory, scope.table, scope.since, scope.until, records=in_range
     )
     return {
         "directory": str(directory),
@@ -201,11 +211,11 @@ def report_data(
             "until": format_iso_z(scope.until) if scope.until else None,
             "table": scope.table,
         },
-        "lines": len(result.records),
+        "lines": len(records),
         "skipped": result.skipped,
         "tagSource": "policies" if tags else "masked in the log",
-        "access": _access(result.records, scope),
+        "access": _access(records, scope),
         "denials": {"columns": denial_columns, "rows": denial_rows},
-        "tagged": _tagged(result.records, directory, scope, tags),
+        "tagged": _tagged(records, in_range, directory, scope, tags),
         "integrity": _integrity(directory, tree),
     }
