@@ -30,9 +30,10 @@ from audit.checkpoint import Checkpoint, generate_key, load_private_key, load_pu
 from audit.proofs import verify_tree
 from audit.witness_http import PENDING_NAME, endpoint
 from cli.audit import audit
-from cli.kit import EXIT_FAILED, EXIT_OK
+from cli.kit import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from cli.kit import run as run_cli
 from governance.config import Config
+from governance.errors import ConfigError
 
 
 class Witness:
@@ -292,3 +293,33 @@ def test_a_redirecting_witness_is_a_refusal_not_a_delivery(tmp_path: Path) -> No
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_verify_witness_option_takes_an_http_witness_url(
+    tmp_path: Path, served: Witness, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = configure(tmp_path, served.url)
+    write(config, 8)
+    plain = tmp_path / "plain.yaml"  # the same log and key, no witness configured
+    plain.write_text(
+        f"audit: {Config.load(config).audit}\n"
+        "audit_checkpoints:\n"
+        f"  key: {tmp_path / 'keys' / 'audit.pem'}\n"
+    )
+    capsys.readouterr()
+    argv = ["--config", str(plain), "verify", "--witness", served.url, "-o", "json"]
+    assert run_cli(audit, argv, prog="lakegate audit") == EXIT_OK
+    tree = json.loads(capsys.readouterr().out)["tree"]
+    assert tree["witness"] == endpoint(served.url, origin_of(config))
+    argv = ["--config", str(plain), "verify", "--witness", "http://127.0.0.1:1/?x=1"]
+    assert run_cli(audit, argv, prog="lakegate audit") == EXIT_USAGE
+    assert "witness URL must not carry a query" in capsys.readouterr().err
+
+
+def test_config_refuses_a_witness_url_that_is_not_http(tmp_path: Path) -> None:
+    config = configure(tmp_path, "ftp://witness.example.org/")
+    with pytest.raises(ConfigError, match=r"must be an http:// or https:// URL"):
+        Config.load(config)
+    config.write_text(config.read_text().replace("ftp://", "http://").replace("refuse", "maybe"))
+    with pytest.raises(ConfigError, match=r"must be refuse or record"):
+        Config.load(config)
