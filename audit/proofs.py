@@ -9,7 +9,7 @@ oldest retained file (checked to fold to that checkpoint's signed root).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -181,18 +181,11 @@ def _matches(
     return True
 
 
-def _read_witness(witness: Path | str, origin: str) -> tuple[str, str]:
-    """``(label, text)`` from a witness directory or an HTTP witness URL."""
-    if isinstance(witness, str):
-        return read_http_witness(witness, origin)
-    return read_witness(witness, origin)
-
-
 def verify_tree(
     directory: Path,
     public: Ed25519PublicKey,
     origin: str | None = None,
-    witness: Path | str | None = None,
+    witness: Path | None = None,
     witness_url: str | None = None,
 ) -> TreeReport:
     """Recompute the tree over the retained lines and hold it against every signed
@@ -207,11 +200,16 @@ def verify_tree(
     signed = _signed(local, CHECKPOINTS_NAME, public, origin, report)
     report.undelivered = len(pending_http(directory))
     labels: list[str] = []
-    for place in (w for w in (witness, witness_url) if w is not None):
+    readers: list[tuple[str, Callable[[], tuple[str, str]]]] = []
+    if witness is not None:
+        readers.append((str(witness), lambda: read_witness(witness, origin)))
+    if witness_url is not None:
+        readers.append((witness_url, lambda: read_http_witness(witness_url, origin)))
+    for place, read in readers:
         try:
-            label, text = _read_witness(place, origin)
+            label, text = read()
         except WitnessError as exc:
-            report.breaks.append(Finding("unreachable", str(place), 0, str(exc)))
+            report.breaks.append(Finding("unreachable", place, 0, str(exc)))
             continue
         labels.append(label)
         at_witness = _signed(text, label, public, origin, report)
