@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, get_args
+from typing import Annotated, Any, ClassVar, Literal, get_args
 
 import yaml
 from pydantic import (
@@ -164,6 +164,9 @@ class Config:
                 every_seconds=cp.every_seconds,
                 witness=None if cp.witness is None else rel(cp.witness),
                 origin=cp.origin,
+                witness_url=cp.witness_url,
+                witness_unreachable=cp.witness_unreachable,
+                witness_timeout=cp.witness_timeout,
             ),
             policies_ref=f.policies_ref or None,
             policies_settle=f.policies_settle,
@@ -287,6 +290,14 @@ class _Checkpoints(BaseModel):
     every_seconds: float = Field(60.0, gt=0)
     witness: str | None = Field(None, description=_PATH)
     origin: str | None = None
+    # an HTTP witness (audit/README.md, "HTTP witness"): POST each checkpoint, GET to verify
+    witness_url: str | None = Field(
+        None, pattern=r"^https?://", description="'{where}' must be an http:// or https:// URL"
+    )
+    witness_unreachable: Literal["refuse", "record"] = Field(
+        "refuse", description="'{where}' must be refuse or record"
+    )
+    witness_timeout: float = Field(5.0, gt=0, le=60)
 
 
 class _File(BaseModel):
