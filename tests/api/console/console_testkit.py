@@ -3,6 +3,9 @@ and a client signed in through the console's form."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import httpx
 from api_testkit import token_of
 
@@ -59,10 +62,11 @@ FORBIDDEN = {
 }
 
 
-def signed_in(base_url: str, user: str) -> httpx.Client:
+@contextmanager
+def signed_in(base_url: str, user: str) -> Iterator[httpx.Client]:
     """An httpx client signed in through the console's form (cookies kept)."""
-    c = httpx.Client(base_url=base_url, timeout=60)
-    c.get("/ui/signin")
-    r = c.post("/ui/signin", data={"token": token_of(user), "csrf": c.cookies["lakegate_csrf"]})
-    assert r.status_code == 303, r.text
-    return c
+    with httpx.Client(base_url=base_url, timeout=60) as c:
+        c.get("/ui/signin")
+        r = c.post("/ui/signin", data={"token": token_of(user), "csrf": c.cookies["lakegate_csrf"]})
+        assert r.status_code == 303, r.text
+        yield c
