@@ -50,7 +50,7 @@ HEADERS = [
     (b"cache-control", b"no-store"),
     (b"pragma", b"no-cache"),
     (b"x-content-type-options", b"nosniff"),
-    (b"referrer-policy", b"no-referrer"),
+    (b"referrer-policy", b"same-origin"),  # no-referrer would make Origin "null"
     (b"x-frame-options", b"DENY"),
     (
         b"content-security-policy",
@@ -216,7 +216,7 @@ async def _checked_form(scope: Scope, receive: Receive) -> dict[str, str] | str:
     expected = cookies(scope).get(CSRF, "")
     given = values.get("csrf", "")
     if not expected or not hmac.compare_digest(expected.encode(), given.encode()):
-        return "request refused: the form's CSRF token does not match (reload the page)"
+        return "request refused: the CSRF token of the form does not match (reload the page)"
     return values
 
 

@@ -57,14 +57,18 @@ def test_sign_in_over_tls_marks_the_cookie_secure(console_app) -> None:
         (
             None,
             {},
-            "request refused: the form's CSRF token does not match (reload the page)",
+            "request refused: the CSRF token of the form does not match (reload the page)",
         ),
         (
             "forged",
             {},
-            "request refused: the form's CSRF token does not match (reload the page)",
+            "request refused: the CSRF token of the form does not match (reload the page)",
         ),
-        ("cookie", {"Origin": "http://evil.example"}, "request refused: it comes from another origin"),
+        (
+            "cookie",
+            {"Origin": "http://evil.example"},
+            "request refused: it comes from another origin",
+        ),
         ("cookie", {"Sec-Fetch-Site": "cross-site"}, "request refused: it comes from another site"),
     ],
     ids=["no-csrf", "wrong-csrf", "foreign-origin", "cross-site"],
@@ -78,9 +82,7 @@ def test_sign_in_is_refused_without_csrf_or_from_another_origin(
         data = {"token": token_of("alice")}
         if csrf is not None:
             data["csrf"] = value if csrf == "cookie" else csrf
-        r = c.post(
-            "/ui/signin", data=data, headers={**headers, "X-Lakegate-Caller-Context": ctx}
-        )
+        r = c.post("/ui/signin", data=data, headers={**headers, "X-Lakegate-Caller-Context": ctx})
     assert r.status_code == 403
     assert reason in r.text
     assert "lakegate_session=" not in " ".join(r.headers.get_list("set-cookie"))
@@ -145,6 +147,4 @@ def test_the_session_cookie_is_no_key_to_the_json_api(console_server) -> None:
 def test_console_pages_stay_out_of_the_openapi_schema(console_server) -> None:
     paths = httpx.get(f"{console_server}/openapi.json").json()["paths"]
     assert [p for p in paths if p.startswith("/ui")] == []
-    assert {f"{LG}/access/users/{{user}}", f"{LG}/policy-diff", f"{LG}/audit/summary"} <= set(
-        paths
-    )
+    assert {f"{LG}/access/users/{{user}}", f"{LG}/policy-diff", f"{LG}/audit/summary"} <= set(paths)
