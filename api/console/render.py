@@ -4,6 +4,7 @@ from a catalog, a policy or a log that callers can write to)."""
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
@@ -26,7 +27,15 @@ def _json_script(value: Any) -> Markup:
     return Markup(text)  # escaped above for a script element
 
 
+def _when(value: object) -> str:
+    """A time as people read it: `2026-11-26 23:09:52 UTC`."""
+    if isinstance(value, datetime):
+        return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return "" if value is None else str(value)
+
+
 _env.filters["json_script"] = _json_script
+_env.filters["when"] = _when
 _env.filters["q"] = lambda v: quote(str(v), safe="")
 
 

@@ -78,6 +78,8 @@ def test_every_page_shows_the_viewer_only_what_they_may_see_and_passes_axe(
         page.wait_for_url("**/ui/catalog/main.sales.customers")
         assert page.get_by_role("heading", level=1).inner_text() == "main.sales.customers"
         _check(page, user, "table")
+        page.get_by_role("navigation").get_by_role("link", name="Catalog").click()
+        page.wait_for_url("**/ui/catalog")
         page.get_by_label("Search tables, columns, tags and descriptions").fill("pii")
         page.get_by_role("button", name="Search").click()
         page.wait_for_url("**/ui/catalog?q=pii")
