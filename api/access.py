@@ -116,7 +116,9 @@ def revisions(svc: Service, limit: int = 20) -> list[dict[str, str]]:
     try:
         raw = _git(svc.lg.config.policies, "log", f"-n{limit}", "--format=%H %cI", "--", ".")
     except LakegateError:
-        raise ApiError(409, "the policy directory is not in a git repository") from None
+        raise ApiError(
+            409, "the policy directory is not in a git repository", "INVALID_STATE"
+        ) from None
     return [
         {"commit": c, "date": d}
         for c, _, d in (line.partition(" ") for line in raw.decode().splitlines())

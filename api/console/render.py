@@ -31,6 +31,8 @@ def _when(value: object) -> str:
     """A time as people read it: `2026-11-26 23:09:52 UTC`."""
     if isinstance(value, datetime):
         return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    if isinstance(value, str) and value.endswith("Z") and "T" in value:  # the audit log's
+        return value[:19].replace("T", " ")
     return "" if value is None else str(value)
 
 

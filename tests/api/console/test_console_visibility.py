@@ -165,3 +165,21 @@ def test_a_hidden_table_page_reads_like_a_missing_one(console_server: str) -> No
         missing = c.get("/ui/catalog/main.marketing.nothing")
     assert hidden.status_code == missing.status_code == 404
     assert hidden.text.replace("campaigns", "X") == missing.text.replace("nothing", "X")
+
+
+def test_policy_changes_need_the_policy_directory_in_git(app) -> None:
+    """The shared API server's policies are a plain directory: one clear refusal, page too."""
+    from api_testkit import token_of
+    from starlette.testclient import TestClient
+
+    with TestClient(app, headers={"Authorization": f"Bearer {token_of('root')}"}) as c:
+        r = c.get(f"{LG}/policy-diff")
+        page = c.get("/ui/policies")
+    assert (r.status_code, r.json()) == (
+        409,
+        {
+            "error_code": "INVALID_STATE",
+            "message": "the policy directory is not in a git repository",
+        },
+    )
+    assert "the policy directory is not in a git repository" in page.text
