@@ -102,12 +102,12 @@ def person_access(svc: Service, caller: Caller, user: str) -> dict[str, Any]:
 
 def revision(svc: Service, ref: str) -> str:
     """The commit a revision names in the policy directory's repository (400 if none)."""
-    if not REVISION.fullmatch(ref) or ".." in ref:
+    if not REVISION.fullmatch(ref):
         raise ApiError(400, f"invalid revision '{ref[:100]}'")
     try:
         return _git_commit(svc.lg.config.policies, ref)
     except LakegateError:
-        raise ApiError(400, f"unknown revision '{ref}' of the policy directory") from None
+        raise ApiError(404, f"no revision '{ref}' of the policy directory") from None
 
 
 def revisions(svc: Service, limit: int = 20) -> list[dict[str, str]]:
@@ -213,12 +213,15 @@ async def get_user_access(
     return person_access(get_service(request), caller, user)
 
 
-@router.get("/policy-diff", operation_id="getPolicyDiff", responses=responses(400, 409))
+Revision = Annotated[str, Query(pattern=REVISION.pattern, description="a git revision")]
+
+
+@router.get("/policy-diff", operation_id="getPolicyDiff", responses=responses(400, 404, 409))
 async def get_policy_diff(
     request: Request,
     caller: CallerDep,
-    old: Annotated[str, Query(min_length=1, max_length=100)] = "HEAD~1",
-    new: Annotated[str, Query(min_length=1, max_length=100)] = "HEAD",
+    old: Revision = "HEAD~1",
+    new: Revision = "HEAD",
 ) -> dict:
     """Who gains and who loses what between two git revisions of the policy directory
     (`lakegate policy diff`), on the tables you manage, and your own changes elsewhere."""

@@ -14,13 +14,14 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import Query, Request
 
 from api.deps import CallerDep, Service, authenticated_router, get_service
 from api.errors import ApiError, responses
-from audit.format import AuditRecord
+from audit.format import AuditRecord, to_utc
 from audit.query import Filters, parse_time, read_records
 from audit.verify import verify
 
@@ -50,14 +51,13 @@ class AuditQuery:
     cmd: str | None = None
     denied: bool = False
     policy_version: str | None = None
-    since: str | None = None
-    until: str | None = None
+    since: datetime | str | None = None  # a datetime from the JSON route, text from a form
+    until: datetime | str | None = None
     limit: int = 200
 
     def filters(self) -> Filters:
         try:
-            since = parse_time(self.since) if self.since else None
-            until = parse_time(self.until) if self.until else None
+            since, until = _time(self.since), _time(self.until)
         except ValueError as e:
             raise ApiError(400, str(e)[:200]) from None
         return Filters(
@@ -69,6 +69,15 @@ class AuditQuery:
             since=since,
             until=until,
         )
+
+
+def _time(value: datetime | str | None) -> datetime | None:
+    if isinstance(value, datetime):
+        try:
+            return to_utc(value)
+        except OverflowError:  # year 1 west of UTC, year 9999 east of it: the very ends
+            return (datetime.min if value.year < 2 else datetime.max).replace(tzinfo=UTC)
+    return parse_time(value) if value else None
 
 
 class _Viewer:
@@ -197,19 +206,9 @@ def chain_status(svc: Service, scope: str) -> dict[str, Any]:
 # routes ---------------------------------------------------------------------------------------
 
 Text = Annotated[str | None, Query(max_length=200)]
-
-
-def _query(
-    user: Text = None,
-    table: Text = None,
-    cmd: Text = None,
-    denied: bool = False,
-    policy_version: Text = None,
-    since: Text = None,
-    until: Text = None,
-    limit: int = 200,
-) -> AuditQuery:
-    return AuditQuery(user, table, cmd, denied, policy_version, since, until, limit)
+Time = Annotated[
+    datetime | None, Query(description="ISO 8601; without a zone, UTC (the log's zone)")
+]
 
 
 @router.get("/audit/records", operation_id="queryAudit", responses=responses(400))
@@ -221,13 +220,13 @@ async def query_audit(
     cmd: Text = None,
     denied: bool = False,
     policy_version: Text = None,
-    since: Text = None,
-    until: Text = None,
+    since: Time = None,
+    until: Time = None,
     limit: Annotated[int, Query(ge=1, le=5000)] = 200,
 ) -> dict:
     """Audit lines you may see (`lakegate audit query`), newest first: every line for
     auditors, your domains' tables for their owners, your own otherwise."""
-    q = _query(user, table, cmd, denied, policy_version, since, until, limit)
+    q = AuditQuery(user, table, cmd, denied, policy_version, since, until, limit)
     return records(get_service(request), caller, q)
 
 
@@ -240,10 +239,10 @@ async def audit_summary(
     cmd: Text = None,
     denied: bool = False,
     policy_version: Text = None,
-    since: Text = None,
-    until: Text = None,
+    since: Time = None,
+    until: Time = None,
 ) -> dict:
     """Reads and denials per table and user, masked vs clear reads of tagged columns, and
     whether the audit log's hash chains verify, over the lines you may see."""
-    q = _query(user, table, cmd, denied, policy_version, since, until)
+    q = AuditQuery(user, table, cmd, denied, policy_version, since, until)
     return summary(get_service(request), caller, q)
