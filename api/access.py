@@ -20,7 +20,7 @@ from api.errors import ApiError, responses
 from api.models import TablePath
 from governance.errors import LakegateError
 from governance.identity import InvalidName, canonical_user
-from governance.policies_in_force import _git, _git_commit, _git_policy_set
+from governance.policies_in_force import git_commit, git_policy_set, git_run
 from governance.policy.analysis import OTHER_USER, Access, diff_policies, effective_access
 from governance.policy.analysis import who_can_see as policy_who_can_see
 
@@ -105,7 +105,7 @@ def revision(svc: Service, ref: str) -> str:
     if not REVISION.fullmatch(ref):
         raise ApiError(400, f"invalid revision '{ref[:100]}'")
     try:
-        return _git_commit(svc.lg.config.policies, ref)
+        return git_commit(svc.lg.config.policies, ref)
     except LakegateError:
         raise ApiError(404, f"no revision '{ref}' of the policy directory") from None
 
@@ -114,7 +114,7 @@ def revisions(svc: Service, limit: int = 20) -> list[dict[str, str]]:
     """Recent commits that touched the policy directory, newest first (hash and date only:
     commit messages are policy text)."""
     try:
-        raw = _git(svc.lg.config.policies, "log", f"-n{limit}", "--format=%H %cI", "--", ".")
+        raw = git_run(svc.lg.config.policies, "log", f"-n{limit}", "--format=%H %cI", "--", ".")
     except LakegateError:
         raise ApiError(
             409, "the policy directory is not in a git repository", "INVALID_STATE"
@@ -156,8 +156,8 @@ def policy_diff(svc: Service, caller: Caller, old: str, new: str) -> dict[str, A
     history = revisions(svc)
     a, b = revision(svc, old), revision(svc, new)
     try:
-        before = _git_policy_set(svc.lg.config.policies, a)
-        after = _git_policy_set(svc.lg.config.policies, b)
+        before = git_policy_set(svc.lg.config.policies, a)
+        after = git_policy_set(svc.lg.config.policies, b)
     except Exception as e:  # a revision whose policies do not load: one line, fail closed
         raise ApiError(400, f"the policies of a revision do not load: {type(e).__name__}") from None
     snap = svc.discovery.snapshot()
