@@ -13,13 +13,13 @@ process a block leaves running is stopped when its document is done."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -273,10 +273,8 @@ def _run_blocks(document: Path, workdir: Path) -> list[tuple[Block, int, str]]:
             results.append((block, code, out.decode(errors="replace")))
     finally:
         for group in groups:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(group, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
         ns.close()
     return results
 
@@ -284,9 +282,7 @@ def _run_blocks(document: Path, workdir: Path) -> list[tuple[Block, int, str]]:
 @pytest.mark.parametrize(
     "document", RUN_DOCUMENTS, ids=[str(d.relative_to(ROOT)) for d in RUN_DOCUMENTS]
 )
-def test_every_block_of_the_document_runs(
-    document: Path, demo: Path, tmp_path: Path
-) -> None:
+def test_every_block_of_the_document_runs(document: Path, demo: Path, tmp_path: Path) -> None:
     workdir = tmp_path / "demo-lakehouse"
     shutil.copytree(demo, workdir, symlinks=True)
     results = _run_blocks(document, workdir)
