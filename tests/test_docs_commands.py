@@ -5,8 +5,8 @@ resolves. A block that cannot run here says why, just before it:
 `<!-- not-run: reason -->` (a reason is required, and there may be only a few).
 
 Blocks run the way a reader runs them: sh blocks in bash (`set -e -o pipefail`) with the
-project's `lakegate` first on PATH, python blocks in a fresh interpreter of the project's
-virtual environment, both with the demo copy as working directory. A document's blocks
+project's `lakegate` first on PATH, python blocks in the project's interpreter (this one,
+see `_exec_here`), both with the demo copy as working directory. A document's blocks
 share one private network namespace (`unshare -rn`, when the kernel allows it), so servers a
 tour starts on their documented ports (8080, 15002) never meet another run's, and every
 process a block leaves running is stopped when its document is done."""
@@ -14,12 +14,17 @@ process a block leaves running is stopped when its document is done."""
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import re
 import shutil
 import signal
 import subprocess
 import sys
+import threading
+import traceback
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,6 +41,8 @@ FENCE = re.compile(r"^```([\w+-]*)[^\n]*$")
 NOT_RUN = re.compile(r"^<!--\s*not-run:\s*(.*?)\s*-->$")
 LINK = re.compile(r"(?<!!)\[(?:[^\]]+)\]\(([^)\s]+)\)")
 CODE_SPAN = re.compile(r"`([^`\n]+)`")
+# Output that means a block broke even though its last command succeeded.
+CRASH_SIGNS = ("Traceback (most recent call last)", "unexpected error", "command not found")
 
 
 @dataclass(frozen=True)
@@ -192,17 +199,27 @@ def test_every_relative_link_resolves() -> None:
 
 
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One demo lakehouse (as `make demo` builds it), copied for each document."""
+def demo(spark, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One demo lakehouse (what `make demo` builds), built through the run's SparkSession."""
+    from governance.demo import build_demo
+
     root = tmp_path_factory.mktemp("docs") / "demo-lakehouse"
-    build = (
-        "import sys; from pathlib import Path; from governance.demo import build_demo; "
-        "root = Path(sys.argv[1]); root.mkdir(); "
-        "build_demo(root, spark_log=root / 'lakegate-spark.log').close()"
-    )
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    subprocess.run([sys.executable, "-c", build, str(root)], check=True, cwd=root.parent, env=env)
+    root.mkdir()
+    build_demo(root, spark=spark).close()
     return root
+
+
+@pytest.fixture(scope="module")
+def outcomes(demo: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
+    """Every document's blocks, run: the documents side by side (each in its own copy of
+    the demo and its own network namespace), the blocks of one document in order."""
+    with ThreadPoolExecutor(max_workers=len(RUN_DOCUMENTS)) as pool:
+        futures = {}
+        for document in RUN_DOCUMENTS:
+            workdir = tmp_path_factory.mktemp("doc") / "demo-lakehouse"
+            shutil.copytree(demo, workdir, symlinks=True)
+            futures[document] = pool.submit(_run_blocks, document, workdir)
+        yield futures
 
 
 class Namespace:
@@ -233,6 +250,30 @@ class Namespace:
             self.holder.wait()
 
 
+HERE = threading.Lock()  # python blocks run here one at a time: they share cwd and stdout
+
+
+def _exec_here(block: Block, workdir: Path) -> tuple[int, str]:
+    """A python block in this interpreter, whose SparkSession `Lakegate.open` reuses (a
+    Spark start per block would cost 20-60 s). A block that opens a Spark Connect client
+    (`.remote(`) runs in a fresh interpreter instead: PySpark refuses a remote session
+    beside a local SparkContext."""
+    out = io.StringIO()
+    with HERE:
+        before = Path.cwd()
+        os.chdir(workdir)
+        try:
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+                exec(compile(block.code, block.where, "exec"), {"__name__": "__main__"})
+            code = 0
+        except Exception:
+            traceback.print_exc(file=out)
+            code = 1
+        finally:
+            os.chdir(before)
+    return code, out.getvalue()
+
+
 def _run_blocks(document: Path, workdir: Path) -> list[tuple[Block, int, str]]:
     env = {
         **os.environ,
@@ -247,6 +288,9 @@ def _run_blocks(document: Path, workdir: Path) -> list[tuple[Block, int, str]]:
     try:
         for block in blocks_of(document):
             if block.lang not in RUNNABLE or block.not_run is not None:
+                continue
+            if block.lang == "python" and ".remote(" not in block.code:
+                results.append((block, *_exec_here(block, workdir)))
                 continue
             script = workdir / f".block-{block.line}.{'py' if block.lang == 'python' else 'sh'}"
             script.write_text(block.code, encoding="utf-8")
@@ -282,14 +326,12 @@ def _run_blocks(document: Path, workdir: Path) -> list[tuple[Block, int, str]]:
 @pytest.mark.parametrize(
     "document", RUN_DOCUMENTS, ids=[str(d.relative_to(ROOT)) for d in RUN_DOCUMENTS]
 )
-def test_every_block_of_the_document_runs(document: Path, demo: Path, tmp_path: Path) -> None:
-    workdir = tmp_path / "demo-lakehouse"
-    shutil.copytree(demo, workdir, symlinks=True)
-    results = _run_blocks(document, workdir)
+def test_every_block_of_the_document_runs(document: Path, outcomes: dict) -> None:
+    results = outcomes[document].result()
     failed = [
         f"{block.where} ({block.lang}) exited {code}:\n{out[-3000:]}"
         for block, code, out in results
-        if code != 0
+        if code != 0 or any(sign in out for sign in CRASH_SIGNS)
     ]
     assert results, "no runnable block"
     assert failed == [], "\n\n".join(failed)
