@@ -10,6 +10,8 @@ DataFrame side of the same table).
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 CUS = "main.sales.customers"  # carol sees id, name, email (hash), phone (last4), country
@@ -101,11 +103,12 @@ CASES = [
 ]
 
 
-def lines_of(lg, user: str, sql: str) -> list[dict[str, str]]:
-    """The outcome lines `sql` wrote (read as soon as `sql()` returns)."""
+def lines_of(lg, user: Any, sql: str) -> list[dict[str, str]]:
+    """The outcome lines `sql` wrote (read as soon as `sql()` returns) in a new session of
+    `user`, or in `user` when it is a session."""
     log = lg.config.audit / "audit.log"
     start = log.stat().st_size if log.exists() else 0
-    lg.session(user).sql(sql)
+    (lg.session(user) if isinstance(user, str) else user).sql(sql)
     with open(log, "rb") as fh:
         fh.seek(start)
         text = fh.read().decode("ascii")
@@ -130,6 +133,15 @@ def test_the_audit_records_the_columns_the_statement_reads_after_pruning(
 ) -> None:
     got = columns_by_table(lines_of(lakehouse, user, sql))
     assert got == expected, op
+
+
+def test_a_temp_views_creation_records_its_query_and_each_read_what_it_uses(lakehouse) -> None:
+    s = lakehouse.session("carol")
+    made = lines_of(lakehouse, s, f"CREATE TEMP VIEW cols_t AS SELECT id, name, email FROM {CUS}")
+    assert columns_by_table(made) == {CUS: "id,name,email"}
+    assert columns_by_table(lines_of(lakehouse, s, "SELECT name FROM cols_t")) == {CUS: "name"}
+    counted = lines_of(lakehouse, s, "SELECT count(*) FROM cols_t")
+    assert columns_by_table(counted) == {CUS: None}
 
 
 def test_a_masked_column_not_read_is_not_recorded_as_masked(lakehouse) -> None:
