@@ -210,6 +210,7 @@ def _copy(planned: Planned) -> Planned:
             targets=Counter(e.targets),
             derived={k: list(v) for k, v in e.derived.items()},
             policy_reads=dict(e.policy_reads),
+            owners={k: list(v) for k, v in e.owners.items()},
         ),
         columns={k: list(v) for k, v in planned.columns.items()},
         derived=set(planned.derived),

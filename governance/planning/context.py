@@ -196,7 +196,7 @@ class PlanningContext:
         outer = stmt.sql("spark", copy=False)
         words = words_spark_may_resolve(stmt, outer) if query and planned.views else None
         bodies = []
-        for v in planned.views:
+        for k, v in enumerate(planned.views):
             table = v.access.table
             derived = self.derived.get(table.full_name)
             node = v.ref.node
@@ -233,7 +233,7 @@ class PlanningContext:
                 )
                 columns = visible if picks is None else tuple(visible[i] for i in picks)
                 cut = None if picks == whole_picks else _positions(picks, whole_picks)
-                planned.expected.add_view(table.location, whole, columns, locations, cut)
+                planned.expected.add_view(table.location, whole, columns, locations, cut, owner=k)
                 planned.policy_reads += reads
             bodies.append(body)
         return splice(outer, planned.views, bodies)
