@@ -23,8 +23,9 @@ keeps the subquery (read by Spark at run time, as before), which is always corre
 - its WHERE uses only =, <>, AND, OR, NOT, IS [NOT] NULL, parentheses, the mapping
   table's columns and literals of the same kind (string with `string`, integer with the
   integral types, boolean with `boolean`), evaluated with SQL's three-valued logic;
-- an IN's left side is a column of the governed table with exactly the key's type, one of
-  `string`, `tinyint`, `smallint`, `int`, `bigint` (so no coercion happens either way);
+- an IN's left side is a column of the governed table, and it and the key are both
+  `string`, or both integral (`tinyint` .. `bigint`: the keys are written in the wider
+  type, which is what Spark compares the subquery in too);
 - the table is local, its protocol is one delta-rs reads row for row (reader version 1, or
   3 without reader features but `timestampNtz`: no deletion vectors, no column mapping),
   it holds at most MAX_ROWS rows and the answer at most the configured number of keys
@@ -60,7 +61,6 @@ INLINE_MAX_KEYS = 10_000
 MAX_ROWS = 2_000_000
 _CACHED_TABLES = 32
 _INTEGRAL = {"tinyint": "TINYINT", "smallint": "SMALLINT", "int": "INT", "bigint": "BIGINT"}
-_KEY_TYPES = {"string", *_INTEGRAL}
 _READER_FEATURES_OK = frozenset({"timestampNtz"})
 _SELECT_ARGS = frozenset({"expressions", "from", "from_", "where", "distinct"})
 _INTEGER = re.compile(r"-?[0-9]+")
@@ -180,10 +180,7 @@ class Entitlements:
         if len(select.expressions) != 1 or not isinstance(select.expressions[0], exp.Column):
             raise _Unsupported("projection")
         key, key_type = scope.column(select.expressions[0])
-        row_type = row_types.get(lhs.name.lower())
-        key_type = key_type.strip().lower()
-        if row_type is None or row_type.strip().lower() != key_type or key_type not in _KEY_TYPES:
-            raise _Unsupported("types differ")
+        key_type = _common_type(row_types.get(lhs.name.lower()), key_type)
         rows = self._rows(table, scope, select, (key,))
         values = pc.unique(rows.column(key).combine_chunks()) if rows.num_rows else None
         if values is None or len(values) == 0:
@@ -278,7 +275,7 @@ def read_mapping(
         features = set(protocol.reader_features or ())
         if protocol.min_reader_version not in (1, 3) or not features <= _READER_FEATURES_OK:
             return None
-        actions = table.get_add_actions(flatten=True)
+        actions = pa.table(table.get_add_actions(flatten=True))  # an arro3 table
         counts = actions.column("num_records") if "num_records" in actions.column_names else None
         if counts is None or counts.null_count or (pc.sum(counts).as_py() or 0) > MAX_ROWS:
             return None
@@ -291,16 +288,27 @@ def read_mapping(
     return data.rename_columns(list(columns))
 
 
+def _common_type(row_type: str | None, key_type: str) -> str:
+    """The type both sides of the IN compare as, the one the keys are written in: `string`
+    with `string`, or the wider of two integral types (Spark widens the narrower side, an
+    exact conversion, whether the right side is a subquery or a list of that type)."""
+    left, right = (row_type or "").strip().lower(), key_type.strip().lower()
+    if left == right == "string":
+        return "string"
+    if left in _INTEGRAL and right in _INTEGRAL:
+        return max(left, right, key=list(_INTEGRAL).index)
+    raise _Unsupported("types differ")
+
+
 def _literal(value: object, type_text: str) -> exp.Expression:
-    """A key as a literal of its column's type (never text pasted into SQL)."""
+    """A key as a literal (never text pasted into SQL): a string, or an integer, which
+    Spark types INT or BIGINT by its size; comparing it with the column widens one side
+    to the other's integral type, an exact conversion, so the answer is the subquery's."""
     if type_text == "string":
         return exp.Literal.string(str(value))
     if not isinstance(value, int) or isinstance(value, bool):
         raise _Unsupported("key type")
-    number = exp.Literal.number(value)
-    if type_text == "int":
-        return number
-    return exp.cast(number, exp.DataType.build(_INTEGRAL[type_text]))
+    return exp.Literal.number(value)
 
 
 def _eval(node: exp.Expression, data: pa.Table, scope: _Scope) -> tuple[Any, str]:
