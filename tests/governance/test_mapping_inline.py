@@ -55,8 +55,8 @@ column_masks:
     columns: [label]
     mask: custom
     expression: >-
-      CASE WHEN k IN ({LOOKUP}) THEN 'in' WHEN NOT (k IN ({LOOKUP})) THEN 'out'
-      ELSE 'unknown' END
+      CASE WHEN k IN ({LOOKUP}) THEN concat({{col}}, ':in')
+      WHEN NOT (k IN ({LOOKUP})) THEN concat({{col}}, ':out') ELSE concat({{col}}, ':unknown') END
     principals: [nul, deny, {", ".join(USERS)}]
   - id: v-if-null-granted
     on: m.s.t
@@ -191,10 +191,10 @@ def test_inline_and_subquery_give_the_same_answers_on_random_entitlements(lakes,
 
 
 def test_null_keys_make_an_unmatched_row_unknown_not_false(lakes) -> None:
-    """`nul` is mapped to a NULL key only: every non-NULL k is NULL IN (NULL) -> 'unknown';
+    """`nul` is mapped to a NULL key only: every k IN (NULL) is NULL -> 'L:unknown';
     the EXISTS over `allowed_k IS NULL` holds, so v shows."""
     got = rows(lakes["inline"], "nul")
-    assert {r[4] for r in got} == {"unknown"}
+    assert {r[4] for r in got} == {"L:unknown"}
     assert all(r[3] == r[0] for r in got)
     assert got == rows(lakes["subquery"], "nul")
 
