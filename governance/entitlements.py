@@ -41,7 +41,6 @@ from __future__ import annotations
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -118,13 +117,8 @@ class _Scope:
 class Entitlements:
     """Answers mapping-table subqueries from delta-rs reads, kept per table version."""
 
-    def __init__(
-        self,
-        max_keys: int = INLINE_MAX_KEYS,
-        reader: Callable[[str, DeltaIdentity, tuple[str, ...]], pa.Table | None] | None = None,
-    ) -> None:
+    def __init__(self, max_keys: int = INLINE_MAX_KEYS) -> None:
         self.max_keys = max_keys
-        self._read = reader or read_mapping
         self._tables: OrderedDict[tuple, pa.Table | None] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -162,8 +156,19 @@ class Entitlements:
                     raise _Unsupported("projection")
                 if isinstance(e, exp.Column):
                     scope.column(e)
-            rows = self._rows(table, scope, select, ())
-            return exp.true() if rows.num_rows else exp.false()
+            where = select.args.get("where")
+            cond = where.this if where is not None else None
+            link = _correlation(cond, scope, row_types) if cond is not None else None
+            if link is None:
+                rows = self._rows(table, scope, cond, ())
+                return exp.true() if rows.num_rows else exp.false()
+            # EXISTS (... WHERE rest AND k = x) is TRUE iff x equals a non-NULL key of a row
+            # where `rest` is TRUE, else FALSE (never NULL)
+            outer, key, key_type, rest = link
+            items = self._keys(self._rows(table, scope, rest, (key,)), key, key_type, False)
+            if not items:
+                return exp.false()
+            return exp.func("coalesce", exp.In(this=outer.copy(), expressions=items), exp.false())
         query = node.args.get("query")
         lhs = node.this
         if (
@@ -181,18 +186,29 @@ class Entitlements:
             raise _Unsupported("projection")
         key, key_type = scope.column(select.expressions[0])
         key_type = _common_type(row_types.get(lhs.name.lower()), key_type)
-        rows = self._rows(table, scope, select, (key,))
-        values = pc.unique(rows.column(key).combine_chunks()) if rows.num_rows else None
-        if values is None or len(values) == 0:
+        where = select.args.get("where")
+        rows = self._rows(table, scope, where.this if where is not None else None, (key,))
+        items = self._keys(rows, key, key_type, True)
+        if not items:
             return exp.false()
+        return exp.paren(exp.In(this=lhs.copy(), expressions=items), copy=False)
+
+    def _keys(
+        self, rows: pa.Table, key: str, key_type: str, with_null: bool
+    ) -> list[exp.Expression]:
+        """The distinct keys as literals, sorted; a typed NULL last when one is NULL and
+        `with_null`; _Unsupported past the threshold."""
+        if not rows.num_rows:
+            return []
+        values = pc.unique(rows.column(key).combine_chunks())
         if len(values) > self.max_keys:
             raise _Unsupported("too many keys")
-        has_null = values.null_count > 0
-        keys = sorted(v for v in values.to_pylist() if v is not None)
-        items = [_literal(v, key_type) for v in keys]
-        if has_null:
+        items = [
+            _literal(v, key_type) for v in sorted(v for v in values.to_pylist() if v is not None)
+        ]
+        if with_null and values.null_count:
             items.append(exp.cast(exp.null(), exp.DataType.build(key_type)))
-        return exp.paren(exp.In(this=lhs.copy(), expressions=items), copy=False)
+        return items
 
     def _source(self, select: Any, mapped: dict[str, Mapped]) -> tuple[Mapped, _Scope]:
         """The one mapping table a plain SELECT reads, and its scope."""
@@ -222,18 +238,21 @@ class Entitlements:
         return m, _Scope(table, m.info)
 
     def _rows(
-        self, m: Mapped, scope: _Scope, select: exp.Select, keep: tuple[str, ...]
+        self, m: Mapped, scope: _Scope, where: exp.Expression | None, keep: tuple[str, ...]
     ) -> pa.Table:
-        """The mapping rows where the subquery's WHERE is TRUE (only the columns in `keep`)."""
-        where = select.args.get("where")
+        """The mapping rows where `where` is TRUE (only the columns in `keep`)."""
         used = [scope.column(c)[0] for c in (where.find_all(exp.Column) if where else ())]
         columns = tuple(sorted({*keep, *used}))
         data = self._table(m, columns)
         if data is None:
             raise _Unsupported("unreadable")
+        types = {n: t for n, t in scope.columns.values()}
+        for name in columns:  # the log's types are the catalog's (else Spark decides)
+            if not _arrow_is(data.schema.field(name).type, _kind(types[name])):
+                raise _Unsupported("types moved")
         if where is None:
             return data
-        value, kind = _eval(where.this, data, scope)
+        value, kind = _eval(where, data, scope)
         if kind not in ("bool", "null"):
             raise _Unsupported("not a predicate")
         if isinstance(value, pa.Scalar):
@@ -248,7 +267,7 @@ class Entitlements:
             if key in self._tables:
                 self._tables.move_to_end(key)
                 return self._tables[key]
-        data = self._read(m.info.location, m.identity, columns)
+        data = read_mapping(m.info.location, m.identity, columns)
         with self._lock:
             self._tables[key] = data
             while len(self._tables) > _CACHED_TABLES:
@@ -286,6 +305,64 @@ def read_mapping(
     except Exception:  # unreadable here: Spark reads it through the subquery, or fails
         return None
     return data.rename_columns(list(columns))
+
+
+def _arrow_is(dtype: pa.DataType, kind: str | None) -> bool:
+    if kind == "string":
+        return (
+            pa.types.is_string(dtype)
+            or pa.types.is_large_string(dtype)
+            or (pa.types.is_string_view(dtype))
+        )
+    if kind == "int":
+        return pa.types.is_integer(dtype)
+    return kind == "bool" and pa.types.is_boolean(dtype)
+
+
+def _conjuncts(cond: exp.Expression) -> list[exp.Expression]:
+    """The operands of a (parenthesized) chain of ANDs."""
+    cond = cond.unnest()
+    if isinstance(cond, exp.And):
+        return _conjuncts(cond.this) + _conjuncts(cond.expression)
+    return [cond]
+
+
+def _outer(col: exp.Column, scope: _Scope) -> bool:
+    """A column SQL's scoping gives to the governed row, not to the mapping table."""
+    try:
+        scope.column(col)
+    except _Unsupported:
+        return True
+    return False
+
+
+def _correlation(
+    cond: exp.Expression, scope: _Scope, row_types: dict[str, str]
+) -> tuple[exp.Column, str, str, exp.Expression | None] | None:
+    """For a WHERE `rest AND k = x`, `x` the governed row's column and the one reference to
+    the row: (x, k, the type they compare in, rest); None when nothing is correlated;
+    _Unsupported for any other correlation."""
+    parts = _conjuncts(cond)
+    linked = [p for p in parts if any(_outer(c, scope) for c in p.find_all(exp.Column))]
+    if not linked:
+        return None
+    eq = linked[0]
+    if len(linked) != 1 or not isinstance(eq, exp.EQ):
+        raise _Unsupported("correlated")
+    key, outer = eq.this, eq.expression
+    if isinstance(key, exp.Column) and _outer(key, scope):
+        key, outer = outer, key
+    if (
+        not isinstance(key, exp.Column)
+        or not isinstance(outer, exp.Column)
+        or _outer(key, scope)
+        or len(outer.parts) != 1
+    ):
+        raise _Unsupported("correlated")
+    name, key_type = scope.column(key)
+    common = _common_type(row_types.get(outer.name.lower()), key_type)
+    rest = [p for p in parts if p is not eq]
+    return outer, name, common, exp.and_(*rest) if rest else None
 
 
 def _common_type(row_type: str | None, key_type: str) -> str:

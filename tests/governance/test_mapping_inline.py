@@ -30,7 +30,7 @@ grants:
     privileges: [manage]
     on: "*.*.*"
   - id: readers
-    principals: [mover, hostile, num, nul, deny, {", ".join(USERS)}]
+    principals: [mover, hostile, num, nul, deny, ex, {", ".join(USERS)}]
     privileges: [select]
     on: m.s.*
 row_filters:
@@ -44,6 +44,13 @@ row_filters:
     principals: [num]
     kind: restrictive
     where: "n IN (SELECT allowed_n FROM m.acl.nums WHERE user_name = current_user())"
+  - id: by-key-exists
+    on: m.s.t
+    principals: [ex]
+    kind: restrictive
+    where: >-
+      EXISTS (SELECT 1 FROM m.acl.keys AS u
+              WHERE u.user_name = current_user() AND (u.allowed_k = k))
   - id: deny-listed
     on: m.s.t
     principals: [deny]
@@ -142,7 +149,7 @@ def lakes(open_lakegate, spark) -> dict[str, Any]:
     mapping += [("hostile", h) for h in HOSTILE[6:]]
     for u in USERS:  # random entitlements: empty, with NULL keys, hostile keys
         mapping += [(u, rng.choice(pool)) for _ in range(rng.randrange(0, 6))]
-    mapping += [("deny", "a"), ("deny", None)]
+    mapping += [("deny", "a"), ("deny", None), ("ex", "b"), ("ex", None), ("ex", "o'brien")]
     _append(spark, loc["acl.keys"], mapping, "user_name STRING, allowed_k STRING")
     _append(spark, loc["acl.nums"], [("num", 2), ("num", None)], "user_name STRING, allowed_n INT")
     out = {"inline": inline, "subquery": open_lakegate("subquery", 0)}
@@ -182,7 +189,7 @@ def test_a_lookup_within_the_threshold_is_inlined_and_answers_as_the_subquery(la
     assert got and {r[1] for r in got} == {"a"}
 
 
-@pytest.mark.parametrize("user", [*USERS, "nul", "deny", "num"])
+@pytest.mark.parametrize("user", [*USERS, "nul", "deny", "num", "ex"])
 def test_inline_and_subquery_give_the_same_answers_on_random_entitlements(lakes, user) -> None:
     """Differential: random key sets (empty ones, NULL keys, hostile keys) over rows with
     NULL and hostile values; the label mask tells TRUE, FALSE and NULL of the IN apart."""
@@ -197,6 +204,16 @@ def test_null_keys_make_an_unmatched_row_unknown_not_false(lakes) -> None:
     assert {r[4] for r in got} == {"L:unknown"}
     assert all(r[3] == r[0] for r in got)
     assert got == rows(lakes["subquery"], "nul")
+
+
+def test_a_correlated_exists_is_inlined_and_never_null(lakes) -> None:
+    """EXISTS (... AND u.allowed_k = k) over keys 'b', NULL, "o'brien": the rows with those
+    two values, as `coalesce(k IN (...), FALSE)`: a NULL key matches nothing."""
+    sql = "SELECT id, k FROM m.s.t"
+    assert inlined(lakes["inline"], "ex", sql)
+    got = rows(lakes["inline"], "ex", sql)
+    assert got and {r[1] for r in got} == {"b", "o'brien"}
+    assert got == rows(lakes["subquery"], "ex", sql)
 
 
 def test_a_deny_list_with_a_null_key_lets_no_row_through(lakes) -> None:
