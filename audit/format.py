@@ -58,7 +58,10 @@ EXTENSION_KEYS: tuple[str, ...] = ("policyVersion", "phase")
 _AT = KEYS.index("writer")
 #: The key order of a line written by the current writer.
 KEYS_EXT: tuple[str, ...] = KEYS[:_AT] + EXTENSION_KEYS + KEYS[_AT:]
-LAYOUTS: tuple[tuple[str, ...], ...] = (KEYS_EXT, KEYS)
+#: A `cmd=policyRead` line of a mapping table read at plan time adds ``readVersion`` (the
+#: Delta version read) after ``phase`` (audit/README.md).
+KEYS_READ: tuple[str, ...] = KEYS[:_AT] + EXTENSION_KEYS + ("readVersion",) + KEYS[_AT:]
+LAYOUTS: tuple[tuple[str, ...], ...] = (KEYS_READ, KEYS_EXT, KEYS)
 HASH_SEPARATOR = "\thash="
 HASH_HEX_LEN = 64
 _HASH_RE = re.compile(r"[0-9a-f]{64}")
@@ -284,6 +287,7 @@ class AuditRecord:
     hash: str
     file: str
     line: int
+    read_version: int | None = None  # readVersion, on policyRead lines (extension key)
 
     def to_json(self) -> dict[str, object]:
         """Keys as in the log line (camelCase), plus ``user``, ``file`` and ``line``."""
@@ -310,6 +314,7 @@ class AuditRecord:
             "durationMs": self.duration_ms,
             "policyVersion": self.policy_version,
             "phase": self.phase,
+            "readVersion": self.read_version,
             "writer": self.writer,
             "seq": self.seq,
             "prevHash": self.prev_hash,
@@ -361,6 +366,7 @@ def to_record(values: dict[str, str], link: ChainLink, file: str, line: int) -> 
         duration_ms=int(duration) if duration.lstrip("-").isdigit() else None,
         policy_version=unescape_value(values.get("policyVersion", NULL_TOKEN)),
         phase=unescape_value(values.get("phase", NULL_TOKEN)),
+        read_version=int(read) if (read := values.get("readVersion", "")).isdigit() else None,
         writer=text("writer") or "",
         seq=link.seq,
         prev_hash=link.prev_hash,

@@ -102,6 +102,9 @@ class AuditEvent:
     #: ``intent`` (before a statement with an effect runs), ``outcome`` (after it), or None
     #: for a record that is both at once (reads, refusals); extension key
     phase: str | None = None
+    #: the Delta version of `src` that was read, on `cmd=policyRead` lines of a mapping table
+    #: read at plan time; extension key, written only when set
+    read_version: int | None = None
     ts: datetime | None = None
     event_id: str | None = None
 
@@ -123,10 +126,12 @@ def _bool(value: bool) -> str:
 
 def _extension(event: AuditEvent) -> str:
     """The extension keys, only when one is set: such a line is exactly a v1 line otherwise."""
-    if event.policy_version is None and event.phase is None:
+    if event.policy_version is None and event.phase is None and event.read_version is None:
         return ""
     version, phase = escape_value(event.policy_version), escape_value(event.phase)
-    return f"\tpolicyVersion={version}\tphase={phase}"
+    if event.read_version is None:
+        return f"\tpolicyVersion={version}\tphase={phase}"
+    return f"\tpolicyVersion={version}\tphase={phase}\treadVersion={int(event.read_version)}"
 
 
 def render_unhashed(

@@ -25,7 +25,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from audit.format import KEYS_EXT
+from audit.format import KEYS_READ
 from audit.handler import log_files
 
 _UNESCAPER = "org.apache.commons.text.StringEscapeUtils"
@@ -57,6 +57,7 @@ AUDIT_SCHEMA = StructType(
         StructField("durationMs", LongType()),
         StructField("policyVersion", StringType()),
         StructField("phase", StringType()),
+        StructField("readVersion", LongType()),
         StructField("writer", StringType()),
         StructField("seq", LongType()),
         StructField("prevHash", StringType()),
@@ -117,7 +118,7 @@ def _masks(raw: Column) -> Column:
     )
 
 
-_RAW_KEYS = tuple(k for k in KEYS_EXT if k != "perm")
+_RAW_KEYS = tuple(k for k in KEYS_READ if k != "perm")
 
 
 def _field(body: Column, key: str) -> Column:
@@ -169,6 +170,7 @@ def audit_dataframe(spark: SparkSession, directory: str | Path) -> DataFrame:
         _long(c("durationMs")).alias("durationMs"),
         _text(c("policyVersion")).alias("policyVersion"),
         _text(c("phase")).alias("phase"),
+        _long(c("readVersion")).alias("readVersion"),
         _text(c("writer")).alias("writer"),
         _long(c("seq")).alias("seq"),
         _nullable(c("prevHash")).alias("prevHash"),

@@ -98,7 +98,10 @@ class PoliciesInForce:
                     return False
                 if self._policy_stamp() == stamp:
                     self._policy = PolicyState(
-                        enforcer, PolicySql(enforcer, self._catalog), stamp, version
+                        enforcer,
+                        PolicySql(enforcer, self._catalog, self.config.mapping_inline_max_keys),
+                        stamp,
+                        version,
                     )
                     self._seen = None
                     self._on_reload(True, None, ps.content_hash, version)

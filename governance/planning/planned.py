@@ -248,7 +248,8 @@ class Planned:
 
     def _policy_read_lines(self) -> list[dict[str, Any]]:
         """`cmd=policyRead`, one line per mapping table a policy read for this statement
-        (audit/README.md: extends docs/spec/audit-format.md)."""
+        (audit/README.md: extends docs/spec/audit-format.md), with `readVersion` when the
+        lookup was answered at plan time (the Delta version read)."""
         merged: dict[str, dict[str, Any]] = {}
         for r in self.policy_reads:
             line = merged.setdefault(
@@ -263,6 +264,8 @@ class Planned:
             )
             line["columns"] += [c for c in r.columns if c not in line["columns"]]
             line["policies"] += [p for p in r.policies if p not in line["policies"]]
+            if r.inlined and r.version is not None:  # read now, at this version
+                line["read_version"] = r.version
         return list(merged.values())
 
     def _propagation_lines(self) -> list[dict[str, Any]]:

@@ -115,6 +115,7 @@ def python_rows(directory: Path) -> dict[tuple[str, int], dict[str, Any]]:
             "durationMs": record.duration_ms,
             "policyVersion": record.policy_version,
             "phase": record.phase,
+            "readVersion": record.read_version,
             "prevHash": record.prev_hash,
             "hash": record.hash,
             "file": record.file,
