@@ -138,8 +138,9 @@ def parse_failure(tokens: list[Token]) -> Refused | None:
 def govern_node(node: exp.Expression, name: str) -> exp.Expression | None:
     """Check one node of a statement or policy expression (`name`: its function name, or
     ""); raises Refused, or returns the node to put in its place (None: keep it)."""
-    if isinstance(node, exp.Placeholder) and isinstance(node.parent, exp.Alias):
-        raise Refused(_PATH)  # sqlglot reads `v:a` as `v AS :a`
+    alias = node.parent
+    if isinstance(alias, exp.Alias) and isinstance(alias.args.get("alias"), exp.Placeholder):
+        raise Refused(_PATH)  # sqlglot reads `v:a` as `v AS :a` (`v` or `:a` comes first)
     if isinstance(node, exp.DataType):
         if node.is_type(exp.DataType.Type.VARIANT) and not line_has("variant"):
             raise _needs("variant", "the VARIANT type")
@@ -152,6 +153,11 @@ def govern_node(node: exp.Expression, name: str) -> exp.Expression | None:
             # collate(x, 'c'): Spark parses the function, not `x COLLATE 'c'`
             return exp.Anonymous(this="collate", expressions=[node.this, collation])
         return None
+    if name == "identifier":
+        raise Refused(
+            "IDENTIFIER(...) is not governed by Lakegate: the name it makes is only known "
+            "when the statement runs; write the name itself"
+        )
     if name in TABLE_FUNCTIONS:
         raise Refused(f"table-valued function {name}(...) is not governed")
     feature = FUNCTIONS.get(name)
