@@ -124,7 +124,8 @@ def test_pipe_syntax_applies_each_operator_to_the_previous_result(
     assert rows == expected
     if SPARK4:  # Spark's own pipe syntax over carol's reference view answers the same
         view = oracle.VIEWS["carol"][("sales", "orders")].format(t=f"delta.`{locations['orders']}`")
-        native = sql.replace("main.sales.orders", f"({view}) AS orders", 1)
+        native = sql.replace("TABLE main", "FROM main", 1)  # TABLE takes a name only
+        native = native.replace("main.sales.orders", f"({view}) AS orders", 1)
         reference = [tuple(r) for r in lakehouse.spark.sql(native).collect()]
         assert Counter(rows) == Counter(reference)
 
