@@ -187,6 +187,16 @@ def test_variant_functions_over_a_masked_column_see_only_the_masked_value(lakeho
     # the masked value is no JSON: try_parse_json sees the hash, never the address
     tried = governed(lakehouse, "alice", "SELECT try_parse_json(email) FROM main.sales.customers")
     assert tried == [(None,)] * len(EMAILS)
+    hidden = run(
+        lakehouse,
+        "alice",
+        "SELECT variant_get(parse_json(to_json(named_struct('s', ssn))), '$.s', 'string') "
+        "FROM main.sales.customers",
+    )
+    assert isinstance(hidden, AccessDenied)
+    assert str(hidden) == (
+        "access denied: user alice may not read column ssn of table main.sales.customers"
+    )
 
 
 def test_variant_functions_see_only_filtered_rows(lakehouse) -> None:
