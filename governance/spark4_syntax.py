@@ -69,6 +69,11 @@ def _text(token: Token | None) -> str:
     return token.text.upper() if token is not None else ""
 
 
+# `BEGIN [TRANSACTION | WORK]` starts a transaction (refused as a statement kind); any other
+# word after BEGIN starts a compound statement
+_TRANSACTION = frozenset({"TRANSACTION", "WORK", ";"})
+
+
 def refuse_statement_forms(tokens: list[Token]) -> None:
     """Refuse by name the Spark 4 statement forms sqlglot cannot parse or would keep as an
     opaque Command (which parse.py refuses by its first word only)."""
@@ -77,16 +82,8 @@ def refuse_statement_forms(tokens: list[Token]) -> None:
     kinds = [t.token_type for t in tokens[:3]]
     first = kinds[0]
     second = tokens[1] if len(tokens) > 1 else None
-    if (
-        first == TokenType.BEGIN
-        and second is not None
-        and _text(second)
-        not in (
-            "TRANSACTION",
-            "WORK",
-            ";",
-        )
-    ):
+    third = tokens[2] if len(tokens) > 2 else None
+    if first == TokenType.BEGIN and second is not None and _text(second) not in _TRANSACTION:
         raise Refused(_SCRIPTING)
     if kinds[1:3] == [TokenType.COLON, TokenType.BEGIN]:  # a labelled compound statement
         raise Refused(_SCRIPTING)
@@ -99,7 +96,7 @@ def refuse_statement_forms(tokens: list[Token]) -> None:
         raise Refused(_VARIABLES.format("DECLARE VARIABLE"))
     if first == TokenType.SET and _text(second) in ("VAR", "VARIABLE"):
         raise Refused(_VARIABLES.format(f"SET {_text(second)}"))
-    if kinds[:2] == [TokenType.DROP, TokenType.TEMPORARY] and _text(tokens[2]) == "VARIABLE":
+    if kinds[:2] == [TokenType.DROP, TokenType.TEMPORARY] and _text(third) == "VARIABLE":
         raise Refused(_VARIABLES.format("DROP TEMPORARY VARIABLE"))
     if first == TokenType.COMMAND and _text(tokens[0]) == "CALL":
         raise Refused("CALL (stored procedures) is not governed by Lakegate")
