@@ -115,9 +115,41 @@ public class GovernedSql implements java.util.function.Function {
         return (LogicalPlan) out;
     }
 
+    /** What `drift` answers for session variables (a key no setting can have). */
+    public static final String VARIABLES = " session variables";
+
+    /** "" when the session holds no SQL session variables; else VARIABLES, after dropping
+     *  them all. Spark 4's variables live in the shared session and a governed statement
+     *  could read one (`SELECT session.v`); Lakegate refuses DECLARE, so any found were
+     *  declared outside it. Spark 3.5 has none (no tempVariableManager): "". */
+    public String variables(SparkSession s) throws Exception {
+        Object catalogs = s.sessionState().catalogManager();
+        java.lang.reflect.Method getter;
+        try {
+            getter = catalogs.getClass().getMethod("tempVariableManager", new Class[0]);
+        } catch (NoSuchMethodException e) {
+            return "";
+        }
+        Object manager = getter.invoke(catalogs, new Object[0]);
+        Object empty = manager.getClass().getMethod("isEmpty", new Class[0])
+            .invoke(manager, new Object[0]);
+        if (((Boolean) empty).booleanValue()) {
+            return "";
+        }
+        manager.getClass().getMethod("clear", new Class[0]).invoke(manager, new Object[0]);
+        return VARIABLES;
+    }
+
+    /** The first governed setting that drifted (put back), else VARIABLES if the session
+     *  held session variables (dropped), else "". */
+    private String governed(SparkSession s) throws Exception {
+        String key = drift(s.sessionState().conf());
+        return key.isEmpty() ? variables(s) : key;
+    }
+
     /** [drift key or "", the query's Dataset (analysed, nothing run) or null]. */
     public Object[] query(SparkSession s, String sql) throws Exception {
-        String key = drift(s.sessionState().conf());
+        String key = governed(s);
         if (!key.isEmpty()) {
             return new Object[] {key, null};
         }
@@ -127,7 +159,7 @@ public class GovernedSql implements java.util.function.Function {
     /** [drift key or "", the command's analyzed plan (nothing run) or null]; analysed with
      *  `s` active on this thread (Delta resolves `delta.`path`` through it). */
     public Object[] command(SparkSession s, String sql) throws Exception {
-        String key = drift(s.sessionState().conf());
+        String key = governed(s);
         if (!key.isEmpty()) {
             return new Object[] {key, null};
         }

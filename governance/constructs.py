@@ -13,6 +13,7 @@ from pathlib import Path
 
 from sqlglot import exp
 
+from governance import spark4_syntax
 from governance.errors import Refused
 
 _RUNS_CODE = "runs arbitrary JVM code"
@@ -72,6 +73,7 @@ def is_unknown_function(node: exp.Expression, name: str) -> bool:
         and name not in SPARK_BUILTINS
         and name not in IDENTITY_USER
         and name not in IDENTITY_MEMBER
+        and not spark4_syntax.is_governed_function(name)
         and not isinstance(node.parent, exp.Table)
     )
 
@@ -176,6 +178,7 @@ _GOVERNED_NODES = (
     exp.Directory,
     exp.Column,
     exp.Dot,
+    exp.DataType,  # VARIANT (governance/spark4_syntax.py)
 )
 
 
@@ -192,6 +195,10 @@ def govern_expression(
     `on_clock` is called when a time was folded from the clock (`TIMESTAMP AS OF now()`)."""
     replacements: list[tuple[exp.Expression, exp.Expression]] = []
     for node in tree.find_all(*_GOVERNED_NODES):  # the kinds checked below, nothing else
+        fixed = spark4_syntax.govern_node(node, function_name(node))
+        if fixed is not None:
+            replacements.append((node, fixed))
+            continue
         if isinstance(node, exp.Column):
             for part in node.parts:
                 if part.name.lower() in METADATA_COLUMNS:
@@ -209,7 +216,7 @@ def govern_expression(
                 on_clock()
             continue
         if isinstance(node, exp.Placeholder | exp.Parameter | exp.SessionParameter):
-            raise Refused(
+            raise Refused(  # named (:x) and positional (?) markers among them
                 f"parameters and variables ({node.sql('spark')}) in a {where} are "
                 "not governed; inline the value"
             )

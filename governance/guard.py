@@ -91,8 +91,18 @@ def checked(answer: Any, where: str = "session") -> Any:
     return answer[1]
 
 
+#: GovernedSql.VARIABLES: the session held SQL session variables (Spark 4), now dropped
+VARIABLES = " session variables"
+
+
 def refuse_drift(key: str, where: str = "session") -> None:
-    """SettingChanged when the JVM found a governed setting changed (`key` not empty)."""
+    """SettingChanged when the JVM found a governed setting changed (`key` not empty), or
+    session variables declared in the Spark session outside Lakegate."""
+    if key == VARIABLES:
+        raise SettingChanged(
+            f"session variables were declared in the Spark {where} outside Lakegate; "
+            "Lakegate governs none (they are dropped); statement refused"
+        )
     if key:
         raise SettingChanged(
             f"Spark setting {key} was changed in the {where}; Lakegate governs it (it is put "

@@ -16,6 +16,7 @@ from sqlglot.dialects.spark import Spark
 from sqlglot.errors import ErrorLevel, ParseError, TokenError
 from sqlglot.tokens import TokenType
 
+from governance import pipe, spark4_syntax
 from governance.errors import Refused, SqlParseError
 
 MAX_STATEMENT_CHARS = 1_000_000
@@ -78,32 +79,47 @@ def decode_statement(text: str | bytes) -> str:
 
 def parse_statement(text: str | bytes) -> exp.Expression:
     text = decode_statement(text)
+    tokens: list = []
+    has_pipe = False
     try:
         tokens = _TOKENIZER().tokenize(text)
-        has_cross = _check_nesting(tokens)
-        if tokens and tokens[0].token_type == TokenType.TABLE:
-            return _table_statement(tokens, text)
-        statements = _SPARK.parser(error_level=ErrorLevel.RAISE).parse(tokens, text)
-    except SqlParseError:
+        has_cross, has_pipe = _check_nesting(tokens)
+        spark4_syntax.refuse_statement_forms(tokens)
+        if has_pipe:  # Spark 4's `|>`, read operator by operator (governance/pipe.py)
+            stmt = pipe.translate(tokens, lambda part: _one_statement(part, text))
+        else:
+            stmt = _one_statement(tokens, text)
+    except Refused:  # SqlParseError, and a Spark 4 construct refused by name
         raise
     except (ParseError, TokenError) as e:
-        raise SqlParseError(f"cannot parse statement: {describe_parse_error(e)}") from None
+        named = spark4_syntax.parse_failure(tokens)
+        if named is not None:
+            raise named from None
+        what = "pipe syntax (|>)" if has_pipe else "statement"
+        raise SqlParseError(f"cannot parse {what}: {describe_parse_error(e)}") from None
     except RecursionError:
         raise SqlParseError("statement is nested too deeply to govern") from None
     except Exception as e:  # the parser must never be the reason a statement runs
         raise SqlParseError(f"cannot parse statement: {type(e).__name__}") from None
-    statements = [s for s in statements if s is not None]
-    if not statements:
-        raise SqlParseError("empty statement")
-    if len(statements) > 1:
-        raise Refused(f"multiple statements ({len(statements)}) in one call; send one at a time")
-    stmt = statements[0]
     if not has_cross:
         _restore_comma_joins(stmt)
     if isinstance(stmt, exp.Command):
         word = str(stmt.this).split()[0].upper() if stmt.this else "?"
         raise Refused(f"statement kind {word} is not governed by Lakegate")
     return stmt
+
+
+def _one_statement(tokens: list, text: str) -> exp.Expression:
+    """The one statement `tokens` hold (`text` is the statement's, for error positions)."""
+    if tokens and tokens[0].token_type == TokenType.TABLE:
+        return _table_statement(tokens, text)
+    statements = _SPARK.parser(error_level=ErrorLevel.RAISE).parse(tokens, text)
+    statements = [s for s in statements if s is not None]
+    if not statements:
+        raise SqlParseError("empty statement")
+    if len(statements) > 1:
+        raise Refused(f"multiple statements ({len(statements)}) in one call; send one at a time")
+    return statements[0]
 
 
 def _table_statement(tokens: list, text: str) -> exp.Select:
@@ -137,11 +153,12 @@ _OPENING = frozenset({TokenType.L_PAREN, TokenType.L_BRACKET})
 _CLOSING = frozenset({TokenType.R_PAREN, TokenType.R_BRACKET})
 
 
-def _check_nesting(tokens: list) -> bool:
+def _check_nesting(tokens: list) -> tuple[bool, bool]:
     """Refuse statements nested or chained too deeply; also says whether a CROSS keyword
-    occurs (the same pass over the tokens serves `_restore_comma_joins`)."""
+    occurs (the same pass over the tokens serves `_restore_comma_joins`) and whether a
+    pipe `|>` does."""
     depth = peak = operators = 0
-    cross = False
+    cross = pipes = False
     for t in tokens:
         kind = t.token_type
         if kind in _OPENING:
@@ -154,11 +171,13 @@ def _check_nesting(tokens: list) -> bool:
             operators += 1
         elif kind == TokenType.CROSS:
             cross = True
+        elif kind == TokenType.PIPE_GT:
+            pipes = True
     if peak > MAX_NESTING:
         raise SqlParseError(f"statement nests {peak} levels deep; the limit is {MAX_NESTING}")
     if operators > MAX_OPERATORS:
         raise SqlParseError(f"statement has {operators} operators; the limit is {MAX_OPERATORS}")
-    return cross
+    return cross, pipes
 
 
 _TOKEN = re.compile(r"<Token token_type: TokenType\.(\w+), text: ?(.*?), line: .*?>")

@@ -43,6 +43,9 @@ class SparkLine:
     # write commands whose target (and source) are plan fields, not children
     # (governance/verify.py); Delta's own commands, as Delta on this line names them
     command_plan_fields: tuple[tuple[str, tuple[tuple[str, bool], ...]], ...]
+    # the language features Spark 4 added that Lakegate governs on this line (see
+    # governance/spark4_syntax.py); on a line without one, it is refused by name
+    language: frozenset[str] = frozenset()
 
 
 _DELTA_COMMANDS: tuple[tuple[str, tuple[tuple[str, bool], ...]], ...] = (
@@ -92,6 +95,7 @@ SPARK_4 = SparkLine(
         "org.apache.spark.sql.classic.SparkSession",
     ),
     command_plan_fields=_DELTA_COMMANDS,
+    language=frozenset({"variant", "collation"}),
 )
 
 _LINES = {"3.5": SPARK_35, "4.2": SPARK_4}

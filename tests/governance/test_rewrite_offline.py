@@ -355,7 +355,8 @@ def test_path_based_table_references_are_refused(planner, sql):
         ),
         (
             "SELECT * FROM IDENTIFIER('main.sales.orders')",
-            "table-valued function identifier(...) is not governed",
+            "IDENTIFIER(...) is not governed by Lakegate: the name it makes is only known when "
+            "the statement runs; write the name itself",
         ),
     ],
 )

@@ -1,0 +1,174 @@
+"""What Spark 4 added to the SQL language: each construct governed like the rest, or refused
+with one line that names it; never passed through (see docs/spark4-syntax.md).
+
+sqlglot (pinned) reads some of these constructs as something else: `parse_json(x)` as a
+node Spark's generator writes as plain `x`, `v:a` as `v AS :a`, `collate(x, 'c')` as
+`x COLLATE 'c'` (which Spark does not parse), Spark 4's statement forms (scripting,
+`WITH SCHEMA EVOLUTION`) not at all or as an opaque Command. So the statement forms are
+recognised from the token stream before parsing, and expressions are fixed or refused
+node by node (`govern_node`, called by governance.constructs for statements and policy
+expressions alike). A feature the running Spark line lacks (`LINE.language`) is refused
+by name, the same on every line, instead of failing inside Spark.
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+from sqlglot.tokens import Token, TokenType
+
+from governance.errors import Refused
+from governance.spark_line import LINE
+
+#: Spark 4 functions Lakegate governs where the line has their feature: pure functions of
+#: their arguments, which are the governed view's values (masked, filtered), nothing else.
+FUNCTIONS: dict[str, str] = {
+    "parse_json": "variant",
+    "try_parse_json": "variant",
+    "variant_get": "variant",
+    "try_variant_get": "variant",
+    "is_variant_null": "variant",
+    "schema_of_variant": "variant",
+    "schema_of_variant_agg": "variant",
+    "to_variant_object": "variant",
+    "collate": "collation",
+    "collation": "collation",
+}
+#: Table-valued functions Spark 4 added; none is governed (see resolve.SAFE_TABLE_FUNCTIONS).
+TABLE_FUNCTIONS = frozenset(
+    {"variant_explode", "variant_explode_outer", "sql_keywords", "collations"}
+)
+_FEATURE_NAMES = {"variant": "the VARIANT type", "collation": "collations"}
+
+_SCRIPTING = (
+    "SQL scripting (BEGIN ... END compound statements) is not governed by Lakegate; "
+    "send one statement at a time"
+)
+_VARIABLES = (
+    "session variables ({}) are not governed by Lakegate: a variable lives in the shared "
+    "Spark session; inline the value"
+)
+_PATH = (
+    "variant path extraction (`expr:path`) is not governed by Lakegate; "
+    "write variant_get(expr, '$.path', 'type')"
+)
+
+
+def line_has(feature: str) -> bool:
+    """Whether the running Spark line has (and Lakegate governs) a Spark 4 feature."""
+    return feature in LINE.language
+
+
+def _needs(feature: str, construct: str) -> Refused:
+    return Refused(
+        f"{construct} needs Spark 4 ({_FEATURE_NAMES[feature]}); this Lakegate runs on "
+        f"Spark {LINE.name}"
+    )
+
+
+def _text(token: Token | None) -> str:
+    return token.text.upper() if token is not None else ""
+
+
+# `BEGIN [TRANSACTION | WORK]` starts a transaction (refused as a statement kind); any other
+# word after BEGIN starts a compound statement
+_TRANSACTION = frozenset({"TRANSACTION", "WORK", ";"})
+
+
+def refuse_statement_forms(tokens: list[Token]) -> None:
+    """Refuse by name the Spark 4 statement forms sqlglot cannot parse or would keep as an
+    opaque Command (which parse.py refuses by its first word only)."""
+    if not tokens:
+        return
+    kinds = [t.token_type for t in tokens[:3]]
+    first = kinds[0]
+    second = tokens[1] if len(tokens) > 1 else None
+    third = tokens[2] if len(tokens) > 2 else None
+    if first == TokenType.BEGIN and second is not None and _text(second) not in _TRANSACTION:
+        raise Refused(_SCRIPTING)
+    if kinds[1:3] == [TokenType.COLON, TokenType.BEGIN]:  # a labelled compound statement
+        raise Refused(_SCRIPTING)
+    if first == TokenType.EXECUTE and _text(second).startswith("IMMEDIATE"):
+        raise Refused(
+            "EXECUTE IMMEDIATE is not governed by Lakegate: the statement it runs is only "
+            "known when it runs; send that statement itself"
+        )
+    if first == TokenType.DECLARE:
+        raise Refused(_VARIABLES.format("DECLARE VARIABLE"))
+    if first == TokenType.SET and _text(second) in ("VAR", "VARIABLE"):
+        raise Refused(_VARIABLES.format(f"SET {_text(second)}"))
+    if kinds[:2] == [TokenType.DROP, TokenType.TEMPORARY] and _text(third) == "VARIABLE":
+        raise Refused(_VARIABLES.format("DROP TEMPORARY VARIABLE"))
+    if first == TokenType.COMMAND and _text(tokens[0]) == "CALL":
+        raise Refused("CALL (stored procedures) is not governed by Lakegate")
+    for i, t in enumerate(tokens[:-2]):
+        kind = t.token_type
+        if kind == TokenType.WITH and tokens[i + 1].token_type == TokenType.SCHEMA:
+            if _text(tokens[i + 2]) == "EVOLUTION":
+                raise Refused(
+                    "WITH SCHEMA EVOLUTION is not governed by Lakegate: a write may not "
+                    "change a governed table's columns; ALTER TABLE first"
+                )
+        elif kind == TokenType.DEFAULT and _text(tokens[i + 1]) == "COLLATION":
+            raise Refused("default collations (DEFAULT COLLATION) are not governed by Lakegate")
+
+
+_PATH_BEFORE = frozenset(
+    {TokenType.VAR, TokenType.IDENTIFIER, TokenType.R_PAREN, TokenType.R_BRACKET}
+)
+_PATH_AFTER = frozenset({TokenType.VAR, TokenType.IDENTIFIER, TokenType.L_BRACKET})
+
+
+def parse_failure(tokens: list[Token]) -> Refused | None:
+    """The refusal naming a Spark 4 construct a statement sqlglot could not parse holds: a
+    `:` path (`v:a.b`; `STRUCT<a: INT>` has a type after its colon, a parameter marker an
+    operator before it), else None (the parse error stands)."""
+    for i in range(1, len(tokens) - 1):
+        if (
+            tokens[i].token_type == TokenType.COLON
+            and tokens[i - 1].token_type in _PATH_BEFORE
+            and tokens[i + 1].token_type in _PATH_AFTER
+        ):
+            return Refused(_PATH)
+    return None
+
+
+def govern_node(node: exp.Expression, name: str) -> exp.Expression | None:
+    """Check one node of a statement or policy expression (`name`: its function name, or
+    ""); raises Refused, or returns the node to put in its place (None: keep it)."""
+    alias = node.parent
+    if isinstance(alias, exp.Alias) and isinstance(alias.args.get("alias"), exp.Placeholder):
+        raise Refused(_PATH)  # sqlglot reads `v:a` as `v AS :a` (`v` or `:a` comes first)
+    if isinstance(node, exp.DataType):
+        if node.is_type(exp.DataType.Type.VARIANT) and not line_has("variant"):
+            raise _needs("variant", "the VARIANT type")
+        return None
+    if isinstance(node, exp.Collate):
+        if not line_has("collation"):
+            raise _needs("collation", "COLLATE")
+        collation = node.expression
+        if isinstance(collation, exp.Literal) and collation.is_string:
+            # collate(x, 'c'): Spark parses the function, not `x COLLATE 'c'`
+            return exp.Anonymous(this="collate", expressions=[node.this, collation])
+        return None
+    if name == "identifier":
+        raise Refused(
+            "IDENTIFIER(...) is not governed by Lakegate: the name it makes is only known "
+            "when the statement runs; write the name itself"
+        )
+    if name in TABLE_FUNCTIONS:
+        raise Refused(f"table-valued function {name}(...) is not governed")
+    feature = FUNCTIONS.get(name)
+    if feature is None:
+        return None
+    if not line_has(feature):
+        raise _needs(feature, f"{name}()")
+    if isinstance(node, exp.ParseJSON):
+        # Spark's generator writes parse_json(x) as x: kept as the call the user wrote
+        return exp.Anonymous(this="parse_json", expressions=[node.this])
+    return None
+
+
+def is_governed_function(name: str) -> bool:
+    """A Spark 4 function this line governs (and so not an unknown one)."""
+    feature = FUNCTIONS.get(name)
+    return feature is not None and line_has(feature)
