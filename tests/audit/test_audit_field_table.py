@@ -1,0 +1,129 @@
+"""The audit field table renders every line byte for byte as the writer did before it existed.
+
+`golden_lines.txt` was written by the line renderer of `audit/log.py` as it stood before the
+fields became one table (`audit.format.FIELDS`); the chain hashes those bytes, so rendering
+the same events through the table must give the same lines, hashes included.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+from audit import AuditEvent
+from audit.format import KEYS_EXT, parse_complete, to_record
+from audit.handler import AuditFormatter
+from audit.log import render_line
+
+GOLDEN = Path(__file__).with_name("golden_lines.txt")
+WRITER = "host-1:4242:0badcafe"
+T0 = datetime(2026, 11, 22, 10, 0, 0, 123456, tzinfo=UTC)
+
+
+def representative_events() -> list[AuditEvent]:
+    """Every value shape a line can hold: v1 and extended layouts, empty and escaped values,
+    lists and pairs with separators inside, a service acting for a user, odd users and IPs."""
+    return [
+        AuditEvent(
+            allowed=True,
+            user="alice",
+            auth="TOKEN",
+            cmd="select",
+            src="main.sales.orders",
+            succeeded=True,
+            query_id="q-1",
+            stmt_hash="sha256:" + "ab" * 32,
+            columns=["id", "region", "email"],
+            masked=[("email", "hash")],
+            row_filters=["emea-only"],
+            policies=["analysts-read", "emea-only", "hide-pii"],
+            duration_ms=812,
+            ts=T0,
+            event_id="e" * 32,
+        ),
+        AuditEvent(
+            allowed=False,
+            user="bob",
+            cmd="refused",
+            reason='table "x"\tnot\nallowed: é ☃ 𝄞',
+            policy_version="sha256:" + "cd" * 32,
+            ts=T0.replace(microsecond=999999),
+            event_id="f" * 32,
+        ),
+        AuditEvent(
+            allowed=True,
+            user="svc(etl)",
+            auth="KERBEROS(x)",
+            via="gateway(1)",
+            via_auth="TO(KEN)",
+            ip="/10.0.0.7",
+            proto="rest",
+            cmd="listTables",
+            caller_context="job,42:null",
+            succeeded=True,
+            columns=["a,b", "", "null", "c\\d"],
+            masked=[("e:mail", "ha,sh"), ("", "dropped"), ("phone", "")],
+            row_filters=["f,1"],
+            policies=["p:1", "null"],
+            duration_ms=0,
+            phase="intent",
+            ts=datetime(2026, 1, 2, 3, 4, 5),
+            event_id="null",
+        ),
+        AuditEvent(
+            allowed=True,
+            user="null",
+            auth="",
+            ip="",
+            proto="connect",
+            cmd="insert",
+            src="main.s.t",
+            dst="main.s.u",
+            succeeded=False,
+            query_id="q-2",
+            duration_ms=-3,
+            policy_version="git:3f2a",
+            phase="outcome",
+            ts=T0,
+            event_id="1" * 32,
+        ),
+        AuditEvent(
+            allowed=True,
+            user="",
+            cmd="policyReload",
+            via="proxy",
+            ip="::1",
+            caller_context="\x7f\x00",
+            phase="recovered",
+            succeeded=True,
+            ts=T0,
+            event_id="2" * 32,
+        ),
+    ]
+
+
+def render_chain(events: list[AuditEvent]) -> list[str]:
+    prefix = AuditFormatter().line_prefix
+    lines, prev = [], None
+    for seq, event in enumerate(events, start=1):
+        assert event.ts is not None
+        line, prev = render_line(event, prefix(event.ts), WRITER, seq, prev)
+        lines.append(line)
+    return lines
+
+
+def test_field_table_renders_the_golden_lines_byte_for_byte() -> None:
+    golden = GOLDEN.read_text("ascii").splitlines()
+    assert render_chain(representative_events()) == golden
+
+
+def test_golden_lines_parse_back_through_the_field_table() -> None:
+    for number, line in enumerate(GOLDEN.read_text("ascii").splitlines(), start=1):
+        parsed = parse_complete(line)
+        assert parsed is not None
+        values, link = parsed
+        assert link.hash_ok and link.seq == number
+        record = to_record(values, link, "audit.log", number)
+        assert record.writer == WRITER
+        assert record.to_json()["line"] == number
+    assert len(KEYS_EXT) == 26
