@@ -1,21 +1,34 @@
 """The audit field table renders every line byte for byte as the writer did before it existed.
 
 `golden_lines.txt` was written by the line renderer of `audit/log.py` as it stood before the
-fields became one table (`audit.format.FIELDS`); the chain hashes those bytes, so rendering
-the same events through the table must give the same lines, hashes included.
+fields became one table (`audit.format.FIELDS`), and `golden_records.json` is what `to_record`
+and `to_json` made of those lines then; the chain hashes the bytes, so rendering the same
+events through the table must give the same lines, hashes included, and reading them back
+the same records.
 """
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from pathlib import Path
 
 from audit import AuditEvent
-from audit.format import KEYS_EXT, parse_complete, to_record
+from audit.format import parse_complete, to_record
 from audit.handler import AuditFormatter
 from audit.log import render_line
 
 GOLDEN = Path(__file__).with_name("golden_lines.txt")
+GOLDEN_RECORDS = Path(__file__).with_name("golden_records.json")
+#: `system.access.audit`'s columns as they were before the table (column order is API).
+SCHEMA_BEFORE = (
+    "struct<ts:timestamp,allowed:boolean,user:string,ugi:string,ip:string,cmd:string,"
+    "src:string,dst:string,proto:string,callerContext:string,succeeded:boolean,eventId:string,"
+    "queryId:string,stmtHash:string,columns:array<string>,"
+    "masked:array<struct<column:string,mask:string>>,rowFilters:array<string>,"
+    "policies:array<string>,reason:string,durationMs:bigint,policyVersion:string,phase:string,"
+    "writer:string,seq:bigint,prevHash:string,hash:string,file:string>"
+)
 WRITER = "host-1:4242:0badcafe"
 T0 = datetime(2026, 11, 22, 10, 0, 0, 123456, tzinfo=UTC)
 
@@ -117,13 +130,19 @@ def test_field_table_renders_the_golden_lines_byte_for_byte() -> None:
     assert render_chain(representative_events()) == golden
 
 
-def test_golden_lines_parse_back_through_the_field_table() -> None:
+def test_golden_lines_read_back_to_the_golden_records() -> None:
+    records = []
     for number, line in enumerate(GOLDEN.read_text("ascii").splitlines(), start=1):
         parsed = parse_complete(line)
         assert parsed is not None
         values, link = parsed
         assert link.hash_ok and link.seq == number
-        record = to_record(values, link, "audit.log", number)
-        assert record.writer == WRITER
-        assert record.to_json()["line"] == number
-    assert len(KEYS_EXT) == 26
+        records.append(to_record(values, link, "audit.log", number).to_json())
+    assert json.loads(json.dumps(records)) == json.loads(GOLDEN_RECORDS.read_text("ascii"))
+    assert [list(r) for r in records] == [list(r) for r in json.loads(GOLDEN_RECORDS.read_text())]
+
+
+def test_audit_table_schema_is_unchanged_by_the_field_table() -> None:
+    from audit.spark_table import AUDIT_SCHEMA
+
+    assert AUDIT_SCHEMA.simpleString() == SCHEMA_BEFORE
