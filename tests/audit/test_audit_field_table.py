@@ -137,7 +137,7 @@ def test_golden_lines_read_back_to_the_golden_records() -> None:
         assert parsed is not None
         values, link = parsed
         assert link.hash_ok and link.seq == number
-        records.append(to_record(values, link, "audit.log", number).to_json())
+        records.append(to_record(values, "audit.log", number).to_json())
     assert json.loads(json.dumps(records)) == json.loads(GOLDEN_RECORDS.read_text("ascii"))
     assert [list(r) for r in records] == [list(r) for r in json.loads(GOLDEN_RECORDS.read_text())]
 
