@@ -13,10 +13,13 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
+
 from audit import AuditEvent
-from audit.format import parse_complete, to_record
+from audit.format import FIELD_FILTERS, LAYOUTS, RECORD_FIELDS, parse_complete, to_record
 from audit.handler import AuditFormatter
 from audit.log import render_line
+from audit.query import Filters
 
 GOLDEN = Path(__file__).with_name("golden_lines.txt")
 GOLDEN_RECORDS = Path(__file__).with_name("golden_records.json")
@@ -146,3 +149,54 @@ def test_audit_table_schema_is_unchanged_by_the_field_table() -> None:
     from audit.spark_table import AUDIT_SCHEMA
 
     assert AUDIT_SCHEMA.simpleString() == SCHEMA_BEFORE
+
+
+def test_line_key_orders_are_the_contracts() -> None:
+    """v1 (docs/spec/audit-format.md) and v1 with the first extension (audit/README.md)."""
+    v1 = (
+        *("allowed", "ugi", "ip", "cmd", "src", "dst", "perm", "proto", "callerContext"),
+        *("succeeded", "eventId", "ts", "queryId", "stmtHash", "columns", "masked"),
+        *("rowFilters", "policies", "reason", "durationMs", "writer", "seq", "prevHash", "hash"),
+    )
+    extended = (*v1[:20], "policyVersion", "phase", *v1[20:])
+    assert (extended, v1) == LAYOUTS
+
+
+def test_every_kind_of_record_field_has_a_column_in_the_audit_table() -> None:
+    from audit.spark_table import _COLUMN_OF_KIND
+
+    assert {f.kind.name for f in RECORD_FIELDS} <= set(_COLUMN_OF_KIND)
+
+
+def test_audit_query_offers_one_option_per_filter_row() -> None:
+    from cli.audit import cmd_query
+
+    options = {opt for param in cmd_query.params for opt in param.opts}
+    for name, field in FIELD_FILTERS.items():
+        assert field.filter is not None and field.filter.name == name
+        assert f"--{name.replace('_', '-')}" in options
+    assert set(FIELD_FILTERS) == {"user", "cmd", "caller_context", "column", "policy_version"}
+
+
+def test_filters_refuse_a_field_the_table_does_not_filter_on() -> None:
+    with pytest.raises(TypeError, match=r"^unknown audit filter: stmt_hash$"):
+        Filters(stmt_hash="sha256:00")
+
+
+def test_field_filters_match_as_their_rows_say() -> None:
+    golden = GOLDEN.read_text("ascii").splitlines()
+    records = []
+    for number, line in enumerate(golden, start=1):
+        parsed = parse_complete(line)
+        assert parsed is not None
+        records.append(to_record(parsed[0], "audit.log", number))
+
+    def kept(**kw: str) -> list[int]:
+        return [r.line for r in records if Filters(**kw).keeps(r)]
+
+    assert kept(cmd="LISTTABLES") == [3]  # case-insensitive
+    assert kept(column="REGION") == [1]  # an item of the list, case-insensitive
+    assert kept(policy_version="git:") == [4]  # a prefix
+    assert kept(caller_context="job,42:null") == [3]  # exact
+    assert kept(user="svc(etl)") == [3]
+    assert kept(user="svc") == []
