@@ -79,6 +79,7 @@ def default_writer_id() -> str:
 
 
 def event_default(f: Field) -> object:
+    """What an event holds for a field it was not given."""
     return f.kind.empty if f.default is None else f.default
 
 
@@ -132,7 +133,8 @@ def _renderer(generation: int) -> Callable[[Any, dict[str, str]], str]:
     for i, f in enumerate(LINE_FIELDS):
         if f.extension > generation or f.key == "hash":
             continue
-        assert f.key.isidentifier()
+        if not f.key.isidentifier() or not (f.attr or "_").isidentifier():
+            raise ValueError(f"audit field {f.key!r}: key and attribute must be identifiers")
         if f.origin == "chain":
             value = f"chain[{f.key!r}]"
         elif f.render is not None:
