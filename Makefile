@@ -10,7 +10,7 @@ VENV ?= $(if $(filter $(DEFAULT_SPARK),$(SPARK)),.venv,.venv-spark$(SPARK))
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(SPARK_EXTRA)
 
-.PHONY: demo test test-cross lint bench bench-sf1 fuzz clean
+.PHONY: demo test test-cross lint docs bench bench-sf1 fuzz clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -44,6 +44,11 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports
 
+# The documentation site (mkdocs.yml, pages under docs/) into site/; --strict fails on any
+# broken link, missing page or nav problem.
+docs: $(STAMP)
+	$(VENV)/bin/mkdocs build --strict
+
 bench: $(STAMP)
 	$(PY) benchmarks/run_all.py $(BENCH_ARGS)
 	$(PY) benchmarks/mapping.py $(MAPPING_ARGS)
@@ -61,4 +66,4 @@ fuzz: $(STAMP)
 	LAKEGATE_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest -q tests/security/test_differential.py
 
 clean:
-	rm -rf demo-lakehouse bench-sf1 .pytest_cache
+	rm -rf demo-lakehouse bench-sf1 site .pytest_cache

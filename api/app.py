@@ -16,8 +16,10 @@ from fastapi.responses import JSONResponse
 from fastapi.routing import iter_route_contexts
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from api import domains, extensions, statements, unity
+from api import access, auditing, domains, extensions, statements, unity
 from api.caller import request_audit
+from api.console import pages
+from api.console.gate import ConsoleGate
 from api.deps import Service, unauthenticated_routes
 from api.errors import ApiError, body
 from api.health import HealthRoutes
@@ -29,12 +31,16 @@ if TYPE_CHECKING:
 
 UC_PREFIX = "/api/2.1/unity-catalog"
 LG_PREFIX = "/api/lakegate/v1"
+CONSOLE_PREFIX = "/ui"  # the web console (api/console): HTML, not in the OpenAPI schema
 
 ROUTERS: tuple[tuple[APIRouter, str], ...] = (
     (unity.router, UC_PREFIX),
     (extensions.router, LG_PREFIX),
     (domains.router, LG_PREFIX),
     (statements.router, LG_PREFIX),
+    (access.router, LG_PREFIX),
+    (auditing.router, LG_PREFIX),
+    (pages.router, CONSOLE_PREFIX),
 )
 
 
@@ -116,6 +122,7 @@ def create_app(lg: Lakegate, cfg: ApiConfig | None = None) -> FastAPI:
         FastRoutes, routes=[r for r in iter_route_contexts(app.routes) if r.endpoint in unity.FAST]
     )
     app.add_middleware(AuthMiddleware, service=service, public=public, routes=app.routes)
+    app.add_middleware(ConsoleGate, service=service)  # console sign-in, cookie, CSRF, headers
     app.add_middleware(AuditMiddleware, service=service)  # sees every audited answer
     app.add_middleware(HealthRoutes, lg=lg)  # probes and metrics: no token, not audited
     return app

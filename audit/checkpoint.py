@@ -40,6 +40,9 @@ class CheckpointSettings:
     every_seconds: float = 60.0
     witness: Path | None = None  # a directory outside the audit directory (maybe a git repo)
     origin: str | None = None  # default: the audit directory's absolute path
+    witness_url: str | None = None  # an HTTP witness (audit/witness_http.py)
+    witness_unreachable: str = "refuse"  # or "record": keep it and warn when the URL is down
+    witness_timeout: float = 5.0  # seconds per HTTP request to the witness
 
     @property
     def public_key_path(self) -> Path:

@@ -426,6 +426,9 @@ FIELDS: tuple[Field, ...] = (
         extension=1,
     ),
     Field("phase", "phase", TEXT, extension=1),
+    #: the Delta version of ``src`` read, on ``cmd=policyRead`` lines of a mapping table read
+    #: at plan time (audit/README.md)
+    Field("readVersion", "read_version", LONG, extension=2),
     Field("writer", "writer", NAME, origin="chain"),
     Field("seq", "seq", LONG, origin="chain"),
     Field("prevHash", "prev_hash", HASH, origin="chain"),

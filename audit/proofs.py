@@ -9,7 +9,7 @@ oldest retained file (checked to fold to that checkpoint's signed root).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,7 +37,10 @@ from audit.merkle import (
 )
 from audit.tree import TILES_NAME
 from audit.verify_report import Finding
+from audit.witness import WitnessError
 from audit.witness import read as read_witness
+from audit.witness_http import pending as pending_http
+from audit.witness_http import read as read_http_witness
 
 PROOF_FORMAT = "lakegate-audit-inclusion-proof/v1"
 
@@ -52,6 +55,7 @@ class TreeReport:
     rotated_away: int = 0  # signed checkpoints older than the oldest retained line
     unsigned_tail: int = 0  # lines after the newest checkpoint (not yet provable)
     witness: str | None = None
+    undelivered: int = 0  # checkpoints waiting for an unreachable HTTP witness (record mode)
     breaks: list[Finding] = field(default_factory=list)
 
     @property
@@ -65,6 +69,11 @@ class TreeReport:
             f"rotated lines, {self.unsigned_tail} line(s) after the newest checkpoint"
             + (f"; witness {self.witness}" if self.witness else "; no witness")
         ]
+        if self.undelivered:
+            out.append(
+                f"warning: {self.undelivered} checkpoint(s) not yet delivered to the HTTP "
+                "witness (it was unreachable; witness_unreachable: record)"
+            )
         if self.ok:
             out.append("OK: the lines match every signed checkpoint")
         else:
@@ -81,6 +90,7 @@ class TreeReport:
             "rotatedAway": self.rotated_away,
             "unsignedTail": self.unsigned_tail,
             "witness": self.witness,
+            "undelivered": self.undelivered,
             "breaks": [finding.to_dict() for finding in self.breaks],
         }
 
@@ -176,9 +186,11 @@ def verify_tree(
     public: Ed25519PublicKey,
     origin: str | None = None,
     witness: Path | None = None,
+    witness_url: str | None = None,
 ) -> TreeReport:
     """Recompute the tree over the retained lines and hold it against every signed
-    checkpoint, here and at the witness."""
+    checkpoint, here and at each witness (a directory and/or an HTTP witness URL; an HTTP
+    witness that does not answer is a break: the log's end cannot be vouched for)."""
     origin = origin or default_origin(directory)
     report = TreeReport()
     try:
@@ -186,15 +198,27 @@ def verify_tree(
     except FileNotFoundError:
         local = ""
     signed = _signed(local, CHECKPOINTS_NAME, public, origin, report)
+    report.undelivered = len(pending_http(directory))
+    labels: list[str] = []
+    readers: list[tuple[str, Callable[[], tuple[str, str]]]] = []
     if witness is not None:
-        label, text = read_witness(witness, origin)
-        report.witness = label
+        readers.append((str(witness), lambda: read_witness(witness, origin)))
+    if witness_url is not None:
+        readers.append((witness_url, lambda: read_http_witness(witness_url, origin)))
+    for place, read in readers:
+        try:
+            label, text = read()
+        except WitnessError as exc:
+            report.breaks.append(Finding("unreachable", place, 0, str(exc)))
+            continue
+        labels.append(label)
         at_witness = _signed(text, label, public, origin, report)
         if signed and not at_witness:
             report.breaks.append(
                 Finding("deleted", label, 0, "the witness holds no checkpoint of this log")
             )
         signed += at_witness
+    report.witness = ", ".join(labels) or None
     starts = {s.checkpoint.file: s for s in signed if s.checkpoint.file is not None}
     by_size: dict[int, list[_Signed]] = {}
     for item in signed:

@@ -8,7 +8,7 @@ writes intent and outcome lines), so statements are counted by distinct ``queryI
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -25,8 +25,14 @@ def _ts(value: datetime) -> str:
     return format_iso_z(value)
 
 
-def _records(directory: Path, filters: Filters) -> list[AuditRecord]:
-    return query(directory, filters=filters).records
+def _records(
+    directory: Path, filters: Filters, records: Sequence[AuditRecord] | None = None
+) -> list[AuditRecord]:
+    """What ``audit query`` with ``filters`` returns; from ``records`` (lines already read
+    by :func:`query`, e.g. once for a whole report) when given, else from the files."""
+    if records is None:
+        return query(directory, filters=filters).records
+    return [record for record in records if filters.keeps(record)]
 
 
 def who_read_column(
@@ -35,13 +41,14 @@ def who_read_column(
     column: str,
     since: datetime | None = None,
     until: datetime | None = None,
+    records: Sequence[AuditRecord] | None = None,
 ) -> Answer:
     """Who read column ``column`` of ``table``, how (clear or which mask), how many
     statements, first and last time: allowed, completed ``select`` lines only."""
     wanted = column.lower()
     filters = Filters(table=table, column=column, cmd="select", since=since, until=until)
     seen: dict[tuple[str, str, str], list] = {}
-    for r in _records(directory, filters):
+    for r in _records(directory, filters, records):
         if not (r.allowed and r.succeeded) or r.src is None:
             continue
         mask = next((m or "" for c, m in r.masked if c.lower() == wanted), None) or "clear"
@@ -80,10 +87,12 @@ def denials(
     table: str | None = None,
     since: datetime | None = None,
     until: datetime | None = None,
+    records: Sequence[AuditRecord] | None = None,
 ) -> Answer:
     """Denied and refused accesses by table and reason: how many, by whom, last time."""
     seen: dict[tuple[str, str, str], list] = {}
-    for r in _records(directory, Filters(table=table, denied=True, since=since, until=until)):
+    wanted = Filters(table=table, denied=True, since=since, until=until)
+    for r in _records(directory, wanted, records):
         entry = seen.setdefault((r.src or "", r.cmd, r.reason or ""), [0, set(), r.ts])
         entry[0] += 1
         entry[1].add(r.user)

@@ -42,6 +42,8 @@ from audit.checkpoint import (
 from audit.handler import LOCK_NAME, LOG_NAME, file_id_of_line, log_files
 from audit.merkle import Frontier
 from audit.witness import publish
+from audit.witness_http import check_url
+from audit.witness_http import publish as publish_http
 
 STATE_NAME = "audit.merkle"
 TILES_NAME = "audit.tiles"
@@ -91,6 +93,10 @@ class TreeKeeper:
                 raise ValueError(f"the checkpoint {name} must be outside the audit directory")
         if settings.every_lines < 1 or settings.every_seconds <= 0:
             raise ValueError("checkpoints need every_lines >= 1 and every_seconds > 0")
+        if settings.witness_url is not None:
+            check_url(settings.witness_url)
+        if settings.witness_unreachable not in ("refuse", "record"):
+            raise ValueError("witness_unreachable must be refuse or record")
         self._key = load_private_key(settings.key)
         flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC
         self._state_fd = os.open(directory / STATE_NAME, flags, 0o640)
@@ -248,6 +254,9 @@ class TreeKeeper:
         append_line(self.directory / CHECKPOINTS_NAME, line, fsync=self.fsync)
         if self.settings.witness is not None:
             publish(self.settings.witness, self.origin, line, checkpoint.size, fsync=self.fsync)
+        publish_http(
+            self.directory, self.settings, self.origin, line, checkpoint.size, fsync=self.fsync
+        )
         self.cp_size, self.cp_time = self.frontier.size, time.time()
         self._save()
         return checkpoint

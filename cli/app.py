@@ -145,6 +145,11 @@ def cmd_demo(directory: str, force: bool) -> int:
     help="PEM CA that signed the gateway's certificate (env LAKEGATE_CA_FILE; "
     "default: the system's)",
 )
+@click.option(
+    "--local",
+    is_flag=True,
+    help="start Spark here even when a configured gateway is running (needs --user)",
+)
 @output_option("table", "json", "csv", default="table")
 @click.argument("statement")
 def cmd_sql(
@@ -152,23 +157,33 @@ def cmd_sql(
     gateway: str | None,
     token_file: str | None,
     ca_file: str | None,
+    local: bool,
     output: str,
     statement: str,
 ) -> int:
-    """Run one governed statement as a user, here or through a gateway.
+    """Run one governed statement, through a running gateway or here as a user.
 
-    With --gateway the statement goes to a running `lakegate connect` over TLS with the
-    token, and the gateway acts as the token's user: no Spark starts here."""
+    With --gateway, or by default when the config's gateway (`connect:` with TLS) answers and
+    a token is at hand, the statement goes to `lakegate connect` over TLS and the gateway acts
+    as the token's user: no Spark starts here. --user (acting as someone) is the trusted local
+    mode, as is --local; Spark then starts in this process (20-60 s)."""
+    from cli.remote import configured_gateway, sql_on, sql_via_gateway
+
     if gateway is not None:
-        if user is not None:
-            fail(
-                "--user (or LAKEGATE_USER) cannot go with --gateway: the gateway acts as "
-                "the token's user"
-            )
+        if user is not None or local:
+            flag = "--user (or LAKEGATE_USER)" if user is not None else "--local"
+            fail(f"{flag} cannot go with --gateway: the gateway acts as the token's user")
             return EXIT_USAGE
-        from cli.remote import sql_via_gateway
-
         return sql_via_gateway(gateway, token_file, ca_file, statement, output)
+    if user is None and not local:
+        found, why = configured_gateway(config_path(), token_file, ca_file)
+        if found is not None:
+            return sql_on(found, statement, output)
+        fail(
+            f"no running gateway to send this to ({why}); give --user to run it here, "
+            "starting Spark (20-60 s)"
+        )
+        return EXIT_USAGE
     if token_file is not None or (
         click.get_current_context().get_parameter_source("ca_file") is ParameterSource.COMMANDLINE
     ):

@@ -22,7 +22,9 @@ from audit.query import (
 from audit.verify import verify
 from cli.audit_questions import group_members
 from cli.audit_questions import register as register_questions
+from cli.audit_report import register as register_report
 from cli.audit_tree import landings, pending_notices, register, tree_check
+from cli.audit_witness import register as register_witness
 from cli.kit import (
     EXIT_FAILED,
     EXIT_OK,
@@ -82,7 +84,11 @@ def _directory(explicit: str | None, command: str) -> Path | None:
 @config_option
 @click.argument("verify_dir", required=False, metavar="[DIR]")
 @click.option("--public-key", help="check the Merkle tree with this public key (PEM)")
-@click.option("--witness", help="witness directory (default: audit_checkpoints.witness)")
+@click.option(
+    "--witness",
+    help="witness directory or http(s):// URL (default: audit_checkpoints' witness and "
+    "witness_url)",
+)
 @click.option("--origin", help="the log's checkpoint origin (default: the configured one)")
 @output_option("text", "json", default="text")
 def cmd_verify(
@@ -199,3 +205,5 @@ def cmd_query(
 
 register(audit, _directory)
 register_questions(audit, _directory)
+register_report(audit, _directory)
+register_witness(audit)

@@ -23,6 +23,7 @@ from audit.merkle import ProofError
 from audit.proofs import TreeReport, prove, verify_proof, verify_tree
 from audit.query import open_intents, read_records
 from audit.tree import force_checkpoint
+from audit.witness_http import check_url
 from cli.kit import EXIT_FAILED, EXIT_OK, EXIT_USAGE, config_path, fail
 
 
@@ -43,9 +44,16 @@ def tree_check(
     if public_key is None and settings is None:
         return None
     key = Path(public_key) if public_key else settings.public_key_path  # type: ignore[union-attr]
-    seen = Path(witness) if witness else (settings.witness if settings else None)
     name = origin or (settings.origin if settings else None) or default_origin(directory)
-    return verify_tree(directory, load_public_key(key), name, seen)
+    if witness and witness.startswith(("http://", "https://")):
+        try:
+            url = check_url(witness)
+        except ValueError as exc:
+            raise CheckpointError(str(exc)) from None
+        return verify_tree(directory, load_public_key(key), name, None, url)
+    seen = Path(witness) if witness else (settings.witness if settings else None)
+    url = None if witness or settings is None else settings.witness_url
+    return verify_tree(directory, load_public_key(key), name, seen, url)
 
 
 def _locator() -> Locate | None:

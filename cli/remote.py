@@ -146,6 +146,37 @@ def check_reachable(gw: Gateway) -> str | None:
         return f"cannot reach the gateway at {where} ({e.strerror or type(e).__name__})"
 
 
+def configured_gateway(
+    config: Path, token_file: str | None, ca_file: str | None
+) -> tuple[Gateway | None, str]:
+    """The gateway `lakegate sql` uses when none is named: the config's `connect:` section
+    (TLS configured), with a token at hand (--token-file or LAKEGATE_TOKEN) and answering a
+    TLS handshake. (None, why) otherwise, the why said before Spark starts here instead.
+
+    The CA is --ca-file, else the `ca.pem` that `lakegate certs` wrote beside the server
+    certificate, else the system's."""
+    from governance.config import Config
+
+    if not config.is_file():
+        return None, f"no {config}"
+    connect = Config.load(config).connect
+    if connect.tls_cert is None:
+        return None, "the config's connect: section has no TLS certificate"
+    try:
+        token = read_token(token_file)
+    except GatewayUsage:
+        return None, "no gateway token (--token-file or LAKEGATE_TOKEN)"
+    beside = connect.tls_cert.parent / "ca.pem"
+    try:
+        ca = read_ca(ca_file) if ca_file else (beside.read_bytes() if beside.is_file() else None)
+    except (GatewayUsage, OSError):
+        return None, "the gateway's CA cannot be read"
+    host = "127.0.0.1" if connect.host in ("0.0.0.0", "::", "") else connect.host
+    gw = Gateway(host, connect.port, token, ca)
+    why = check_reachable(gw)
+    return (gw, "") if why is None else (None, why)
+
+
 def _channel_builder(gw: Gateway) -> Any:
     """The stock client's ChannelBuilder with our credentials: the CA's roots (not the
     process-wide GRPC_DEFAULT_SSL_ROOTS_FILE_PATH) and the token as call credentials, so the
@@ -216,14 +247,19 @@ def sql_via_gateway(
     output: str,
 ) -> int:
     """The `lakegate sql --gateway` command body: exit code, rows printed as locally."""
-    from governance.parse import parse_statement
-
     try:
         host, port = parse_url(url)
         gw = Gateway(host, port, read_token(token_file), read_ca(ca_file))
     except GatewayUsage as e:
         fail(str(e))
         return EXIT_USAGE
+    return sql_on(gw, statement, output)
+
+
+def sql_on(gw: Gateway, statement: str, output: str) -> int:
+    """One statement on a gateway already reached: exit code, rows printed as locally."""
+    from governance.parse import parse_statement
+
     parse_statement(statement)  # SqlParseError: exit 4, as in the local mode
     columns, rows, code, line = run_remote(gw, statement)
     if line is not None:

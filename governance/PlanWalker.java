@@ -155,6 +155,57 @@ public class PlanWalker implements java.util.function.BiFunction {
     }
 
     /**
+     * The columns a plan reads of each node in `roots` (comma-separated ids of a described
+     * plan, the governed views' projections): a backward pass in the manner of Spark's
+     * column pruning, from what each plan root (`fresh`: the ids of the described plan's
+     * root and of the plans held in fields) hands back (all of its output) down to every
+     * node, through what each node's expressions use. Answers one line per root, in order:
+     * the positions of its projection's outputs that some node above uses, comma-separated.
+     * An operator it does not know needs all of its children's output, so the answer may
+     * name a column that is not read, never leave out one that is.
+     */
+    public String live(Object[] described, String roots, String fresh) {
+        Liveness pass = new Liveness();
+        String[] starts = fresh.split(",");
+        for (int i = 0; i < starts.length; i++) {
+            if (starts[i].length() > 0) {
+                org.apache.spark.sql.catalyst.plans.logical.LogicalPlan p =
+                    (org.apache.spark.sql.catalyst.plans.logical.LogicalPlan)
+                        described[Integer.parseInt(starts[i]) + 1];
+                pass.visit(p, Liveness.ids(p.output()), 0);
+            }
+        }
+        StringBuilder out = new StringBuilder();
+        String[] at = roots.split(",");
+        for (int i = 0; i < at.length; i++) {
+            if (at[i].length() == 0) {
+                continue;
+            }
+            org.apache.spark.sql.catalyst.plans.logical.LogicalPlan root =
+                (org.apache.spark.sql.catalyst.plans.logical.LogicalPlan)
+                    described[Integer.parseInt(at[i]) + 1];
+            java.util.Set needed = pass.neededOf(root);
+            scala.collection.Iterator it = root.output().iterator();
+            int pos = 0;
+            boolean first = true;
+            while (it.hasNext()) {
+                Object attr = it.next();
+                if (needed.contains(((org.apache.spark.sql.catalyst.expressions.Attribute) attr)
+                        .exprId())) {
+                    if (!first) {
+                        out.append(',');
+                    }
+                    out.append(pos);
+                    first = false;
+                }
+                pos++;
+            }
+            out.append('\n');
+        }
+        return out.toString();
+    }
+
+    /**
      * The description deflated and in Base64: py4j writes an answer through an 8 KiB buffer,
      * and one over it leaves in two TCP writes, which Nagle's algorithm and the reader's
      * delayed ACK hold back by about 40 ms. Packed, a plan of hundreds of nodes fits one.
@@ -240,5 +291,208 @@ public class PlanWalker implements java.util.function.BiFunction {
             b.append(esc(String.valueOf(call(list.apply(i), "name"))));
         }
         return b.toString();
+    }
+}
+
+/**
+ * PlanWalker.live's backward pass: for each plan node, the output attributes (by expression
+ * id) that the nodes above it use. Projections and aggregates pass on only what their
+ * used outputs are computed from (and an aggregate's grouping), unions and CTE references
+ * map by position, operators that compare whole rows (DISTINCT, INTERSECT, EXCEPT) use all
+ * of their input, operators that keep their input's columns use what is used of them plus
+ * what their own expressions read, and any other operator uses all of its input. A subquery
+ * hands back all of its output (an EXISTS none: only its conditions read columns).
+ */
+class Liveness {
+
+    private static final java.util.Set KEEPS = new java.util.HashSet(java.util.Arrays.asList(
+        new String[] {"SubqueryAlias", "View", "Filter", "Sort", "GlobalLimit", "LocalLimit",
+            "Offset", "Tail", "Sample", "Repartition", "RepartitionByExpression",
+            "RebalancePartitions", "Deduplicate", "DeduplicateWithinWatermark", "Join",
+            "LateralJoin", "Generate", "Window", "Expand", "CollectMetrics", "CTERelationDef",
+            "ResolvedHint", "WindowGroupLimit"}));
+    private static final int MAX_DEPTH = 20000;
+
+    private final java.util.IdentityHashMap needed = new java.util.IdentityHashMap();
+    private final java.util.Map ctePositions = new java.util.HashMap();
+
+    static java.util.Set ids(Object attributes) {
+        java.util.Set out = new java.util.HashSet();
+        scala.collection.Iterator it = ((scala.collection.Iterable) attributes).iterator();
+        while (it.hasNext()) {
+            out.add(((org.apache.spark.sql.catalyst.expressions.Attribute) it.next()).exprId());
+        }
+        return out;
+    }
+
+    private static java.util.Set references(Object expression) {
+        return ids(((org.apache.spark.sql.catalyst.expressions.Expression) expression)
+            .references());
+    }
+
+    private static Object exprId(Object named) {
+        return ((org.apache.spark.sql.catalyst.expressions.NamedExpression) named).toAttribute()
+            .exprId();
+    }
+
+    private static String kind(Object node) {
+        String kind = node.getClass().getSimpleName();
+        return kind.endsWith("$") ? kind.substring(0, kind.length() - 1) : kind;
+    }
+
+    java.util.Set neededOf(Object node) {
+        java.util.Set s = (java.util.Set) needed.get(node);
+        return s == null ? new java.util.HashSet() : s;
+    }
+
+    void visit(org.apache.spark.sql.catalyst.plans.logical.LogicalPlan node, java.util.Set req,
+            int depth) {
+        if (depth > MAX_DEPTH) {
+            throw new IllegalStateException("plan too deep for the column pass");
+        }
+        java.util.Set have = (java.util.Set) needed.get(node);
+        if (have != null && have.containsAll(req)) {
+            return;
+        }
+        java.util.Set all = new java.util.HashSet(req);
+        if (have != null) {
+            all.addAll(have);
+        }
+        needed.put(node, all);
+        subqueries(node, depth);
+        String kind = kind(node);
+        scala.collection.Iterator children = node.children().iterator();
+        if ("Project".equals(kind)) {
+            org.apache.spark.sql.catalyst.plans.logical.Project p =
+                (org.apache.spark.sql.catalyst.plans.logical.Project) node;
+            java.util.Set use = new java.util.HashSet();
+            scala.collection.Iterator it = p.projectList().iterator();
+            while (it.hasNext()) {
+                Object e = it.next();
+                if (all.contains(exprId(e))) {
+                    use.addAll(references(e));
+                }
+            }
+            visit(p.child(), use, depth + 1);
+        } else if ("Aggregate".equals(kind)) {
+            org.apache.spark.sql.catalyst.plans.logical.Aggregate a =
+                (org.apache.spark.sql.catalyst.plans.logical.Aggregate) node;
+            java.util.Set use = new java.util.HashSet();
+            scala.collection.Iterator it = a.groupingExpressions().iterator();
+            while (it.hasNext()) {
+                use.addAll(references(it.next()));
+            }
+            it = a.aggregateExpressions().iterator();
+            while (it.hasNext()) {
+                Object e = it.next();
+                if (all.contains(exprId(e))) {
+                    use.addAll(references(e));
+                }
+            }
+            visit(a.child(), use, depth + 1);
+        } else if ("Union".equals(kind)) {
+            java.util.List positions = usedPositions(node.output(), all);
+            while (children.hasNext()) {
+                org.apache.spark.sql.catalyst.plans.logical.LogicalPlan c =
+                    (org.apache.spark.sql.catalyst.plans.logical.LogicalPlan) children.next();
+                visit(c, atPositions(c.output(), positions), depth + 1);
+            }
+        } else if ("WithCTE".equals(kind)) {
+            org.apache.spark.sql.catalyst.plans.logical.WithCTE w =
+                (org.apache.spark.sql.catalyst.plans.logical.WithCTE) node;
+            visit(w.plan(), all, depth + 1);
+            scala.collection.Seq defs = w.cteDefs();
+            for (int i = defs.size() - 1; i >= 0; i--) {  // a definition may use earlier ones
+                org.apache.spark.sql.catalyst.plans.logical.CTERelationDef d =
+                    (org.apache.spark.sql.catalyst.plans.logical.CTERelationDef) defs.apply(i);
+                java.util.List positions = (java.util.List) ctePositions.get(
+                    Long.valueOf(d.id()));
+                visit(d, positions == null ? new java.util.HashSet()
+                    : atPositions(d.output(), positions), depth + 1);
+            }
+        } else if ("CTERelationRef".equals(kind)) {
+            org.apache.spark.sql.catalyst.plans.logical.CTERelationRef r =
+                (org.apache.spark.sql.catalyst.plans.logical.CTERelationRef) node;
+            Long key = Long.valueOf(r.cteId());
+            java.util.List known = (java.util.List) ctePositions.get(key);
+            java.util.List positions = usedPositions(r.output(), all);
+            if (known != null) {
+                for (int i = 0; i < known.size(); i++) {
+                    if (!positions.contains(known.get(i))) {
+                        positions.add(known.get(i));
+                    }
+                }
+            }
+            ctePositions.put(key, positions);
+        } else if (KEEPS.contains(kind)) {
+            java.util.Set use = new java.util.HashSet(all);
+            use.addAll(ids(node.references()));
+            while (children.hasNext()) {
+                org.apache.spark.sql.catalyst.plans.logical.LogicalPlan c =
+                    (org.apache.spark.sql.catalyst.plans.logical.LogicalPlan) children.next();
+                java.util.Set mine = ids(c.output());
+                mine.retainAll(use);
+                visit(c, mine, depth + 1);
+            }
+        } else {  // DISTINCT, INTERSECT, EXCEPT, and any operator not known: all of the input
+            while (children.hasNext()) {
+                org.apache.spark.sql.catalyst.plans.logical.LogicalPlan c =
+                    (org.apache.spark.sql.catalyst.plans.logical.LogicalPlan) children.next();
+                visit(c, ids(c.output()), depth + 1);
+            }
+        }
+    }
+
+    /** Every subquery in the node's expressions, handing back all of its output. */
+    private void subqueries(org.apache.spark.sql.catalyst.plans.logical.LogicalPlan node,
+            int depth) {
+        java.util.List stack = new java.util.ArrayList();
+        scala.collection.Iterator it = node.expressions().iterator();
+        while (it.hasNext()) {
+            stack.add(it.next());
+        }
+        while (!stack.isEmpty()) {
+            Object e = stack.remove(stack.size() - 1);
+            if (e instanceof org.apache.spark.sql.catalyst.expressions.SubqueryExpression) {
+                org.apache.spark.sql.catalyst.plans.logical.LogicalPlan p =
+                    (org.apache.spark.sql.catalyst.plans.logical.LogicalPlan)
+                        ((org.apache.spark.sql.catalyst.expressions.SubqueryExpression) e).plan();
+                visit(p, "Exists".equals(kind(e)) ? new java.util.HashSet() : ids(p.output()),
+                    depth + 1);
+            }
+            scala.collection.Iterator kids =
+                ((org.apache.spark.sql.catalyst.expressions.Expression) e).children().iterator();
+            while (kids.hasNext()) {
+                stack.add(kids.next());
+            }
+        }
+    }
+
+    private static java.util.List usedPositions(Object output, java.util.Set used) {
+        java.util.List out = new java.util.ArrayList();
+        scala.collection.Iterator it = ((scala.collection.Iterable) output).iterator();
+        int i = 0;
+        while (it.hasNext()) {
+            Object a = it.next();
+            if (used.contains(((org.apache.spark.sql.catalyst.expressions.Attribute) a).exprId())) {
+                out.add(Integer.valueOf(i));
+            }
+            i++;
+        }
+        return out;
+    }
+
+    private static java.util.Set atPositions(Object output, java.util.List positions) {
+        java.util.Set out = new java.util.HashSet();
+        scala.collection.Iterator it = ((scala.collection.Iterable) output).iterator();
+        int i = 0;
+        while (it.hasNext()) {
+            Object a = it.next();
+            if (positions.contains(Integer.valueOf(i))) {
+                out.add(((org.apache.spark.sql.catalyst.expressions.Attribute) a).exprId());
+            }
+            i++;
+        }
+        return out;
     }
 }

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, get_args
+from typing import Annotated, Any, ClassVar, Literal, get_args
 
 import yaml
 from pydantic import (
@@ -18,6 +18,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    NonNegativeInt,
     PositiveFloat,
     PositiveInt,
     StringConstraints,
@@ -85,6 +86,9 @@ class Config:
     default_schema: str = "default"
     verify_plans: bool = True
     pinned_sources: bool = True  # queries read tables through DataFrames loaded once
+    # a mapping-table lookup answering at most this many keys is inlined as literals at plan
+    # time (docs/mapping-tables.md); larger ones, and 0, keep the subquery
+    mapping_inline_max_keys: int = 10_000
     audit_max_bytes: int = 64 * 1024 * 1024
     audit_backup_count: int = 20
     # the Merkle tree, signed checkpoints and the witness (audit/README.md); off when None
@@ -153,6 +157,7 @@ class Config:
             default_schema=f.default_schema.lower(),
             verify_plans=f.verify_plans,
             pinned_sources=f.pinned_sources,
+            mapping_inline_max_keys=f.mapping_inline_max_keys,
             audit_max_bytes=f.audit_max_bytes,
             audit_backup_count=f.audit_backup_count,
             audit_checkpoints=None
@@ -164,6 +169,9 @@ class Config:
                 every_seconds=cp.every_seconds,
                 witness=None if cp.witness is None else rel(cp.witness),
                 origin=cp.origin,
+                witness_url=cp.witness_url,
+                witness_unreachable=cp.witness_unreachable,
+                witness_timeout=cp.witness_timeout,
             ),
             policies_ref=f.policies_ref or None,
             policies_settle=f.policies_settle,
@@ -287,6 +295,14 @@ class _Checkpoints(BaseModel):
     every_seconds: float = Field(60.0, gt=0)
     witness: str | None = Field(None, description=_PATH)
     origin: str | None = None
+    # an HTTP witness (audit/README.md, "HTTP witness"): POST each checkpoint, GET to verify
+    witness_url: str | None = Field(
+        None, pattern=r"^https?://", description="'{where}' must be an http:// or https:// URL"
+    )
+    witness_unreachable: Literal["refuse", "record"] = Field(
+        "refuse", description="'{where}' must be refuse or record"
+    )
+    witness_timeout: float = Field(5.0, gt=0, le=60)
 
 
 class _File(BaseModel):
@@ -304,6 +320,9 @@ class _File(BaseModel):
     default_schema: str = "default"
     verify_plans: bool = True
     pinned_sources: bool = True
+    mapping_inline_max_keys: NonNegativeInt = Field(
+        10_000, description="'{where}' must be a whole number, 0 or more"
+    )
     audit_max_bytes: int = 64 * 1024 * 1024
     audit_backup_count: int = 20
     audit_checkpoints: _Checkpoints | None = Field(

@@ -27,7 +27,7 @@ from governance.planning.planned import ROW_FILTER_VIOLATION, Planned
 from governance.readable import Seen, readable_line, seen_by
 from governance.sources import PinnedSources, ensure_pins
 from governance.spark_line import LINE
-from governance.verify import Analyze, verify_plan
+from governance.verify import Analyze, Verified, columns_used, verify_plan
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -234,17 +234,25 @@ def run_planned(
         qe = df._jdf.queryExecution()
         if verify:
             with PHASE_SECONDS.labels("verify").time():
-                verify_plan(qe.analyzed(), planned.expected, analyze)
+                note_reads(planned, verify_plan(qe.analyzed(), planned.expected, analyze))
         # optimize now, inside the governed error handling; execution reuses this plan
         qe.optimizedPlan()
     else:
         plan = analyze_only(spark, planned.sql)
         if verify:
             with PHASE_SECONDS.labels("verify").time():
-                verify_plan(plan, planned.expected, analyze)
+                note_reads(planned, verify_plan(plan, planned.expected, analyze))
         df = run_analyzed(spark, plan)
     execute_actions(planned.after, catalog, spark)
     return df
+
+
+def note_reads(planned: Planned, verified: Verified) -> None:
+    """The columns the verified plan reads of each of the plan's views, for its audit lines
+    (docs/audit-columns.md)."""
+    owners, views = planned.expected.owners, planned.expected.views
+    for loc, i, positions in columns_used(verified):
+        planned.add_read(owners[loc][i], views[loc][i][1], positions)
 
 
 def spark_error(

@@ -1,6 +1,7 @@
 """Prometheus metrics (served at `/metrics` by `lakegate serve`): statements by kind and
 outcome, how long planning, verification and execution take, audit lines written and lost,
-policy reloads and open Connect sessions.
+policy reloads, cache lookups (the hit ratio of the plan, access and tag caches) and open
+Connect sessions.
 
 Every label value comes from a closed set (statement kinds are the planner's command names,
 outcomes are ok/denied/failed), never from what a caller sent, so a caller cannot grow the
@@ -28,6 +29,12 @@ AUDIT_FAILURES = Counter(
     "lakegate_audit_failures", "Audit batches that could not be written (access refused)"
 )
 POLICY_RELOADS = Counter("lakegate_policy_reloads", "Policy set loads, by outcome", ["outcome"])
+CACHE_LOOKUPS = Counter(
+    "lakegate_cache_lookups",
+    "Cache lookups by cache (plan, access, tags) and result (hit, miss); the hit ratio is "
+    "hit / (hit + miss)",
+    ["cache", "result"],
+)
 CONNECT_SESSIONS = Gauge("lakegate_connect_sessions", "Open Spark Connect sessions")
 
 #: The outcome label of a statement.
@@ -38,3 +45,8 @@ def counted(planner: Any, outcome: str) -> None:
     """One statement, by the planner's command once it got that far."""
     kind = getattr(planner, "cmd", None) or "unparsed"
     STATEMENTS.labels(kind, outcome).inc()
+
+
+def cache_lookup(cache: str, hit: bool) -> None:
+    """One lookup of a named cache (a closed set: plan, access, tags)."""
+    CACHE_LOOKUPS.labels(cache, "hit" if hit else "miss").inc()

@@ -57,7 +57,7 @@ class PoliciesInForce:
         """What identifies the policy set on disk: the configured ref's commit in git mode,
         else the YAML files' names, sizes and mtimes."""
         if self.config.policies_ref:
-            return (_git_commit(self.config.policies, self.config.policies_ref),)
+            return (git_commit(self.config.policies, self.config.policies_ref),)
         return dir_stamp(self.config.policies)
 
     def _load_snapshot(self, stamp: tuple) -> tuple[PolicySet, str]:
@@ -65,7 +65,7 @@ class PoliciesInForce:
         files) or the directory (the caller re-checks the stamp afterwards)."""
         if self.config.policies_ref:
             commit = stamp[0]
-            return _git_policy_set(self.config.policies, commit), f"git:{commit}"
+            return git_policy_set(self.config.policies, commit), f"git:{commit}"
         ps = load_policy_dir(self.config.policies)
         return ps, ps.content_hash
 
@@ -98,7 +98,10 @@ class PoliciesInForce:
                     return False
                 if self._policy_stamp() == stamp:
                     self._policy = PolicyState(
-                        enforcer, PolicySql(enforcer, self._catalog), stamp, version
+                        enforcer,
+                        PolicySql(enforcer, self._catalog, self.config.mapping_inline_max_keys),
+                        stamp,
+                        version,
                     )
                     self._seen = None
                     self._on_reload(True, None, ps.content_hash, version)
@@ -132,7 +135,7 @@ class PoliciesInForce:
             self.reload()
 
 
-def _git(policies: Path, *args: str) -> bytes:
+def git_run(policies: Path, *args: str) -> bytes:
     """Run git in the policy directory; one clear line when it fails (fail closed)."""
     try:
         done = subprocess.run(
@@ -145,21 +148,21 @@ def _git(policies: Path, *args: str) -> bytes:
     return done.stdout
 
 
-def _git_commit(policies: Path, ref: str) -> str:
+def git_commit(policies: Path, ref: str) -> str:
     """The commit `ref` names now (`--end-of-options`: a ref is never taken as an option)."""
     return (
-        _git(policies, "rev-parse", "--verify", "--end-of-options", f"{ref}^{{commit}}")
+        git_run(policies, "rev-parse", "--verify", "--end-of-options", f"{ref}^{{commit}}")
         .decode()
         .strip()
     )
 
 
-def _git_policy_set(policies: Path, commit: str) -> PolicySet:
+def git_policy_set(policies: Path, commit: str) -> PolicySet:
     """The policy files of the directory as committed in `commit`, never the working files."""
     # ls-tree lists paths relative to the policy directory; `commit:./name` reads them so
-    names = _git(policies, "ls-tree", "-r", "-z", "--name-only", commit, "--", ".")
+    names = git_run(policies, "ls-tree", "-r", "-z", "--name-only", commit, "--", ".")
     files: dict[str, str] = {}
     for name in names.decode().split("\0"):
         if name and is_policy_file(name):
-            files[name] = _git(policies, "show", f"{commit}:./{name}").decode("utf-8")
+            files[name] = git_run(policies, "show", f"{commit}:./{name}").decode("utf-8")
     return load_policy_text(files)

@@ -9,6 +9,7 @@ effect, says the statement ran and its outcome is not on record.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -110,6 +111,39 @@ class StatementRecorder:
                 for ln in planned.audit_lines()
             ]
         )
+
+    def later(self, planned: Planned) -> Callable[[str | None], None]:
+        """The outcome lines of a read whose columns are known only once Spark analysed the
+        plan it is placed in (the Connect gateway, docs/audit-columns.md): written by
+        calling the answer, which the caller does before any row is read; `reason` set
+        says the plan was not run (nothing was read)."""
+        fields = {
+            **self._who,
+            "policy_version": self._version,
+            "phase": self._phase,
+            "query_id": self.query_id,
+            "stmt_hash": self._hash,
+        }
+        started = self._started
+
+        def write(reason: str | None = None) -> None:
+            if reason is not None:
+                planned.reads_nothing()
+            ms = int((time.perf_counter() - started) * 1000)
+            events = [
+                AuditEvent(
+                    **fields,
+                    allowed=True,
+                    succeeded=reason is None,
+                    reason=reason,
+                    duration_ms=ms,
+                    **ln,
+                )
+                for ln in planned.audit_lines()
+            ]
+            write_or_refuse(self.log, events)
+
+        return write
 
     def denied(self, e: AccessDenied, planner: Planner | None) -> None:
         cmd = e.cmd if e.cmd in ("refused", "parseError") or planner is None else planner.cmd

@@ -20,13 +20,15 @@ from __future__ import annotations
 import functools
 import secrets
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from sqlglot import exp
 
 from catalog.catalog import Catalog
+from catalog.identity import DeltaIdentity, IdentityUnreadable, delta_identity
 from catalog.model import TableInfo
 from governance.constructs import govern_expression
+from governance.entitlements import INLINE_MAX_KEYS, Entitlements, Mapped
 from governance.errors import Refused
 from governance.masks import mask_expr, quote_ident
 from governance.policy.enforcer import Identity, PolicyEnforcer, TableAccess
@@ -56,6 +58,14 @@ class PolicyRead:
     table: TableInfo
     policies: tuple[str, ...]  # ids of the filters/masks (applied to this user) reading it
     columns: tuple[str, ...]  # the mapping table's columns those policies name
+    # the Delta table at its location when planned (None: not readable here): the version
+    # whose rows an inlined lookup holds, and part of the view's cache key
+    identity: DeltaIdentity | None = None
+    inlined: bool = False  # every lookup of it was answered at plan time (no raw read)
+
+    @property
+    def version(self) -> int | None:
+        return self.identity.version if self.identity is not None else None
 
 
 @dataclass
@@ -76,11 +86,38 @@ def _key(ident: Identity, access: TableAccess, reads: tuple[PolicyRead, ...] = (
     change only by re-registering, which moves `updated_at` (the table's catalog version) and
     may move its location; on the Delta version its column tags were read from (for
     tag-driven rules); the policies are fixed for this PolicySql's enforcer. A mapping
-    table's registration (its location) is part of the view too; its rows are not (they
-    are read at run time, so a change takes effect at the next statement)."""
+    table's registration (its location) and its Delta identity (table id and version) are
+    part of the view too: an inlined lookup holds that version's rows, so a new version
+    is a new view at the next statement (governance/entitlements.py)."""
     table = access.table
-    mapped = tuple((r.table.full_name, r.table.updated_at, r.table.location) for r in reads)
+    mapped = tuple(
+        (r.table.full_name, r.table.updated_at, r.table.location, r.identity) for r in reads
+    )
     return (ident.user, table.full_name, table.updated_at, table.location, access.tags.key, mapped)
+
+
+@dataclass
+class _Lookups:
+    """What a view's policy expressions may look up: the mapping tables (name -> table and
+    identity), the governed table's column types, and (filled in) the tables still read raw."""
+
+    mapped: dict[str, Mapped]
+    row_types: dict[str, str]
+    raw: set[str] = field(default_factory=set)
+
+
+def _identity(info: TableInfo, known: dict[str, DeltaIdentity] | None) -> DeltaIdentity | None:
+    """The Delta table at a mapping table's location for this statement (None: its log
+    names no table id; the lookup then stays a subquery, which Spark reads or fails on)."""
+    if known is not None and info.location in known:
+        return known[info.location]
+    try:
+        found = delta_identity(info.location)
+    except IdentityUnreadable:
+        return None
+    if known is not None:
+        known[info.location] = found
+    return found
 
 
 def _raw_read(tree: exp.Expression, tables: dict[str, TableInfo]) -> exp.Expression:
@@ -118,11 +155,20 @@ class PolicySql:
     the statement around it.
     """
 
-    def __init__(self, enforcer: PolicyEnforcer, catalog: Catalog | None = None) -> None:
+    def __init__(
+        self,
+        enforcer: PolicyEnforcer,
+        catalog: Catalog | None = None,
+        inline_max_keys: int = INLINE_MAX_KEYS,
+    ) -> None:
         """`catalog` resolves the mapping tables policies read; without one, a policy that
-        reads a mapping table refuses the statement."""
+        reads a mapping table refuses the statement. Lookups answering at most
+        `inline_max_keys` keys are inlined as literals (0: never)."""
         self.enforcer = enforcer
         self.catalog = catalog
+        self.entitlements = Entitlements(inline_max_keys) if inline_max_keys > 0 else None
+        # view key -> the mapping tables its policies still read by a subquery
+        self._raw: dict[tuple, frozenset[str]] = {}
         self._parsed: dict[tuple[str, str], exp.Expression] = {}
         # (key, text) -> (mapping tables it reads, column names it uses): fixed per policy
         self._mapped: dict[tuple[str, str], tuple[tuple[str, ...], tuple[str, ...]]] = {}
@@ -152,20 +198,28 @@ class PolicySql:
         return tree
 
     def governed_expr(
-        self, key: str, text: str, ident: Identity, tables: dict[str, TableInfo]
+        self, key: str, text: str, ident: Identity, lookups: _Lookups
     ) -> exp.Expression:
         """The policy's tree for this user: identity functions resolved (inside subqueries
-        too), mapping tables read raw from `tables` (name -> catalog entry)."""
+        too), lookups answered at plan time where they can be, the other mapping tables
+        read raw (the policy's rights)."""
         tree = self._expr(key, text).copy()
         tree = govern_expression(tree, ident.user, ident.is_member, where=f"policy {key}")
-        return _raw_read(tree, tables)
+        if not lookups.mapped:
+            return tree
+        if self.entitlements is not None:
+            tree, raw = self.entitlements.inline(tree, lookups.mapped, lookups.row_types)
+            lookups.raw |= raw
+        else:
+            lookups.raw |= set(lookups.mapped)
+        return _raw_read(tree, {n: m.info for n, m in lookups.mapped.items()})
 
     def filter_expr(
-        self, key: str, text: str, ident: Identity, tables: dict[str, TableInfo]
+        self, key: str, text: str, ident: Identity, lookups: _Lookups
     ) -> exp.Expression:
         """A row filter's tree; a bare NULL is typed BOOLEAN (Spark rejects a VOID filter),
         and like any filter that evaluates to NULL it lets no row through."""
-        tree = self.governed_expr(key, text, ident, tables)
+        tree = self.governed_expr(key, text, ident, lookups)
         if isinstance(tree.unnest(), exp.Null):
             return exp.cast(exp.null(), exp.DataType.build("boolean"))
         return tree
@@ -198,10 +252,16 @@ class PolicySql:
         return out
 
     def policy_reads(
-        self, access: TableAccess, *, row_filters_only: bool = False
+        self,
+        access: TableAccess,
+        *,
+        row_filters_only: bool = False,
+        identities: dict[str, DeltaIdentity] | None = None,
     ) -> tuple[PolicyRead, ...]:
         """The mapping tables the policies applied on this access read, resolved in the
-        catalog now; a name that does not resolve refuses the statement."""
+        catalog now (a name that does not resolve refuses the statement), each with the
+        Delta table at its location: from `identities` (the statement's, location ->
+        identity) when there, else read now (one listing of its log) and added to it."""
         found = self._mapped_by(access, row_filters_only)
         if not found:
             return ()
@@ -215,7 +275,7 @@ class PolicySql:
                 )
             named = {c.lower() for c in cols}
             columns = tuple(c.name for c in info.columns if c.name.lower() in named)
-            reads.append(PolicyRead(info, tuple(ids), columns))
+            reads.append(PolicyRead(info, tuple(ids), columns, _identity(info, identities)))
         return tuple(reads)
 
     def _mapped_by(
@@ -260,20 +320,39 @@ class PolicySql:
                 "writes are not governed under mapping-table filters"
             )
 
+    def statement_reads(
+        self,
+        ident: Identity,
+        access: TableAccess,
+        identities: dict[str, DeltaIdentity] | None = None,
+    ) -> tuple[PolicyRead, ...]:
+        """The policy reads of this user's view, each marked `inlined` when no lookup of
+        its table is left for Spark (the verifier then allows no raw read of it)."""
+        reads = self.policy_reads(access, identities=identities)
+        if not reads:
+            return reads
+        self.view(ident, access, identities)
+        raw = self._raw.get(_key(ident, access, reads), frozenset(r.table.full_name for r in reads))
+        return tuple(replace(r, inlined=r.table.full_name not in raw) for r in reads)
+
     def view(
         self,
         ident: Identity,
         access: TableAccess,
+        identities: dict[str, DeltaIdentity] | None = None,
     ) -> tuple[list[exp.Expression], exp.Expression | None]:
         """(projection, filter) trees for this user on this table; filter may be None.
 
         Callers must copy before changing them: they are shared through the cache."""
-        reads = self.policy_reads(access)
+        reads = self.policy_reads(access, identities=identities)
         key = _key(ident, access, reads)
         hit = self._views.get(key)
         if hit is not None:
             return hit
-        tables = {r.table.full_name: r.table for r in reads}
+        tables = _Lookups(
+            {r.table.full_name: Mapped(r.table, r.identity) for r in reads},
+            {c.name.lower(): c.type_text for c in access.table.columns},
+        )
         proj: list[exp.Expression] = []
         table = access.table
         for name in access.visible_columns:
@@ -323,19 +402,25 @@ class PolicySql:
         with self._lock:
             if len(self._views) >= _MAX_CACHED:
                 self._views.clear()
+                self._raw.clear()
+            self._raw[key] = frozenset(tables.raw)
             self._views[key] = out
         return out
 
     def body(
-        self, ident: Identity, access: TableAccess, picks: tuple[int, ...] | None = None
+        self,
+        ident: Identity,
+        access: TableAccess,
+        picks: tuple[int, ...] | None = None,
+        identities: dict[str, DeltaIdentity] | None = None,
     ) -> str:
         """The view body's SQL with SOURCE_MARK where the Delta relation goes; `picks`
         (positions among the visible columns, in order) narrows the projection."""
-        key = (_key(ident, access, self.policy_reads(access)), picks)
+        key = (_key(ident, access, self.policy_reads(access, identities=identities)), picks)
         hit = self._bodies.get(key)
         if hit is not None:
             return hit
-        proj, where = self.view(ident, access)
+        proj, where = self.view(ident, access, identities)
         if picks is not None:
             proj = [proj[i] for i in picks]
         select = exp.Select(expressions=[p.copy() for p in proj]).from_(
@@ -386,10 +471,12 @@ def view_sql(
     node: exp.Table | None = None,
     source: str | None = None,
     picks: tuple[int, ...] | None = None,
+    identities: dict[str, DeltaIdentity] | None = None,
 ) -> str:
     """The governed view's body; `source` replaces the Delta path (a derived table, or
     a query's pinned source: see governance/sources.py);
-    `picks` narrows the projection (see `governance.columns.columns_to_project`)."""
+    `picks` narrows the projection (see `governance.columns.columns_to_project`);
+    `identities`: the statement's Delta identities (see `PolicySql.policy_reads`)."""
     if source is not None:
         if node is not None and (node.args.get("version") or node.args.get("sample")):
             raise Refused(f"time travel and sampling are not available on {access.table.full_name}")
@@ -410,7 +497,7 @@ def view_sql(
             sample.set("seed", None)
             seed_sql = seed.sql("spark") if seed is not None else str(secrets.randbelow(2**31))
             source += f" {sample.sql('spark')} REPEATABLE ({seed_sql})"
-    return ps.body(ident, access, picks).replace(SOURCE_MARK, source, 1)
+    return ps.body(ident, access, picks, identities).replace(SOURCE_MARK, source, 1)
 
 
 def replace_reads(

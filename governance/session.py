@@ -428,19 +428,29 @@ class GovernedSession:
         )
         return self.lg.plans.plan(planner, statement, key)
 
-    def plan_read(self, statement: str | bytes) -> Planned:
-        """A governed read planned (through the plan cache) and audited, but not run here:
-        the Connect gateway places its SQL into the client's plan, which the backend
-        analyses and `PlanGovernor.verify` checks before anything runs. Anything but a
-        plain query is refused (and audited as refused), before any intent record."""
-        return self._govern(statement, run=False)[0]
+    def plan_read(
+        self, statement: str | bytes, held: list[Callable[[str | None], None]]
+    ) -> Planned:
+        """A governed read planned (through the plan cache), but not run here: the Connect
+        gateway places its SQL into the client's plan, which the backend analyses and
+        `PlanGovernor.verify` checks before anything runs. Its outcome lines are held
+        (`held` gets their writer, StatementRecorder.later) until that analysis says
+        which columns the plan reads. Anything but a plain query is refused (and audited
+        as refused), before any intent record."""
+        return self._govern(statement, run=False, held=held)[0]
 
     def _run(self, statement: str | bytes) -> DataFrame:
         df = self._govern(statement, run=True)[1]
         assert df is not None
         return df
 
-    def _govern(self, statement: str | bytes, *, run: bool) -> tuple[Planned, DataFrame | None]:
+    def _govern(
+        self,
+        statement: str | bytes,
+        *,
+        run: bool,
+        held: list[Callable[[str | None], None]] | None = None,
+    ) -> tuple[Planned, DataFrame | None]:
         """Plan, audit and (`run`) execute one statement; its plan and governed result."""
         raw = (
             statement
@@ -458,6 +468,7 @@ class GovernedSession:
             statement_hash(raw.decode("utf-8", "replace")),
             plan,
             self._execute if run else lambda _: None,
+            held,
         )
         if df is None:
             return planned, None
@@ -470,10 +481,12 @@ class GovernedSession:
         stmt_hash: str,
         plan: Callable[[Planner], Planned],
         execute: Callable[[Planned], DataFrame | None],
+        held: list[Callable[[str | None], None]] | None = None,
     ) -> tuple[Planned, DataFrame | None]:
         """One statement's life, whatever its entry point: plan, the intent of a change on
-        record before `execute`, then the outcome line; every failure audited, Spark's text
-        scrubbed from what the caller sees."""
+        record before `execute`, then the outcome line (`held`: its writer, for a read
+        run elsewhere); every failure audited, Spark's text scrubbed from what the caller
+        sees."""
         started = time.perf_counter()
         query_id = uuid.uuid4().hex
         self.last_query_id = query_id
@@ -518,7 +531,10 @@ class GovernedSession:
                 raise msg from None
             record.failed(msg, planned, planner)
             raise StatementFailed(msg) from None
-        record.ok(planned)
+        if held is None:
+            record.ok(planned)
+        else:
+            held.append(record.later(planned))
         metrics.counted(planner, metrics.OK)
         if planned.namespace is not None:
             self.namespace = planned.namespace

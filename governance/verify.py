@@ -158,7 +158,17 @@ def describe_plan(plan: Any) -> tuple[list[_Node], Any]:
     return nodes, out
 
 
-def verify_plan(plan: Any, expected: Expected, analyze: Analyze) -> None:
+@dataclass
+class Verified:
+    """A verified plan: its nodes, and each governed view placed in it as (location, index
+    of the view in `Expected.views[location]`, id of the view's projection node)."""
+
+    nodes: list[_Node]
+    handles: Any
+    views: list[tuple[str, int, int]]
+
+
+def verify_plan(plan: Any, expected: Expected, analyze: Analyze) -> Verified:
     """Raise Refused unless the analyzed plan reads exactly what the rewriter built."""
     nodes, handles = describe_plan(plan)
     check = _Check(nodes, handles, expected, analyze)
@@ -184,6 +194,32 @@ def verify_plan(plan: Any, expected: Expected, analyze: Analyze) -> None:
     for node in deferred:
         if not check.policy_read(node):
             check.read(node)
+    return Verified(nodes, handles, check.placed)
+
+
+def columns_used(verified: Verified) -> list[tuple[str, int, tuple[int, ...]]]:
+    """For each governed view placed in a verified plan: (location, index in
+    `Expected.views[location]`, positions in the view's projection of the columns the plan
+    reads of it), by Spark's own plan after analysis: what an operator above the view uses
+    (PlanWalker.live; a column only a row filter or mask reads is read inside the view and
+    is not the statement's). A plan the pass cannot follow (deeper than it goes) reads
+    every column of each view (an over-statement, never an omission)."""
+    if not verified.views:
+        return []
+    fresh = ",".join(str(n.id) for n in verified.nodes if n.parent < 0 and n.holder < 0)
+    roots = ",".join(str(root) for _, _, root in verified.views)
+    try:
+        answer = str(_the_walker().live(verified.handles, roots, fresh))
+    except Exception:  # py4j: the pass gave up (a plan too deep); say every column
+        return [
+            (loc, i, tuple(range(len(verified.nodes[root].columns))))
+            for loc, i, root in verified.views
+        ]
+    lines = answer.split("\n")
+    return [
+        (loc, i, tuple(int(p) for p in lines[k].split(",") if p))
+        for k, (loc, i, _) in enumerate(verified.views)
+    ]
 
 
 class _Check:
@@ -193,6 +229,9 @@ class _Check:
     def __init__(self, nodes: list[_Node], handles: Any, expected: Expected, analyze: Analyze):
         self.nodes, self.handles, self.analyze = nodes, handles, analyze
         self.pending = {loc: list(views) for loc, views in expected.views.items()}
+        # each pending view's index in `expected.views[loc]`, deleted alongside it
+        self.origin = {loc: list(range(len(views))) for loc, views in expected.views.items()}
+        self.placed: list[tuple[str, int, int]] = []  # (location, index, projection node id)
         self.built: dict[str, list[Any]] = {}  # location -> analyzed views, made on demand
         self.targets = Counter(expected.targets)
         self.derived = {k: list(v) for k, v in expected.derived.items()}
@@ -215,7 +254,7 @@ class _Check:
         if len(paths) == 1 and paths[0] in self.pending:
             root = _view_root(ancestors)
             if root is not None:
-                body = _match_view(
+                at = _match_view(
                     self.handles,
                     root.id,
                     root.columns,
@@ -224,7 +263,9 @@ class _Check:
                     self.built,
                     self.analyze,
                 )
-                if body is not None:
+                if at is not None:
+                    body = self.pending[paths[0]].pop(at)[0]
+                    self.placed.append((paths[0], self.origin[paths[0]].pop(at), root.id))
                     reads = self.reads_of.get(body, frozenset())
                     for n in ancestors[: ancestors.index(root) + 1]:
                         self.inside[n.id] = reads
@@ -283,8 +324,9 @@ def _match_view(
     pending: dict[str, list[tuple[str, tuple[str, ...], tuple[int, ...] | None]]],
     built: dict[str, list[Any]],
     analyze: Analyze,
-) -> str | None:
-    """The body of the pending view the projection is, by sameResult, or None. Cached
+) -> int | None:
+    """The index of the pending view the projection is, by sameResult, or None (its
+    analysis is dropped from `built`; the caller takes it off `pending`). Cached
     analyses first; a miss is re-checked against fresh ones (the table may have changed
     since the cache entry) before it counts. A narrowed view is compared with the whole
     view's projection cut to the picked expressions, over the whole view's own child; the
@@ -299,10 +341,8 @@ def _match_view(
                 continue
             cut = "" if picks is None else ",".join(map(str, picks))
             if walker.same(handles, root_id, view, cut):
-                body = pending[loc][i][0]
                 del built[loc][i]
-                del pending[loc][i]
-                return body
+                return i
     return None
 
 

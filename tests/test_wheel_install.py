@@ -45,6 +45,9 @@ RUN_TIME_DATA = (
     "governance/GovernedSql.java",
     "governance/spark_functions.txt",
     "api/connect/ConnectBackend.java",
+    "api/console/templates/base.html",
+    "api/console/static/console.js",
+    "api/console/static/console.css",
     "catalog/migrations/script.py.mako",
     "catalog/migrations/versions/0001_catalog.py",
 )

@@ -6,6 +6,7 @@ intent before effect). The RPC handling around them is service.py's.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import uuid
 from collections.abc import Callable
@@ -75,7 +76,8 @@ class GatewayCommands:
         result = base_pb2.ExecutePlanResponse.SqlCommandResult()
         with lock:
             if is_query:
-                self._govern(call, relations_pb2.Relation(sql=relations_pb2.SQL(query=cmd.sql)))
+                query = relations_pb2.Relation(sql=relations_pb2.SQL(query=cmd.sql))
+                self._govern(call, query, reads=False)  # read when the client runs it
                 result.relation.sql.query = cmd.sql
             else:
                 df = session.sql(cmd.sql)
@@ -99,9 +101,9 @@ class GatewayCommands:
             )
         session, lock = self._session(call)
         with lock:
-            PlanGovernor(session).create_view(
-                cmd.name, cmd.input, cmd.replace, self.backend, call.session_id
-            )
+            gov = PlanGovernor(session)
+            with gov.held_lines():
+                gov.create_view(cmd.name, cmd.input, cmd.replace, self.backend, call.session_id)
             if session.last_query_id:
                 call.query_id = session.last_query_id
         return self._answers(call, request, None)
@@ -129,8 +131,9 @@ class GatewayCommands:
             catalog=exp.to_identifier(parts[-3]) if len(parts) > 2 else None,
         )
         session, lock = self._session(call)
-        with lock:
+        with lock, contextlib.ExitStack() as stack:
             gov = WriteSourceGovernor(session, w.input.SerializeToString())
+            stack.enter_context(gov.held_lines())
             call.seen = gov.seen
             source = gov.relation(w.input)
             gov.verify(source, self.backend, call.session_id, whole=False)  # before any job
@@ -166,8 +169,10 @@ class GatewayCommands:
                 return planned
 
             def execute(planned: Planned) -> None:
-                if mode == "ignore":
-                    return  # Spark's mode('ignore') on an existing table: nothing written
+                if mode == "ignore":  # Spark's mode('ignore') on an existing table:
+                    for source_plan in gov.sources:  # nothing written, nothing read
+                        source_plan.reads_nothing()
+                    return
                 frame = frames[0]
                 # tags the write carries (writes.frame_propagation), before the data lands
                 execute_actions(planned.before, session.lg.catalog, session.lg.spark)
@@ -175,7 +180,10 @@ class GatewayCommands:
                 ds = self.backend.dataset(rel.SerializeToString(), call.user, call.session_id)
                 lg = session.lg
                 if lg.config.verify_plans:
-                    verify_plan(ds.queryExecution().analyzed(), gov.expected, lg.analyze_view)
+                    gov.note_reads(
+                        verify_plan(ds.queryExecution().analyzed(), gov.expected, lg.analyze_view)
+                    )
+                gov.record()  # the source's reads, with the columns written, before the write
                 how = "overwrite" if frame.overwrite else "append"
                 tag = commit_tag(session.last_query_id or "")  # resolves a lost outcome
                 ds.write().format("delta").mode(how).option("userMetadata", tag).save(

@@ -269,6 +269,13 @@ class LimitedCalls:
                 if stmt.timed_out:
                     self._fail(call, context, self.limits.timed_out())
             self._backend_error(call, context, e)
+        finally:
+            # A stream this gateway stops reading (the client went away, a limit refused it)
+            # is cancelled on the backend's connection now, not when it is garbage-collected:
+            # an unread stream keeps a backend sender waiting on flow control.
+            cancel = getattr(responses, "cancel", None)
+            if cancel is not None and not complete[0]:
+                cancel()
         settled[0] = True
         if stmt is not None and complete[0]:
             self.limits.finish(stmt)

@@ -17,6 +17,8 @@ backend session and checked by the plan verifier against every view placed.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import sqlglot
@@ -24,6 +26,7 @@ from google.protobuf.descriptor import FieldDescriptor
 from pyspark.sql.connect.proto import expressions_pb2, relations_pb2
 from sqlglot import exp
 
+from api.connect.eager import eager_inputs, message_children
 from governance.constructs import (
     DENIED_FUNCTIONS,
     IDENTITY_MEMBER,
@@ -39,7 +42,7 @@ from governance.readable import Seen, seen_by
 from governance.resolve import checked_parts, qualify_name
 from governance.session import table_statement
 from governance.sources import ensure_pins
-from governance.verify import Expected, verify_plan
+from governance.verify import Expected, Verified, columns_used, verify_plan
 
 if TYPE_CHECKING:
     from api.connect.backend import Backend
@@ -50,6 +53,8 @@ if TYPE_CHECKING:
 Relation = relations_pb2.Relation
 Expression = expressions_pb2.Expression
 MAX_DEPTH = 256
+#: The reason on a read's lines when the plan it was placed in did not run.
+NOT_RUN = "not run: the plan this read was placed in was refused or failed before it ran"
 
 #: Relation types whose every field is walked (inputs governed, expressions checked).
 RELATIONS = frozenset(
@@ -90,22 +95,6 @@ RELATIONS = frozenset(
         "freq_items",
         "sample_by",
         "collect_metrics",
-    }
-)
-#: Relation types whose inputs are verified on their own before the plan is analysed
-#: (see `_eager`): planning them may run a Spark job whose result replaces the reads.
-EAGER = frozenset(
-    {
-        "show_string",
-        "html_string",
-        "approx_quantile",
-        "crosstab",
-        "cov",
-        "corr",
-        "describe",
-        "summary",
-        "freq_items",
-        "sample_by",
     }
 )
 #: Refused relation types with the reason the caller reads.
@@ -158,6 +147,35 @@ class PlanGovernor:
         self._hidden: set[str] = set()
         self._is_member = session.lg.enforcer.identity(session.user).is_member
         self._expanded = 0  # bytes of DataFrame views substituted into this request
+        # each read's outcome lines, held until the plan's analysis says what it reads
+        self._held: list[Callable[[str | None], None]] = []
+        self._planned: list[Planned] = []
+        # parallel to `expected.views[location]`: the read's plan and its view's index
+        self._owners: dict[str, list[tuple[Planned, int]]] = {}
+
+    # the read lines ---------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def held_lines(self, *, reads: bool = True) -> Iterator[None]:
+        """Writes the held read lines on leaving (`record`), or, when the block fails, as
+        reads that did not run; `reads=False`: the request reads no data (a schema, a
+        `spark.sql` query not yet run), so the lines name no column."""
+        try:
+            yield
+        except BaseException:
+            self.record(NOT_RUN)
+            raise
+        if not reads:
+            for planned in self._planned:
+                planned.reads_nothing()
+        self.record()
+
+    def record(self, reason: str | None = None) -> None:
+        """Write the held read lines, with the columns the verified plans read of each view
+        (docs/audit-columns.md); before the plan runs, so no read goes unrecorded."""
+        held, self._held = self._held, []
+        for write in held:
+            write(reason)
 
     # temporary views --------------------------------------------------------------------
 
@@ -226,7 +244,7 @@ class PlanGovernor:
                 tree = parse_statement(msg.sql.query)
                 msg.sql.query = expand(tree, self.session.temp_views).sql("spark")
                 return
-        for child in _message_children(msg):
+        for child in message_children(msg):
             self._expand(child, depth + 1)
 
     def _substitute(self, rel: Relation, view: TempView) -> None:
@@ -321,7 +339,8 @@ class PlanGovernor:
         """Plan (through the plan cache) and audit a read in the governed session, once per
         use; the rewritten query SQL. Not analysed or verified here: the composed plan is,
         in the backend, before it runs (`verify`, which finds every view placed here)."""
-        planned = self.session.plan_read(text)
+        planned = self.session.plan_read(text, self._held)
+        self._planned.append(planned)
         assert planned.sql is not None
         if planned.derived:
             raise Refused(
@@ -334,6 +353,8 @@ class PlanGovernor:
         self._hidden.update(h for v in planned.views for h in v.access.hidden_columns)
         for loc, views in planned.expected.views.items():
             self.expected.views.setdefault(loc, []).extend(views)
+            owners = self._owners.setdefault(loc, [])
+            owners += [(planned, k) for k in planned.expected.owners.get(loc, [])]
         self.expected.policy_reads.update(planned.expected.policy_reads)
         return planned.sql
 
@@ -456,7 +477,14 @@ class PlanGovernor:
 
     def _verify_one(self, rel: Relation, backend: Backend, session_id: str) -> None:
         plan = backend.analyze(rel.SerializeToString(), self.session.user, session_id)
-        verify_plan(plan, self.expected, self.session.lg.analyze_view)
+        self.note_reads(verify_plan(plan, self.expected, self.session.lg.analyze_view))
+
+    def note_reads(self, verified: Verified) -> None:
+        """The columns a verified plan reads of each view placed here, to each read's plan
+        (added to what other verifications of this request found)."""
+        for loc, i, positions in columns_used(verified):
+            planned, k = self._owners[loc][i]
+            planned.add_read(k, self.expected.views[loc][i][1], positions)
 
 
 class WriteSourceGovernor(PlanGovernor):
@@ -493,55 +521,6 @@ def checked_write(source: Relation, frame: FrameInsert) -> Relation:
     checked.filter.input.CopyFrom(project)
     checked.filter.condition.expression_string.expression = frame.condition.sql("spark")
     return checked
-
-
-def eager_inputs(rel: Relation) -> list[Relation]:
-    """The inputs of every relation in `rel` that Spark's planner may run jobs for while it
-    plans it (`_eager`), innermost first: an input is listed after every eager input nested
-    in it, so verifying them in order runs no job on an unverified plan."""
-    out: list[Relation] = []
-    _collect_eager(rel, out, 0)
-    return out
-
-
-def _message_children(msg: Any) -> list[Any]:
-    """The messages `msg` holds, in singular, repeated and map fields (values only)."""
-    out: list[Any] = []
-    for field, value in msg.ListFields():
-        if field.type != FieldDescriptor.TYPE_MESSAGE:
-            continue
-        if field.message_type.GetOptions().map_entry:
-            out.extend(v for v in value.values() if not isinstance(v, str | bytes))
-        else:
-            out.extend(value if _repeated(field) else [value])
-    return out
-
-
-def _collect_eager(msg: Any, out: list[Relation], depth: int) -> None:
-    if depth > MAX_DEPTH:
-        raise Refused(f"plan nests more than {MAX_DEPTH} levels; refused")
-    for child in _message_children(msg):
-        _collect_eager(child, out, depth + 1)
-    if isinstance(msg, Relation) and _eager(msg):
-        inner = getattr(msg, msg.WhichOneof("rel_type"))
-        out.extend(v for _, v in inner.ListFields() if isinstance(v, Relation))
-
-
-def _eager(rel: Relation) -> bool:
-    """Spark 3.5's SparkConnectPlanner runs jobs while planning show_string, html_string,
-    approx_quantile, crosstab and a pivot without values (it collects the distinct values),
-    and caches the input of a deterministic-order sample that has no orderable column; the
-    other stat relations (`EAGER`) are planned lazily today but are DataFrame stat functions
-    a Spark version may collect eagerly, so they are treated the same way."""
-    kind = rel.WhichOneof("rel_type")
-    if kind in EAGER:
-        return True
-    if kind == "aggregate":
-        agg = rel.aggregate
-        return agg.group_type == relations_pb2.Aggregate.GROUP_TYPE_PIVOT and not len(
-            agg.pivot.values
-        )
-    return kind == "sample" and rel.sample.deterministic_order
 
 
 def _as_query(rel: Relation) -> exp.Expression | None:

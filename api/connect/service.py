@@ -333,14 +333,17 @@ class ConnectService(GatewayCommands, LimitedCalls, base_pb2_grpc.SparkConnectSe
                 )
         return entry.governed, entry.lock
 
-    def _govern(self, call: Call, rel: Any) -> Any:
-        """The governed, verified copy of a relation (runs in the user's session lock)."""
+    def _govern(self, call: Call, rel: Any, *, reads: bool = True) -> Any:
+        """The governed, verified copy of a relation (runs in the user's session lock);
+        its reads' lines are written before it returns (`reads=False`: the request reads
+        no data, its lines name no column)."""
         session, lock = self._session(call)
         with lock:
             gov = PlanGovernor(session, rel.SerializeToString())
             call.seen = gov.seen
-            out = gov.relation(rel)
-            gov.verify(out, self.backend, call.session_id)
+            with gov.held_lines(reads=reads):
+                out = gov.relation(rel)
+                gov.verify(out, self.backend, call.session_id)
         return out
 
     def _govern_fields(self, call: Call, msg: Any) -> None:
@@ -349,9 +352,9 @@ class ConnectService(GatewayCommands, LimitedCalls, base_pb2_grpc.SparkConnectSe
             if isinstance(value, base_pb2.Plan):
                 if value.WhichOneof("op_type") != "root":
                     raise AccessDenied("only query plans can be analysed")
-                value.root.CopyFrom(self._govern(call, value.root))
+                value.root.CopyFrom(self._govern(call, value.root, reads=False))
             elif isinstance(value, relations_pb2.Relation):
-                value.CopyFrom(self._govern(call, value))
+                value.CopyFrom(self._govern(call, value, reads=False))
             elif fd.message_type is not None and fd.message_type.name not in (
                 "DataType",
                 "StorageLevel",

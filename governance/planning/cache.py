@@ -28,6 +28,7 @@ from dataclasses import dataclass, replace
 
 from catalog.identity import DeltaIdentity, IdentityUnreadable, delta_identity
 from catalog.model import TableInfo
+from governance.metrics import cache_lookup
 from governance.planning.dispatch import Planner
 from governance.planning.expected import Expected
 from governance.planning.planned import Planned
@@ -140,6 +141,7 @@ class PlanCache:
                 self.misses += 1
             else:
                 self.hits += 1
+        cache_lookup("plan", entry is not None)
         return entry
 
     def _put(self, key: PlanKey, entry: _Entry) -> None:
@@ -208,6 +210,7 @@ def _copy(planned: Planned) -> Planned:
             targets=Counter(e.targets),
             derived={k: list(v) for k, v in e.derived.items()},
             policy_reads=dict(e.policy_reads),
+            owners={k: list(v) for k, v in e.owners.items()},
         ),
         columns={k: list(v) for k, v in planned.columns.items()},
         derived=set(planned.derived),

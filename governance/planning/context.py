@@ -196,7 +196,7 @@ class PlanningContext:
         outer = stmt.sql("spark", copy=False)
         words = words_spark_may_resolve(stmt, outer) if query and planned.views else None
         bodies = []
-        for v in planned.views:
+        for k, v in enumerate(planned.views):
             table = v.access.table
             derived = self.derived.get(table.full_name)
             node = v.ref.node
@@ -218,22 +218,23 @@ class PlanningContext:
                 ):
                     source = self.pin(table, ident.table_id)
                     planned.pins[source] = table.location
-            body = view_sql(self.ps, self.ident, v.access, node, source, picks)
+            known = planned.identities  # mapping tables' too: an inlined lookup holds a version
+            body = view_sql(self.ps, self.ident, v.access, node, source, picks, known)
             if derived is not None:
                 planned.expected.add_derived(table.location, v.access.visible_columns)
                 planned.derived.add(table.full_name)
             else:
-                reads = self.ps.policy_reads(v.access)
-                locations = [r.table.location for r in reads]
+                reads = self.ps.statement_reads(self.ident, v.access, known)
+                locations = [r.table.location for r in reads if not r.inlined]
                 visible = v.access.visible_columns
                 whole = (
                     body
                     if picks == whole_picks
-                    else view_sql(self.ps, self.ident, v.access, node, source, whole_picks)
+                    else view_sql(self.ps, self.ident, v.access, node, source, whole_picks, known)
                 )
                 columns = visible if picks is None else tuple(visible[i] for i in picks)
                 cut = None if picks == whole_picks else _positions(picks, whole_picks)
-                planned.expected.add_view(table.location, whole, columns, locations, cut)
+                planned.expected.add_view(table.location, whole, columns, locations, cut, owner=k)
                 planned.policy_reads += reads
             bodies.append(body)
         return splice(outer, planned.views, bodies)

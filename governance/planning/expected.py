@@ -28,6 +28,9 @@ class Expected:
     # view body -> the mapping-table locations its policies read (with the policy's rights):
     # the only places those locations may be read raw are inside that view once matched
     policy_reads: dict[str, frozenset[str]] = field(default_factory=dict)
+    # location -> for each of its views, the index of the plan's view (`Planned.views`) it
+    # is, so the columns Spark's plan reads of it reach that view's audit line
+    owners: dict[str, list[int]] = field(default_factory=dict)
 
     def add_view(
         self,
@@ -36,13 +39,14 @@ class Expected:
         columns: tuple[str, ...],
         reads: Iterable[str] = (),
         picks: tuple[int, ...] | None = None,
+        owner: int = -1,
     ) -> None:
         """`body` is the whole view; `picks`, the positions of `columns` in its projection
         when the statement reads a narrowed view (the verifier builds that projection from
         the whole view's analysis, so a new statement costs Spark no new view analysis)."""
-        self.views.setdefault(normalise_location(location), []).append(
-            (body, tuple(c.lower() for c in columns), picks)
-        )
+        location = normalise_location(location)
+        self.views.setdefault(location, []).append((body, tuple(c.lower() for c in columns), picks))
+        self.owners.setdefault(location, []).append(owner)
         mapped = frozenset(normalise_location(r) for r in reads)
         if mapped:
             self.policy_reads[body] = mapped

@@ -130,7 +130,11 @@ class Planned:
     target: TableAccess | None = None
     target_name: str | None = None
     dst: str | None = None
-    columns: dict[int, list[str]] = field(default_factory=dict)  # view index -> columns read
+    columns: dict[int, list[str]] = field(default_factory=dict)  # view index -> columns named
+    #: view index -> the columns Spark's plan reads of the view (after pruning, found when
+    #: the plan was verified: `add_read`); the audit lines record these once known, else
+    #: `columns`, the visible columns the statement names (docs/audit-columns.md)
+    pruned: dict[int, list[str]] | None = None
     local_rows: list[tuple] | None = None
     local_schema: str | None = None
     before: tuple[Action, ...] = ()  # run after the intent record, before the SQL
@@ -169,13 +173,33 @@ class Planned:
                     return a.table.full_name, h
         return None
 
+    def add_read(self, view: int, projected: tuple[str, ...], positions: tuple[int, ...]) -> None:
+        """Spark's plan reads the columns at `positions` of view `view`'s projection
+        (`projected`, lower-case; governance.verify.columns_used): recorded in the table's
+        column order, added to what other placements of the view read."""
+        if not 0 <= view < len(self.views):
+            return
+        used = {projected[p] for p in positions if 0 <= p < len(projected)}
+        pruned = dict(self.pruned or {})
+        had = set(pruned.get(view, ()))
+        pruned[view] = [
+            c for c in self.views[view].access.visible_columns if c.lower() in used or c in had
+        ]
+        self.pruned = pruned
+
+    def reads_nothing(self) -> None:
+        """The statement reads no data (a schema request, a query defined but not run):
+        its lines name no column."""
+        self.pruned = {i: [] for i in range(len(self.views))}
+
     def audit_lines(self) -> list[dict[str, Any]]:
         """One line per table touched (views of one table merge), else one with src=null."""
         lines: list[dict[str, Any]] = []
         merged: dict[str, dict[str, Any]] = {}
         for i, v in enumerate(self.views):
             name = v.access.table.full_name
-            cols = self.columns.get(i, [])
+            found = self.pruned.get(i) if self.pruned is not None else None
+            cols = found if found is not None else self.columns.get(i, [])
             line = merged.get(name)
             if line is None:
                 line = {
@@ -189,9 +213,13 @@ class Planned:
                 }
                 merged[name] = line
                 lines.append(line)
+            if any(c not in line["columns"] for c in cols):  # views of one table merge,
+                # in the table's column order
+                order = {c: k for k, c in enumerate(v.access.visible_columns)}
+                line["columns"] = sorted(
+                    {*line["columns"], *cols}, key=lambda c: (order.get(c, len(order)), c)
+                )
             for c in cols:
-                if c not in line["columns"]:
-                    line["columns"].append(c)
                 m = v.access.masks.get(c.lower())
                 if m is not None and (c, m.mask.mask) not in line["masked"]:
                     line["masked"].append((c, m.mask.mask))
@@ -220,7 +248,8 @@ class Planned:
 
     def _policy_read_lines(self) -> list[dict[str, Any]]:
         """`cmd=policyRead`, one line per mapping table a policy read for this statement
-        (audit/README.md: extends docs/spec/audit-format.md)."""
+        (audit/README.md: extends docs/spec/audit-format.md), with `readVersion` when the
+        lookup was answered at plan time (the Delta version read)."""
         merged: dict[str, dict[str, Any]] = {}
         for r in self.policy_reads:
             line = merged.setdefault(
@@ -235,6 +264,8 @@ class Planned:
             )
             line["columns"] += [c for c in r.columns if c not in line["columns"]]
             line["policies"] += [p for p in r.policies if p not in line["policies"]]
+            if r.inlined and r.version is not None:  # read now, at this version
+                line["read_version"] = r.version
         return list(merged.values())
 
     def _propagation_lines(self) -> list[dict[str, Any]]:

@@ -21,6 +21,7 @@ import casbin
 from sqlglot import exp
 
 from catalog.model import TableInfo
+from governance.metrics import cache_lookup
 from governance.policy.compile import (
     FilterLine,
     GrantLine,
@@ -250,6 +251,7 @@ class PolicyEnforcer:
         tags = self._column_tags(ident, table)
         cache_key = (ident.user, table.full_name, table.updated_at, table.location, tags.key)
         hit = self._access_cache.get(cache_key)
+        cache_lookup("access", hit is not None)
         if hit is not None:
             return hit
         access = self._table_access(ident, table, tags)

@@ -40,6 +40,7 @@ from catalog.identity import IdentityUnreadable, delta_identity
 from catalog.model import TableInfo
 from governance.errors import Refused
 from governance.identity import InvalidName, canonical_name
+from governance.metrics import cache_lookup
 from governance.policy.expressions import Issue, check_mask_expression, parse_expression
 from governance.policy.model import ColumnMask, ColumnMatch, PolicySet, RowFilter, Source
 from governance.policy.source import NodeReader
@@ -310,6 +311,7 @@ def delta_tags(table: TableInfo) -> tuple[tuple, dict[str, frozenset[str]]]:
         # (versions restarting at 0), or replaced behind the catalog's back, is another table
         key = (root, ident.table_id, version)
         hit = _cache.get(key)
+        cache_lookup("tags", hit is not None)
         if hit is None:
             last = _newest.get((root, ident.table_id))
             if last is not None and last[0] < version and _no_metadata(log, last[0], version):

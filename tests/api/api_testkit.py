@@ -3,6 +3,14 @@
 from __future__ import annotations
 
 import hashlib
+import socket
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from pathlib import Path
 
 import httpx
 
@@ -67,3 +75,58 @@ def all_visible(client: httpx.Client) -> dict[str, list[str]]:
         for s in client.get(f"{UC}/schemas", params={"catalog_name": c["name"]}).json()["schemas"]:
             out.update(uc_tables(client, c["name"], s["name"]))
     return out
+
+
+@contextmanager
+def serve(app) -> Iterator[str]:
+    """`app` under a real uvicorn on 127.0.0.1, on a free port; yields the base URL."""
+    import uvicorn
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(128)
+    port = sock.getsockname()[1]
+    config = uvicorn.Config(app, log_config=None, log_level="warning", access_log=False)
+    srv = uvicorn.Server(config)
+    thread = threading.Thread(target=srv.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.time() + 20
+    while not srv.started:
+        if time.time() > deadline or not thread.is_alive():
+            raise RuntimeError("uvicorn did not start")
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        srv.should_exit = True
+        thread.join(10)
+        sock.close()
+
+
+def api_lakegate_on(lakehouse, spark, root: Path, **config):
+    """A Lakegate on the demo lakehouse's tables with an `api:` section (a token per persona)
+    and its own copy of the catalog, products and audit under `root`; `config` overrides
+    lakegate.yaml keys (e.g. `policies`)."""
+    from governance.config import ApiConfig, ApiToken
+    from governance.session import Lakegate
+
+    src = sqlite3.connect(lakehouse.config.catalog)
+    dst = sqlite3.connect(root / "catalog.db")
+    src.backup(dst)
+    src.close()
+    dst.close()
+    (root / "products").mkdir()
+    (root / "products" / "hr.yaml").write_text(PRODUCTS_YAML)
+    api = ApiConfig(
+        tokens=tuple(
+            ApiToken(u, hashlib.sha256(token_of(u).encode()).hexdigest()) for u in PERSONAS
+        ),
+        secret=SECRET,
+        row_limit=5,
+        timeout=300.0,
+        products=root / "products",
+    )
+    cfg = replace(
+        lakehouse.config, catalog=str(root / "catalog.db"), audit=root / "audit", api=api, **config
+    )
+    return Lakegate(cfg, spark=spark)

@@ -7,45 +7,18 @@ and its own audit directory. uvicorn runs in a thread on a socket bound to 127.0
 
 from __future__ import annotations
 
-import hashlib
-import socket
-import sqlite3
-import threading
-import time
 from collections.abc import Callable, Iterator
-from dataclasses import replace
 from pathlib import Path
 
 import httpx
 import pytest
-from api_testkit import PERSONAS, PRODUCTS_YAML, SECRET, token_of
+from api_testkit import api_lakegate_on, serve, token_of
 
 
 @pytest.fixture(scope="session")
 def api_lakegate(lakehouse, spark, tmp_path_factory: pytest.TempPathFactory):
     """A Lakegate on the demo lakehouse's tables and policies with an `api:` section."""
-    from governance.config import ApiConfig, ApiToken
-    from governance.session import Lakegate
-
-    root = tmp_path_factory.mktemp("api")
-    src = sqlite3.connect(lakehouse.config.catalog)
-    dst = sqlite3.connect(root / "catalog.db")
-    src.backup(dst)
-    src.close()
-    dst.close()
-    (root / "products").mkdir()
-    (root / "products" / "hr.yaml").write_text(PRODUCTS_YAML)
-    api = ApiConfig(
-        tokens=tuple(
-            ApiToken(u, hashlib.sha256(token_of(u).encode()).hexdigest()) for u in PERSONAS
-        ),
-        secret=SECRET,
-        row_limit=5,
-        timeout=300.0,
-        products=root / "products",
-    )
-    cfg = replace(lakehouse.config, catalog=str(root / "catalog.db"), audit=root / "audit", api=api)
-    lg = Lakegate(cfg, spark=spark)
+    lg = api_lakegate_on(lakehouse, spark, tmp_path_factory.mktemp("api"))
     yield lg
     lg.close()
 
@@ -60,25 +33,8 @@ def app(api_lakegate):
 @pytest.fixture(scope="session")
 def server(app) -> Iterator[str]:
     """The app under a real uvicorn on 127.0.0.1, on a free port; yields the base URL."""
-    import uvicorn
-
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(128)
-    port = sock.getsockname()[1]
-    config = uvicorn.Config(app, log_config=None, log_level="warning", access_log=False)
-    srv = uvicorn.Server(config)
-    thread = threading.Thread(target=srv.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.time() + 20
-    while not srv.started:
-        if time.time() > deadline or not thread.is_alive():
-            raise RuntimeError("uvicorn did not start")
-        time.sleep(0.02)
-    yield f"http://127.0.0.1:{port}"
-    srv.should_exit = True
-    thread.join(10)
-    sock.close()
+    with serve(app) as url:
+        yield url
 
 
 @pytest.fixture(scope="session")

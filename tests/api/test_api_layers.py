@@ -11,7 +11,16 @@ from pathlib import Path
 import pytest
 
 API = Path(__file__).resolve().parents[2] / "api"
-ROUTERS = ("discovery", "domains", "extensions", "registry", "statements", "unity")
+ROUTERS = (
+    "access",
+    "auditing",
+    "discovery",
+    "domains",
+    "extensions",
+    "registry",
+    "statements",
+    "unity",
+)
 
 
 def _imports(module: str) -> set[str]:

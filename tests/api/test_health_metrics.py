@@ -87,3 +87,9 @@ def test_metrics_count_statements_by_kind_and_outcome_and_time_their_phases(app)
     assert 'lakegate_statements_total{kind="select",outcome="ok"}' in text
     assert 'lakegate_statement_phase_seconds_bucket{le="0.001",phase="plan"}' in text
     assert "lakegate_policy_reloads_total" in text
+    # the caches' hit ratios: every lookup counted as a hit or a miss, by cache
+    for cache in ("plan", "access"):
+        assert any(
+            f'lakegate_cache_lookups_total{{cache="{cache}",result="{r}"}}' in text
+            for r in ("hit", "miss")
+        ), cache

@@ -159,14 +159,16 @@ def test_audit_table_keeps_its_columns_in_order() -> None:
 
 
 def test_line_key_orders_are_the_contracts() -> None:
-    """v1 (docs/spec/audit-format.md) and v1 with the first extension (audit/README.md)."""
+    """v1 (docs/spec/audit-format.md), with the first extension, and with the second
+    (`readVersion` on policyRead lines; audit/README.md)."""
     v1 = (
         *("allowed", "ugi", "ip", "cmd", "src", "dst", "perm", "proto", "callerContext"),
         *("succeeded", "eventId", "ts", "queryId", "stmtHash", "columns", "masked"),
         *("rowFilters", "policies", "reason", "durationMs", "writer", "seq", "prevHash", "hash"),
     )
     extended = (*v1[:20], "policyVersion", "phase", *v1[20:])
-    assert (extended, v1) == LAYOUTS
+    read = (*v1[:20], "policyVersion", "phase", "readVersion", *v1[20:])
+    assert (read, extended, v1) == LAYOUTS
 
 
 def test_every_kind_of_record_field_has_a_column_in_the_audit_table() -> None:

@@ -135,3 +135,23 @@ def test_pinned_sources_are_on_unless_the_config_turns_them_off(
     f = tmp_path / "lakegate.yaml"
     f.write_text(text)
     assert Config.load(f).pinned_sources is value
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [("", 10_000), ("mapping_inline_max_keys: 0\n", 0), ("mapping_inline_max_keys: 50\n", 50)],
+)
+def test_mapping_lookups_inline_up_to_ten_thousand_keys_unless_configured(
+    tmp_path: Path, text: str, value: int
+) -> None:
+    f = tmp_path / "lakegate.yaml"
+    f.write_text(text)
+    assert Config.load(f).mapping_inline_max_keys == value
+
+
+def test_a_negative_inline_threshold_is_refused_in_one_line(tmp_path: Path) -> None:
+    f = tmp_path / "lakegate.yaml"
+    f.write_text("mapping_inline_max_keys: -1\n")
+    with pytest.raises(ConfigError) as e:
+        Config.load(f)
+    assert str(e.value) == f"{f}: 'mapping_inline_max_keys' must be a whole number, 0 or more"

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from connect_testkit import PERSONAS, make_tls, token_of
+from connect_testkit import PERSONAS, kept, make_tls, token_of
 from stock_clients import CLIENT_LINES, ensure_clients
 
 MAPPING_POLICY = """
@@ -127,7 +127,7 @@ def remote(gateway) -> Iterator[Callable[..., Any]]:
     def connect(user: str | None = None, *, token: str | None = None, extra: str = "") -> Any:
         tok = token if token is not None else token_of(user or "")
         url = f"sc://127.0.0.1:{gateway.port}/;use_ssl=true;token={tok}{extra}"
-        s = RemoteSession.builder.remote(url).create()
+        s = kept(RemoteSession.builder.remote(url).create())
         made.append(s)
         return s
 
@@ -178,7 +178,7 @@ def limited_gateway(gateway, connect_lakegate) -> Iterator[Callable[..., Any]]:
 
         def connect(user: str) -> Any:
             url = f"sc://127.0.0.1:{gw.port}/;use_ssl=true;token={token_of(user)}"
-            s = RemoteSession.builder.remote(url).create()
+            s = kept(RemoteSession.builder.remote(url).create())
             made.append(s)
             return s
 

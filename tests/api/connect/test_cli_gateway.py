@@ -73,8 +73,25 @@ def _gateway_argv(client: dict[str, Any], token: str, *argv: str) -> list[str]:
     ]
 
 
+def _config_naming(gateway_port: int, tls_cert: Path, tls_key: Path, lakehouse: Any) -> dict:
+    """A lakegate.yaml whose `connect:` section names a gateway (as on the gateway's host)."""
+    cfg = yaml.safe_load(Path(lakehouse.config.path).read_text())
+    cfg["connect"] = {
+        "host": "127.0.0.1",
+        "port": gateway_port,
+        "tls_cert": str(tls_cert),
+        "tls_key": str(tls_key),
+    }
+    return cfg
+
+
 @pytest.fixture(scope="module")
-def runs(client, lakehouse) -> dict[str, subprocess.CompletedProcess]:
+def runs(client, lakehouse, gateway, connect_lakegate) -> dict[str, subprocess.CompletedProcess]:
+    tls = connect_lakegate.config.connect
+    default_cfg = client["root"] / "lakegate.yaml"  # read by default from the run's cwd
+    default_cfg.write_text(
+        yaml.safe_dump(_config_naming(gateway.port, tls.tls_cert, tls.tls_key, lakehouse))
+    )
     trap = {
         **{k: v for k, v in os.environ.items() if not k.startswith(("LAKEGATE_", "GRPC_"))},
         "PYTHONPATH": str(ROOT),
@@ -87,6 +104,8 @@ def runs(client, lakehouse) -> dict[str, subprocess.CompletedProcess]:
         "mira_json": _gateway_argv(client, "mira", "-o", "json", MIRA_REGIONS),
         "carol_insert": _gateway_argv(client, "carol", CAROL_BAD_INSERT),
         "wrong_token": _gateway_argv(client, "wrong", CAROL_ORDERS),
+        # no --gateway, no --user: the config's running gateway, carol's token from the env
+        "carol_by_default": ["-o", "json", CAROL_ORDERS],
         "local_in_trap": [
             "--config",
             str(lakehouse.config.path),
@@ -96,15 +115,16 @@ def runs(client, lakehouse) -> dict[str, subprocess.CompletedProcess]:
             CAROL_ORDERS,
         ],
     }
+    envs = {"carol_by_default": {**trap, "LAKEGATE_TOKEN": token_of("carol")}}
     procs = {
         name: subprocess.Popen(
             [
                 sys.executable,
                 *(["-m", "cli"] if "--user" in argv else ["-c", NO_LOCAL_SPARK]),
-                *argv,
+                *(["sql", *argv] if name == "carol_by_default" else argv),
             ],
             cwd=client["root"],
-            env=trap,
+            env=envs.get(name, trap),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
         )
@@ -288,3 +308,39 @@ def test_statement_that_does_not_parse_exits_4_as_locally(client, monkeypatch, c
     out, err = capsys.readouterr()
     assert (rc, out) == (4, "")
     assert err.startswith("lakegate: cannot parse statement") and err.count("\n") == 1
+
+
+def test_sql_without_user_goes_to_the_configured_running_gateway(runs, local):
+    """The config's `connect:` gateway answers and a token is at hand: no Spark starts here
+    (the run exits 99 if it did) and the answer is the token's user's."""
+    got = runs["carol_by_default"]
+    assert (got.returncode, got.stderr) == (0, ""), got.stderr
+    assert got.stdout == local("--user", "carol", "-o", "json", CAROL_ORDERS)[1]
+
+
+def test_sql_without_user_and_no_running_gateway_says_so_in_one_line(
+    lakehouse, connect_lakegate, tmp_path, monkeypatch, capsys
+):
+    tls = connect_lakegate.config.connect
+    port = _free_port()
+    cfg = tmp_path / "lakegate.yaml"
+    cfg.write_text(yaml.safe_dump(_config_naming(port, tls.tls_cert, tls.tls_key, lakehouse)))
+    monkeypatch.setenv("LAKEGATE_TOKEN", token_of("carol"))
+    rc = main(["--config", str(cfg), "sql", "SELECT 1"])
+    assert (rc, capsys.readouterr()) == (
+        2,
+        (
+            "",
+            f"lakegate: no running gateway to send this to (cannot reach the gateway at "
+            f"127.0.0.1:{port} (Connection refused)); give --user to run it here, starting "
+            "Spark (20-60 s)\n",
+        ),
+    )
+
+
+def test_local_with_gateway_is_refused_without_contacting_it(client, capsys):
+    rc = main([*_gateway_argv(client, "carol", CAROL_ORDERS), "--local"])
+    assert (rc, capsys.readouterr()) == (
+        2,
+        ("", "lakegate: --local cannot go with --gateway: the gateway acts as the token's user\n"),
+    )

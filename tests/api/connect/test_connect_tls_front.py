@@ -16,7 +16,7 @@ from pathlib import Path
 
 import grpc
 import pytest
-from connect_testkit import token_of
+from connect_testkit import kept, token_of
 from stock_clients import CLIENT_LINES
 
 from api.connect.front import PLAINTEXT_MESSAGE
@@ -39,7 +39,7 @@ def test_plaintext_grpc_call_is_answered_with_use_ssl_line(gateway) -> None:
 def test_stock_35_client_without_tls_reads_use_ssl_line(gateway) -> None:
     from pyspark.sql.connect.session import SparkSession as RemoteSession
 
-    s = RemoteSession.builder.remote(f"sc://127.0.0.1:{gateway.port}").create()
+    s = kept(RemoteSession.builder.remote(f"sc://127.0.0.1:{gateway.port}").create())
     with pytest.raises(Exception, match="add ;use_ssl=true to the sc:// URL"):
         s.sql("SELECT 1").collect()
 

@@ -1,0 +1,253 @@
+"""The console's front door: sign-in and sign-out, the session cookie, CSRF, static files and
+the headers every `/ui` answer carries.
+
+An ASGI layer inside the audit middleware (every request here is on record) and outside the
+token check: a signed-in browser's cookie becomes the `Authorization` header the token check
+and the routes already understand, so the console authenticates exactly as the API does.
+
+- The cookie holds the bearer token (base64url), `HttpOnly` (no script reads it),
+  `SameSite=Strict` (no other site's page sends it), `Secure` over TLS, path `/ui`.
+- The only state-changing requests are the sign-in and sign-out POSTs. Each must carry the
+  CSRF value of the `lakegate_csrf` cookie in its form (double submit; another origin can
+  neither read the cookie nor set it) and, when the browser says where it comes from
+  (`Origin`, `Sec-Fetch-Site`), come from this origin. Everything else is a GET that reads.
+- Every answer under `/ui` says `Cache-Control: no-store` and carries a strict content
+  security policy (scripts from this server only; no frames).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextlib
+import hmac
+import secrets
+from http.cookies import SimpleCookie
+from importlib.resources import files
+from typing import TYPE_CHECKING
+
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from api.auth import Unauthenticated
+from api.caller import AUDIT_KEY, RequestAudit
+from api.console.render import render
+
+if TYPE_CHECKING:
+    from api.deps import Service
+
+PREFIX = "/ui"
+SESSION = "lakegate_session"
+CSRF = "lakegate_csrf"
+MAX_FORM = 8192  # bytes: a token and a CSRF value
+PLOTLY = f"{PREFIX}/static/plotly.min.js"
+STATIC = {
+    f"{PREFIX}/static/console.css": ("console.css", "text/css; charset=utf-8"),
+    f"{PREFIX}/static/console.js": ("console.js", "text/javascript; charset=utf-8"),
+}
+HEADERS = [
+    (b"cache-control", b"no-store"),
+    (b"pragma", b"no-cache"),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"same-origin"),  # no-referrer would make Origin "null"
+    (b"x-frame-options", b"DENY"),
+    (
+        b"content-security-policy",
+        b"default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+        b"img-src 'self' data:; font-src 'self' data:; connect-src 'self'; "
+        b"form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+    ),
+]
+
+
+def cookies(scope: Scope) -> dict[str, str]:
+    jar: SimpleCookie = SimpleCookie()
+    for k, v in scope.get("headers") or ():
+        if k == b"cookie":
+            try:
+                jar.load(v.decode("latin-1"))
+            except Exception:  # a malformed cookie header is no cookie
+                return {}
+    return {k: m.value for k, m in jar.items()}
+
+
+def encode_token(token: str) -> str:
+    return base64.urlsafe_b64encode(token.encode()).decode().rstrip("=")
+
+
+def decode_token(value: str) -> str | None:
+    try:
+        return base64.urlsafe_b64decode(value + "=" * (-len(value) % 4)).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        return None
+
+
+class ConsoleGate:
+    """Serves `/ui/signin`, `/ui/signout` and `/ui/static/*`; turns the session cookie into
+    a bearer token for the other `/ui` pages (a missing or bad one goes to the sign-in page)."""
+
+    def __init__(self, app: ASGIApp, service: Service) -> None:
+        self.app = app
+        self.service = service
+        self._plotly: bytes | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path: str = scope.get("path", "")
+        if scope["type"] != "http" or not (path == PREFIX or path.startswith(PREFIX + "/")):
+            await self.app(scope, receive, send)
+            return
+        send = _with_headers(send, static=path.startswith(f"{PREFIX}/static/"))
+        rec: RequestAudit = scope[AUDIT_KEY]
+        method = scope["method"]
+        if path in STATIC or path == PLOTLY:
+            rec.cmd = "consoleStatic"
+            await self._static(path)(scope, receive, send)
+            return
+        if path == f"{PREFIX}/signin":
+            rec.cmd = "consoleSignIn"
+            response = await (
+                self._sign_in(scope, receive) if method == "POST" else self._form(scope)
+            )
+            await response(scope, receive, send)
+            return
+        if path == f"{PREFIX}/signout" and method == "POST":
+            rec.cmd = "consoleSignOut"
+            await (await self._sign_out(scope, receive))(scope, receive, send)
+            return
+        jar = cookies(scope)
+        has_header = any(k == b"authorization" for k, _ in scope.get("headers") or ())
+        if not has_header:
+            token = decode_token(jar.get(SESSION, ""))
+            try:
+                if token is None:
+                    raise Unauthenticated("not signed in")
+                self.service.auth.authenticate(f"Bearer {token}")
+            except Unauthenticated as e:
+                rec.cmd, rec.allowed, rec.reason = "consolePage", False, f"console: {e}"
+                response = RedirectResponse(f"{PREFIX}/signin", 303)
+                if SESSION in jar:
+                    _clear(response, SESSION, scope)
+                await response(scope, receive, send)
+                return
+            headers = [h for h in scope.get("headers") or () if h[0] != b"authorization"]
+            scope = {**scope, "headers": [*headers, (b"authorization", f"Bearer {token}".encode())]}
+        await self.app(scope, receive, send)
+
+    # static ---------------------------------------------------------------------------------
+
+    def _static(self, path: str) -> Response:
+        if path == PLOTLY:
+            if self._plotly is None:
+                from plotly.offline import get_plotlyjs
+
+                self._plotly = get_plotlyjs().encode()
+            return Response(self._plotly, media_type="text/javascript; charset=utf-8")
+        name, kind = STATIC[path]
+        return Response(files("api.console").joinpath("static", name).read_bytes(), media_type=kind)
+
+    # sign-in and sign-out -------------------------------------------------------------------
+
+    async def _form(self, scope: Scope, error: str | None = None, status: int = 200) -> Response:
+        value = secrets.token_urlsafe(32)
+        html = render(
+            "signin.html", {"title": "Sign in", "csrf": value, "error": error, "user": None}
+        )
+        response = HTMLResponse(html, status)
+        _set(response, CSRF, value, scope)
+        return response
+
+    async def _sign_in(self, scope: Scope, receive: Receive) -> Response:
+        form = await _checked_form(scope, receive)
+        rec: RequestAudit = scope[AUDIT_KEY]
+        if isinstance(form, str):
+            rec.reason = form
+            return await self._form(scope, form, 403)
+        token = form.get("token", "").strip()
+        try:
+            if not token or len(token) > 4096 or not token.isprintable():
+                raise Unauthenticated("invalid token")
+            principal = self.service.auth.authenticate(f"Bearer {token}")
+        except Unauthenticated as e:
+            rec.reason = f"console sign-in: {e}"
+            return await self._form(scope, "That token was not accepted.", 401)
+        rec.user = principal.user
+        response = RedirectResponse(f"{PREFIX}/catalog", 303)
+        _set(response, SESSION, encode_token(token), scope)
+        _set(response, CSRF, secrets.token_urlsafe(32), scope)  # a new one per session
+        return response
+
+    async def _sign_out(self, scope: Scope, receive: Receive) -> Response:
+        form = await _checked_form(scope, receive)
+        rec: RequestAudit = scope[AUDIT_KEY]
+        if isinstance(form, str):
+            rec.reason = form
+            return HTMLResponse(
+                render("refused.html", {"title": "Request refused", "reason": form, "user": None}),
+                403,
+            )
+        token = decode_token(cookies(scope).get(SESSION, ""))
+        if token:
+            with contextlib.suppress(Unauthenticated):  # signing out needs no valid token
+                rec.user = self.service.auth.authenticate(f"Bearer {token}").user
+        response = RedirectResponse(f"{PREFIX}/signin", 303)
+        _clear(response, SESSION, scope)
+        _clear(response, CSRF, scope)
+        return response
+
+
+async def _checked_form(scope: Scope, receive: Receive) -> dict[str, str] | str:
+    """The posted form, or why it is refused (cross-origin, no CSRF match, too large)."""
+    headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope.get("headers") or ()}
+    own = f"{scope.get('scheme', 'http')}://{headers.get('host', '')}"
+    origin = headers.get("origin")
+    if origin is not None and origin != own:
+        return "request refused: it comes from another origin"
+    if headers.get("sec-fetch-site", "same-origin") not in ("same-origin", "none"):
+        return "request refused: it comes from another site"
+    if int(headers.get("content-length") or MAX_FORM + 1) > MAX_FORM:
+        return "request refused: form missing or too large"
+    request = Request(scope, receive)
+    try:
+        form = await request.form(max_files=0, max_fields=4)
+    except Exception:  # not a form: refused, whatever it was
+        return "request refused: not a form"
+    values = {k: v for k, v in form.items() if isinstance(v, str)}
+    expected = cookies(scope).get(CSRF, "")
+    given = values.get("csrf", "")
+    if not expected or not hmac.compare_digest(expected.encode(), given.encode()):
+        return "request refused: the CSRF token of the form does not match (reload the page)"
+    return values
+
+
+def _set(response: Response, name: str, value: str, scope: Scope) -> None:
+    response.set_cookie(
+        name,
+        value,
+        path=PREFIX,
+        httponly=True,
+        samesite="strict",
+        secure=scope.get("scheme") == "https",
+    )
+
+
+def _clear(response: Response, name: str, scope: Scope) -> None:
+    response.delete_cookie(
+        name, path=PREFIX, httponly=True, samesite="strict", secure=scope.get("scheme") == "https"
+    )
+
+
+def _with_headers(send: Send, *, static: bool) -> Send:
+    """Adds the console's headers to the answer (static files may be cached a day)."""
+
+    async def wrapped(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            extra = HEADERS
+            if static:
+                extra = [(b"cache-control", b"private, max-age=86400"), *HEADERS[2:]]
+            names = {k for k, _ in extra}
+            kept = [(k, v) for k, v in message.get("headers", []) if k.lower() not in names]
+            message = {**message, "headers": [*kept, *extra]}
+        await send(message)
+
+    return wrapped

@@ -1,0 +1,150 @@
+"""Signing in to the console: the token lands in an HttpOnly, SameSite=Strict cookie (Secure
+over TLS) scoped to /ui; the sign-in and sign-out POSTs are refused without the form's CSRF
+value or from another origin; nothing under /ui may be cached; a page without a session
+goes to the sign-in page, on record as refused; the cookie is no key to the JSON API."""
+
+from __future__ import annotations
+
+import uuid
+
+import httpx
+import pytest
+from api_testkit import LG, read_audit, token_of
+from console_testkit import PAGES, signed_in
+
+
+def _form(c: httpx.Client) -> str:
+    r = c.get("/ui/signin")
+    assert r.status_code == 200
+    return c.cookies["lakegate_csrf"]
+
+
+def _cookie(r: httpx.Response, name: str) -> str:
+    found = [h for h in r.headers.get_list("set-cookie") if h.startswith(f"{name}=")]
+    assert len(found) == 1, r.headers.get_list("set-cookie")
+    return found[0]
+
+
+def test_sign_in_sets_an_httponly_samesite_strict_cookie_for_ui_only(console_server) -> None:
+    with httpx.Client(base_url=console_server) as c:
+        csrf = _form(c)
+        r = c.post("/ui/signin", data={"token": token_of("alice"), "csrf": csrf})
+    assert (r.status_code, r.headers["location"]) == (303, "/ui/catalog")
+    flags = [f.strip().lower() for f in _cookie(r, "lakegate_session").split(";")]
+    assert {"httponly", "samesite=strict", "path=/ui"} <= set(flags)
+    assert "secure" not in flags  # plain http on loopback: a Secure cookie would not come back
+
+
+def test_sign_in_over_tls_marks_the_cookie_secure(console_app) -> None:
+    from starlette.testclient import TestClient
+
+    with TestClient(console_app, base_url="https://testserver") as c:
+        c.get("/ui/signin")
+        r = c.post(
+            "/ui/signin",
+            data={"token": token_of("alice"), "csrf": c.cookies["lakegate_csrf"]},
+            headers={"Origin": "https://testserver"},
+            follow_redirects=False,
+        )
+    assert r.status_code == 303
+    flags = [f.strip().lower() for f in _cookie(r, "lakegate_session").split(";")]
+    assert {"secure", "httponly", "samesite=strict"} <= set(flags)
+
+
+@pytest.mark.parametrize(
+    ("csrf", "headers", "reason"),
+    [
+        (
+            None,
+            {},
+            "request refused: the CSRF token of the form does not match (reload the page)",
+        ),
+        (
+            "forged",
+            {},
+            "request refused: the CSRF token of the form does not match (reload the page)",
+        ),
+        (
+            "cookie",
+            {"Origin": "http://evil.example"},
+            "request refused: it comes from another origin",
+        ),
+        ("cookie", {"Sec-Fetch-Site": "cross-site"}, "request refused: it comes from another site"),
+    ],
+    ids=["no-csrf", "wrong-csrf", "foreign-origin", "cross-site"],
+)
+def test_sign_in_is_refused_without_csrf_or_from_another_origin(
+    console_server, console_lakegate, csrf, headers, reason
+) -> None:
+    ctx = f"csrf-{uuid.uuid4().hex}"
+    with httpx.Client(base_url=console_server) as c:
+        value = _form(c)
+        data = {"token": token_of("alice")}
+        if csrf is not None:
+            data["csrf"] = value if csrf == "cookie" else csrf
+        r = c.post("/ui/signin", data=data, headers={**headers, "X-Lakegate-Caller-Context": ctx})
+    assert r.status_code == 403
+    assert reason in r.text
+    assert "lakegate_session=" not in " ".join(r.headers.get_list("set-cookie"))
+    line = [ln for ln in read_audit(console_lakegate) if ln.get("callerContext") == ctx]
+    assert [(ln["cmd"], ln["allowed"], ln["reason"]) for ln in line] == [
+        ("consoleSignIn", "false", reason)
+    ]
+
+
+def test_a_wrong_token_is_refused_and_sets_no_session(console_server) -> None:
+    with httpx.Client(base_url=console_server) as c:
+        r = c.post("/ui/signin", data={"token": "tok-nobody", "csrf": _form(c)})
+    assert r.status_code == 401
+    assert "That token was not accepted." in r.text
+    assert "lakegate_session=" not in " ".join(r.headers.get_list("set-cookie"))
+
+
+def test_sign_out_needs_the_csrf_value_and_then_clears_the_session(console_server) -> None:
+    with signed_in(console_server, "alice") as c:
+        refused = c.post("/ui/signout", data={"csrf": "forged"})
+        assert refused.status_code == 403
+        assert c.get("/ui/catalog").status_code == 200  # still signed in
+        r = c.post("/ui/signout", data={"csrf": c.cookies["lakegate_csrf"]})
+        assert (r.status_code, r.headers["location"]) == (303, "/ui/signin")
+        assert 'lakegate_session=""' in _cookie(r, "lakegate_session")
+        after = c.get("/ui/catalog")
+    assert (after.status_code, after.headers["location"]) == (303, "/ui/signin")
+
+
+def test_every_console_answer_is_no_store_with_a_strict_csp(console_server) -> None:
+    with signed_in(console_server, "alice") as c:
+        answers = [c.get(p) for p in (*PAGES, "/ui/catalog/main.sales.orders")]
+        answers.append(c.get("/ui/signin"))
+    for r in answers:
+        assert r.status_code == 200, r.url
+        assert r.headers["cache-control"] == "no-store"
+        assert "script-src 'self';" in r.headers["content-security-policy"]
+        assert "frame-ancestors 'none'" in r.headers["content-security-policy"]
+        assert r.headers["x-frame-options"] == "DENY"
+
+
+def test_a_page_without_a_session_goes_to_sign_in_on_record(
+    console_server, console_lakegate
+) -> None:
+    ctx = f"nosession-{uuid.uuid4().hex}"
+    r = httpx.get(
+        f"{console_server}/ui/audit",
+        headers={"X-Lakegate-Caller-Context": ctx, "Cookie": "lakegate_session=Zm9yZ2Vk"},
+    )
+    assert (r.status_code, r.headers["location"]) == (303, "/ui/signin")
+    line = [ln for ln in read_audit(console_lakegate) if ln.get("callerContext") == ctx]
+    assert [(ln["ugi"], ln["allowed"]) for ln in line] == [("anonymous (auth:TOKEN)", "false")]
+
+
+def test_the_session_cookie_is_no_key_to_the_json_api(console_server) -> None:
+    with signed_in(console_server, "alice") as c:
+        session = c.cookies["lakegate_session"]
+    r = httpx.get(f"{console_server}{LG}/whoami", headers={"Cookie": f"lakegate_session={session}"})
+    assert r.status_code == 401
+
+
+def test_console_pages_stay_out_of_the_openapi_schema(console_server) -> None:
+    paths = httpx.get(f"{console_server}/openapi.json").json()["paths"]
+    assert [p for p in paths if p.startswith("/ui")] == []
+    assert {f"{LG}/access/users/{{user}}", f"{LG}/policy-diff", f"{LG}/audit/summary"} <= set(paths)
