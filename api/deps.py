@@ -23,7 +23,7 @@ from api.registry import Registry
 from audit import AuditEvent
 from governance.config import ApiConfig
 from governance.errors import AuditUnavailable
-from governance.metrics import AUDIT_FAILURES, AUDIT_LINES
+from governance.recorder import write_or_refuse
 
 if TYPE_CHECKING:
     from governance.session import Lakegate
@@ -40,21 +40,13 @@ class Service:
         self.registry = Registry(lg, self.discovery)
 
     def write_audit(self, rec: RequestAudit, status: int) -> None:
+        """The request's audit line, written fail closed (`write_or_refuse`: raises
+        `AuditUnavailable`, and the middleware answers 503 instead of the response)."""
         allowed = rec.allowed if rec.allowed is not None else status not in (401, 403)
         if rec.user is None and status >= 400:
             allowed = False  # unauthenticated; public pages (the OpenAPI docs) stay allowed
-        reason = rec.reason if status >= 400 or not allowed else None
-        try:
-            self._write_line(rec, status, allowed, reason)
-        except Exception:
-            AUDIT_FAILURES.inc()
-            raise
-        AUDIT_LINES.inc()
-
-    def _write_line(
-        self, rec: RequestAudit, status: int, allowed: bool, reason: str | None
-    ) -> None:
-        self.lg.audit.write(
+        write_or_refuse(
+            self.lg.audit,
             [
                 AuditEvent(
                     allowed=allowed,
@@ -70,10 +62,10 @@ class Service:
                     query_id=rec.request_id,
                     stmt_hash=rec.stmt_hash,
                     columns=rec.columns,
-                    reason=reason,
+                    reason=rec.reason if status >= 400 or not allowed else None,
                     duration_ms=int((time.perf_counter() - rec.started) * 1000),
                 )
-            ]
+            ],
         )
 
 

@@ -26,7 +26,7 @@ from api.auth import Unauthenticated
 from api.caller import AUDIT_KEY, PRINCIPAL_KEY, Caller, RequestAudit, request_audit
 from api.deps import Service, authenticate
 from api.errors import OUTCOME_NOT_RECORDED, ApiError, body
-from audit import AuditWriteError
+from governance.errors import AuditUnavailable
 
 log = logging.getLogger("lakegate.api")
 
@@ -98,7 +98,7 @@ class AuditMiddleware:
             )
         try:
             self.service.write_audit(rec, status)
-        except (AuditWriteError, OSError) as e:
+        except AuditUnavailable as e:
             log.error("request %s refused: %s", rec.request_id, e)
             return False
         return True

@@ -1,20 +1,27 @@
-"""The v1 audit line: rendering, hashing and parsing (see docs/spec/audit-format.md).
+"""The v1 audit line: its fields, hashing and parsing (see docs/spec/audit-format.md).
 
-Everything that must agree between the writer, ``verify``, ``query`` and the tests lives here,
-so the byte layout is defined exactly once.
+Everything that must agree between the writer, ``verify``, ``query``, ``system.access.audit``
+and the tests lives here, so the byte layout is defined exactly once: :data:`FIELDS` is the
+audit fields as one table, one row each (key, record attribute, kind, query filter), and
+the writer's line, the parsed record, its JSON, the Spark table's columns and the query
+filters are all read from it. A new field is one row (audit/README.md, "Adding a field").
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, make_dataclass
 from datetime import UTC, datetime
 from functools import lru_cache
+from typing import Any, Literal
 
 from audit.escape import (
     NULL_TOKEN,
     escape_java,
+    escape_list,
+    escape_pairs,
     escape_value,
     unescape_list,
     unescape_pairs,
@@ -24,44 +31,6 @@ from audit.escape import (
 LOGGER_NAME = "lakegate.audit"
 LEVEL = "INFO"
 
-#: Field keys in the order the contract fixes: HDFS's eight first, then Lakegate's.
-KEYS: tuple[str, ...] = (
-    "allowed",
-    "ugi",
-    "ip",
-    "cmd",
-    "src",
-    "dst",
-    "perm",
-    "proto",
-    "callerContext",
-    "succeeded",
-    "eventId",
-    "ts",
-    "queryId",
-    "stmtHash",
-    "columns",
-    "masked",
-    "rowFilters",
-    "policies",
-    "reason",
-    "durationMs",
-    "writer",
-    "seq",
-    "prevHash",
-    "hash",
-)
-#: Keys this project adds to the v1 contract (extends docs/spec/audit-format.md, see
-#: audit/README.md): written by every current writer between ``durationMs`` and ``writer``, so
-#: the tamper-evidence keys stay last. Lines without them (older writers) still parse.
-EXTENSION_KEYS: tuple[str, ...] = ("policyVersion", "phase")
-_AT = KEYS.index("writer")
-#: The key order of a line written by the current writer.
-KEYS_EXT: tuple[str, ...] = KEYS[:_AT] + EXTENSION_KEYS + KEYS[_AT:]
-#: A `cmd=policyRead` line of a mapping table read at plan time adds ``readVersion`` (the
-#: Delta version read) after ``phase`` (audit/README.md).
-KEYS_READ: tuple[str, ...] = KEYS[:_AT] + EXTENSION_KEYS + ("readVersion",) + KEYS[_AT:]
-LAYOUTS: tuple[tuple[str, ...], ...] = (KEYS_READ, KEYS_EXT, KEYS)
 HASH_SEPARATOR = "\thash="
 HASH_HEX_LEN = 64
 _HASH_RE = re.compile(r"[0-9a-f]{64}")
@@ -255,75 +224,6 @@ def _partial_fields(parts: list[str], keys: tuple[str, ...]) -> dict[str, str] |
     return whole
 
 
-@dataclass(frozen=True, slots=True)
-class AuditRecord:
-    """One parsed, unescaped audit line (what ``query`` filters and prints)."""
-
-    ts: datetime
-    allowed: bool
-    user: str
-    ugi: str
-    ip: str | None
-    cmd: str
-    src: str | None
-    dst: str | None
-    proto: str | None
-    caller_context: str | None
-    succeeded: bool
-    event_id: str | None
-    query_id: str | None
-    stmt_hash: str | None
-    columns: tuple[str, ...]
-    masked: tuple[tuple[str, str | None], ...]
-    row_filters: tuple[str, ...]
-    policies: tuple[str, ...]
-    reason: str | None
-    duration_ms: int | None
-    policy_version: str | None
-    phase: str | None
-    writer: str
-    seq: int
-    prev_hash: str | None
-    hash: str
-    file: str
-    line: int
-    read_version: int | None = None  # readVersion, on policyRead lines (extension key)
-
-    def to_json(self) -> dict[str, object]:
-        """Keys as in the log line (camelCase), plus ``user``, ``file`` and ``line``."""
-        return {
-            "ts": format_iso_z(self.ts),
-            "allowed": self.allowed,
-            "user": self.user,
-            "ugi": self.ugi,
-            "ip": self.ip,
-            "cmd": self.cmd,
-            "src": self.src,
-            "dst": self.dst,
-            "proto": self.proto,
-            "callerContext": self.caller_context,
-            "succeeded": self.succeeded,
-            "eventId": self.event_id,
-            "queryId": self.query_id,
-            "stmtHash": self.stmt_hash,
-            "columns": list(self.columns),
-            "masked": [{"column": c, "mask": m} for c, m in self.masked],
-            "rowFilters": list(self.row_filters),
-            "policies": list(self.policies),
-            "reason": self.reason,
-            "durationMs": self.duration_ms,
-            "policyVersion": self.policy_version,
-            "phase": self.phase,
-            "readVersion": self.read_version,
-            "writer": self.writer,
-            "seq": self.seq,
-            "prevHash": self.prev_hash,
-            "hash": self.hash,
-            "file": self.file,
-            "line": self.line,
-        }
-
-
 def parse_ts(raw: str) -> datetime:
     """Parse the ``ts`` field (``...T..:..:..mmmZ``) into an aware UTC datetime."""
     return datetime.fromisoformat(raw).astimezone(UTC)
@@ -336,41 +236,252 @@ def user_of_ugi(ugi: str) -> str:
     return unescape_value(name) or ""
 
 
-def to_record(values: dict[str, str], link: ChainLink, file: str, line: int) -> AuditRecord:
-    """Typed, unescaped view of a parsed line."""
+# The fields, one table ------------------------------------------------------------------
 
-    def text(key: str) -> str | None:
-        return unescape_value(values[key])
 
-    duration = values["durationMs"]
-    return AuditRecord(
-        ts=parse_ts(values["ts"]),
-        allowed=values["allowed"] == "true",
-        user=user_of_ugi(values["ugi"]),
-        ugi=text("ugi") or "",
-        ip=text("ip"),
-        cmd=text("cmd") or "",
-        src=text("src"),
-        dst=text("dst"),
-        proto=text("proto"),
-        caller_context=text("callerContext"),
-        succeeded=values["succeeded"] == "true",
-        event_id=text("eventId"),
-        query_id=text("queryId"),
-        stmt_hash=text("stmtHash"),
-        columns=unescape_list(values["columns"]),
-        masked=unescape_pairs(values["masked"]),
-        row_filters=unescape_list(values["rowFilters"]),
-        policies=unescape_list(values["policies"]),
-        reason=text("reason"),
-        duration_ms=int(duration) if duration.lstrip("-").isdigit() else None,
-        policy_version=unescape_value(values.get("policyVersion", NULL_TOKEN)),
-        phase=unescape_value(values.get("phase", NULL_TOKEN)),
-        read_version=int(read) if (read := values.get("readVersion", "")).isdigit() else None,
-        writer=text("writer") or "",
-        seq=link.seq,
-        prev_hash=link.prev_hash,
-        hash=link.hash,
-        file=file,
-        line=line,
-    )
+def _same(value: Any) -> Any:
+    return value
+
+
+def _bool(value: bool) -> str:
+    return "true" if value else "false"
+
+
+def _write_long(value: int | None) -> str:
+    return NULL_TOKEN if value is None else str(int(value))
+
+
+def _read_long(raw: str) -> int | None:
+    return int(raw) if raw.lstrip("-").isdigit() else None
+
+
+def _struct(*names: str) -> dict[str, object]:
+    fields = [{"name": n, "type": "string", "nullable": True, "metadata": {}} for n in names]
+    return {"type": "struct", "fields": fields}
+
+
+def _array(element: object) -> dict[str, object]:
+    return {"type": "array", "elementType": element, "containsNull": True}
+
+
+@dataclass(frozen=True, slots=True)
+class Kind:
+    """How one kind of value is written into a line, read back, shown as JSON and typed in
+    ``system.access.audit`` (``spark_type``: the JSON form of a Spark type, so this module
+    needs no Spark; ``audit.spark_table`` reads the column with the builder of ``name``)."""
+
+    name: str
+    write: Callable[[Any], str]
+    read: Callable[[str], Any]
+    py_type: str
+    spark_type: str | dict[str, object]
+    empty: object = None  # the value of an unset field
+    to_json: Callable[[Any], object] = _same
+    freeze: Callable[[Any], Any] = _same  # an event's value in the form the writer renders
+
+
+BOOL = Kind("bool", _bool, lambda raw: raw == "true", "bool", "boolean", empty=False)
+TEXT = Kind("text", escape_value, unescape_value, "str | None", "string")
+#: text that is never empty in a record (``""`` rather than ``None``)
+NAME = Kind("name", escape_value, lambda raw: unescape_value(raw) or "", "str", "string")
+IP = Kind("ip", format_ip, unescape_value, "str | None", "string")
+TIME = Kind("time", format_iso_z, parse_ts, "datetime", "timestamp", to_json=format_iso_z)
+LONG = Kind("long", _write_long, _read_long, "int | None", "long")
+#: the chain's hex digests: never escaped
+HASH = Kind("hash", lambda v: v or NULL_TOKEN, unescape_value, "str | None", "string")
+LIST = Kind(
+    "list",
+    lambda v: escape_list(tuple(v)),
+    unescape_list,
+    "tuple[str, ...]",
+    _array("string"),
+    empty=(),
+    to_json=list,
+    freeze=tuple,
+)
+PAIRS = Kind(
+    "pairs",
+    lambda v: escape_pairs(tuple(v)),
+    unescape_pairs,
+    "tuple[tuple[str, str | None], ...]",
+    _array(_struct("column", "mask")),
+    empty=(),
+    to_json=lambda v: [{"column": c, "mask": m} for c, m in v],
+    freeze=lambda v: tuple((c, m) for c, m in v),
+)
+#: the acting user, read from the ``ugi`` value (not a key of its own)
+USER = Kind("user", escape_value, user_of_ugi, "str", "string")
+#: HDFS's ``perm``: always ``null``, kept for HDFS's parsers, in no record
+NULL = Kind("null", lambda _: NULL_TOKEN, unescape_value, "None", "string")
+
+
+@dataclass(frozen=True, slots=True)
+class Filter:
+    """A field as an ``audit query`` filter: the ``Filters`` keyword ``name`` (the command
+    line's ``--name``), how a record's value matches what was asked, and the option's help."""
+
+    name: str
+    matches: Callable[[Any, str], bool]
+    help: str
+
+
+def exact(value: str | None, wanted: str) -> bool:
+    return value == wanted
+
+
+def folded(value: str | None, wanted: str) -> bool:
+    """Case-insensitive equality (commands)."""
+    return value is not None and value.lower() == wanted.lower()
+
+
+def prefixed(value: str | None, wanted: str) -> bool:
+    """The value starts with what was asked (``git:3f2a`` finds ``git:3f2a9c...``)."""
+    return (value or "").startswith(wanted)
+
+
+def has_item(values: tuple[str, ...], wanted: str) -> bool:
+    """A list holds the item, case-insensitively (Spark's column names are)."""
+    return wanted.lower() in (v.lower() for v in values)
+
+
+#: Who puts a field's value on the line: the event, the writer's chain, or nobody (read
+#: from another field).
+Origin = Literal["event", "chain", "derived"]
+REQUIRED: Any = object()  # an event attribute without a default
+
+
+@dataclass(frozen=True, slots=True)
+class Field:
+    """One audit field: its key (in the line, in JSON and as a column of
+    ``system.access.audit``), the attribute of ``AuditEvent``/``AuditRecord`` (``None``: on
+    the line only), its kind, and whether ``audit query`` filters on it.
+
+    ``extension``: 0 for the keys of the v1 contract; n for the n-th extension (audit/README.md),
+    whose keys are written only when a field of it, or of a later one, is set, so an event
+    without them renders exactly as an older line. ``leads``: first in records and the table
+    (time), wherever the line has it. ``render``: writes from the whole event (``ugi``).
+    ``reads``: a derived field's source key. ``default``: the event's default (``None``: the
+    kind's empty value; :data:`REQUIRED`: none).
+    """
+
+    key: str
+    attr: str | None
+    kind: Kind
+    filter: Filter | None = None
+    extension: int = 0
+    origin: Origin = "event"
+    leads: bool = False
+    render: Callable[[Any], str] | None = None
+    reads: str | None = None
+    default: object = None
+
+    @property
+    def on_line(self) -> bool:
+        return self.origin != "derived"
+
+
+def _ugi(event: Any) -> str:
+    return format_ugi(event.user, event.auth, event.via, event.via_auth)
+
+
+#: The audit fields in the order the contract writes them: HDFS's eight first, then
+#: Lakegate's, the extension keys before the tamper-evidence keys, which stay last.
+FIELDS: tuple[Field, ...] = (
+    Field("allowed", "allowed", BOOL, default=REQUIRED),
+    Field(
+        "user", "user", USER, Filter("user", exact, "acting user (exact)"),
+        origin="derived", reads="ugi",
+    ),
+    Field("ugi", "ugi", NAME, render=_ugi),
+    Field("ip", "ip", IP, default="127.0.0.1"),
+    Field(
+        "cmd", "cmd", NAME, Filter("cmd", folded, "command, e.g. select, refused, policyReload"),
+        default=REQUIRED,
+    ),
+    Field("src", "src", TEXT),
+    Field("dst", "dst", TEXT),
+    Field("perm", None, NULL, render=NULL.write),
+    Field("proto", "proto", TEXT, default="spark"),
+    Field(
+        "callerContext", "caller_context", TEXT,
+        Filter("caller_context", exact, "caller context (exact), e.g. connect:<session id>"),
+    ),
+    Field("succeeded", "succeeded", BOOL),
+    Field("eventId", "event_id", TEXT),
+    Field("ts", "ts", TIME, leads=True),
+    Field("queryId", "query_id", TEXT),
+    Field("stmtHash", "stmt_hash", TEXT),
+    Field(
+        "columns", "columns", LIST,
+        Filter("column", has_item, "lines whose columns include this column"),
+    ),
+    Field("masked", "masked", PAIRS),
+    Field("rowFilters", "row_filters", LIST),
+    Field("policies", "policies", LIST),
+    Field("reason", "reason", TEXT),
+    Field("durationMs", "duration_ms", LONG),
+    Field(
+        "policyVersion", "policy_version", TEXT,
+        Filter("policy_version", prefixed, "policyVersion or its prefix (sha256:..., git:...)"),
+        extension=1,
+    ),
+    Field("phase", "phase", TEXT, extension=1),
+    #: the Delta version of ``src`` read, on ``cmd=policyRead`` lines of a mapping table read
+    #: at plan time (audit/README.md)
+    Field("readVersion", "read_version", LONG, extension=2),
+    Field("writer", "writer", NAME, origin="chain"),
+    Field("seq", "seq", LONG, origin="chain"),
+    Field("prevHash", "prev_hash", HASH, origin="chain"),
+    Field("hash", "hash", HASH, origin="chain"),
+)  # fmt: skip
+
+LINE_FIELDS: tuple[Field, ...] = tuple(f for f in FIELDS if f.on_line)
+#: The key orders a line may have, newest extension first; v1 (no extension keys) last.
+LAYOUTS: tuple[tuple[str, ...], ...] = tuple(
+    tuple(f.key for f in LINE_FIELDS if f.extension <= generation)
+    for generation in range(max(f.extension for f in FIELDS), -1, -1)
+)
+#: The v1 contract's keys, and those of a line written by the current writer.
+KEYS, KEYS_EXT = LAYOUTS[-1], LAYOUTS[0]
+#: Keys this project adds to the v1 contract (extends docs/spec/audit-format.md).
+EXTENSION_KEYS: tuple[str, ...] = tuple(f.key for f in LINE_FIELDS if f.extension)
+#: A record's fields (and ``system.access.audit``'s columns), time first.
+RECORD_FIELDS: tuple[Field, ...] = tuple(
+    sorted((f for f in FIELDS if f.attr is not None), key=lambda f: not f.leads)
+)
+#: The fields ``audit query`` filters on, by ``Filters`` keyword.
+FIELD_FILTERS: dict[str, Field] = {f.filter.name: f for f in FIELDS if f.filter is not None}
+#: Where a record was found: not a field of the line, but part of every record.
+LOCATION: tuple[tuple[str, str], ...] = (("file", "str"), ("line", "int"))
+
+
+def _to_json(self: Any) -> dict[str, object]:
+    """Keys as in the log line (camelCase), plus ``user``, ``file`` and ``line``."""
+    out = {f.key: f.kind.to_json(getattr(self, f.attr)) for f in RECORD_FIELDS if f.attr}
+    return out | {name: getattr(self, name) for name, _ in LOCATION}
+
+
+#: One parsed, unescaped audit line (what ``query`` filters and prints): one attribute per
+#: row of :data:`FIELDS` that has one, then where the line was found.
+AuditRecord = make_dataclass(
+    "AuditRecord",
+    [(f.attr, f.kind.py_type) for f in RECORD_FIELDS if f.attr] + list(LOCATION),
+    frozen=True,
+    slots=True,
+    namespace={
+        "__module__": __name__,
+        "to_json": _to_json,
+        "__doc__": "One parsed, unescaped audit line.",
+    },
+)
+
+
+def to_record(values: dict[str, str], file: str, line: int) -> AuditRecord:
+    """Typed, unescaped view of a parsed line; the keys of an extension later than the
+    line's are empty (``None``)."""
+    record = {
+        f.attr: f.kind.read(values.get(f.reads or f.key, NULL_TOKEN))
+        for f in RECORD_FIELDS
+        if f.attr
+    }
+    return AuditRecord(**record, file=file, line=line)

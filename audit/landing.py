@@ -27,7 +27,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 from audit.format import AuditRecord
-from audit.log import AuditEvent, AuditLog
+from audit.log import EVENT_FIELDS, AuditEvent, AuditLog, event_default
 from audit.query import open_intents, read_records
 
 COMMIT_TAG_CONF = "spark.databricks.delta.commitInfo.userMetadata"
@@ -171,32 +171,32 @@ _UGI = re.compile(
 )
 
 
+#: What a recovered line does not copy from its intent: the line's own id, time and duration.
+_NOT_COPIED = frozenset({"event_id", "ts", "duration_ms"})
+
+
 def recovered_event(intent: AuditRecord, answer: Landing) -> AuditEvent:
     """The outcome a dead writer could not write, as the log's ``phase=recovered`` line:
-    the intent's fields, ``succeeded`` whether its commit landed, ``reason`` the evidence."""
+    the intent's fields (every field an event carries, ``audit.format.FIELDS``; an empty one
+    the event's default), ``succeeded`` whether its commit landed, ``reason`` the evidence."""
     ugi = _UGI.fullmatch(intent.ugi)
+    copied = {
+        f.attr: event_default(f) if (value := getattr(intent, f.attr)) is None else value
+        for f in EVENT_FIELDS
+        if f.attr and f.attr not in _NOT_COPIED
+    }
     return AuditEvent(
-        allowed=True,
+        **copied
+        | {
+            "allowed": True,
+            "succeeded": answer.state == "landed",
+            "reason": f"recovered after its writer {intent.writer} died: {answer}",
+            "phase": "recovered",
+        },
         user=intent.user,
         auth=ugi.group("auth") if ugi else "SIMPLE",
         via=ugi.group("via") if ugi else None,
         via_auth=(ugi.group("va") if ugi else None) or "TOKEN",
-        ip=intent.ip or "127.0.0.1",
-        cmd=intent.cmd,
-        src=intent.src,
-        dst=intent.dst,
-        proto=intent.proto or "spark",
-        caller_context=intent.caller_context,
-        succeeded=answer.state == "landed",
-        query_id=intent.query_id,
-        stmt_hash=intent.stmt_hash,
-        columns=intent.columns,
-        masked=[(column, mask or "") for column, mask in intent.masked],
-        row_filters=intent.row_filters,
-        policies=intent.policies,
-        reason=f"recovered after its writer {intent.writer} died: {answer}",
-        policy_version=intent.policy_version,
-        phase="recovered",
     )
 
 

@@ -19,21 +19,26 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import field as dataclass_field
+from dataclasses import make_dataclass
 from datetime import UTC, datetime
+from operator import attrgetter
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from audit.checkpoint import CheckpointError, CheckpointSettings
-from audit.escape import escape_list, escape_pairs, escape_value
+from audit.escape import NULL_TOKEN, escape_value
 from audit.format import (
+    FIELDS,
     HASH_SEPARATOR,
+    LAYOUTS,
+    LINE_FIELDS,
     LOGGER_NAME,
+    REQUIRED,
+    Field,
     chain_hash,
-    format_ip,
-    format_iso_z,
-    format_ugi,
     parse_complete,
 )
 from audit.handler import (
@@ -73,99 +78,98 @@ def default_writer_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
 
 
-@dataclass
-class AuditEvent:
-    """One access decision about one table (a statement touching N tables is N events)."""
-
-    allowed: bool
-    user: str
-    cmd: str
-    src: str | None = None
-    dst: str | None = None
-    auth: str = "SIMPLE"
-    via: str | None = None
-    via_auth: str = "TOKEN"
-    ip: str = "127.0.0.1"
-    proto: str = "spark"
-    caller_context: str | None = None
-    succeeded: bool = False
-    query_id: str | None = None
-    stmt_hash: str | None = None
-    columns: Sequence[str] = ()
-    masked: Sequence[tuple[str, str]] = ()
-    row_filters: Sequence[str] = ()
-    policies: Sequence[str] = ()
-    reason: str | None = None
-    duration_ms: int | None = None
-    #: which policy set decided (``sha256:<hex>`` or ``git:<commit>``); extension key
-    policy_version: str | None = None
-    #: ``intent`` (before a statement with an effect runs), ``outcome`` (after it), or None
-    #: for a record that is both at once (reads, refusals); extension key
-    phase: str | None = None
-    #: the Delta version of `src` that was read, on `cmd=policyRead` lines of a mapping table
-    #: read at plan time; extension key, written only when set
-    read_version: int | None = None
-    ts: datetime | None = None
-    event_id: str | None = None
-
-    def __post_init__(self) -> None:
-        # Filled here, not at write time, so the caller knows the id and time it logged.
-        if self.ts is None:
-            self.ts = datetime.now(UTC)
-        if self.event_id is None:
-            self.event_id = uuid.uuid4().hex
-        self.columns = tuple(self.columns)
-        self.masked = tuple((column, mask) for column, mask in self.masked)
-        self.row_filters = tuple(self.row_filters)
-        self.policies = tuple(self.policies)
+def event_default(f: Field) -> object:
+    """What an event holds for a field it was not given."""
+    return f.kind.empty if f.default is None else f.default
 
 
-def _bool(value: bool) -> str:
-    return "true" if value else "false"
+def _fill(event: Any) -> None:
+    """Filled at construction, not at write time, so the caller knows the id and time it
+    logged; sequences frozen into the tuples the line renders."""
+    if event.ts is None:
+        event.ts = datetime.now(UTC)
+    if event.event_id is None:
+        event.event_id = uuid.uuid4().hex
+    for f in EVENT_FIELDS:
+        setattr(event, f.attr, f.kind.freeze(getattr(event, f.attr)))
 
 
-def _extension(event: AuditEvent) -> str:
-    """The extension keys, only when one is set: such a line is exactly a v1 line otherwise."""
-    if event.policy_version is None and event.phase is None and event.read_version is None:
-        return ""
-    version, phase = escape_value(event.policy_version), escape_value(event.phase)
-    if event.read_version is None:
-        return f"\tpolicyVersion={version}\tphase={phase}"
-    return f"\tpolicyVersion={version}\tphase={phase}\treadVersion={int(event.read_version)}"
+#: The fields an event carries itself (the rest: the ``ugi`` row's inputs, the chain's).
+EVENT_FIELDS = tuple(f for f in FIELDS if f.origin == "event" and f.attr and not f.render)
+_REQUIRED_FIELDS = [(f.attr, f.kind.py_type) for f in EVENT_FIELDS if f.default is REQUIRED]
+#: One access decision about one table (a statement touching N tables is N events): one
+#: attribute per row of ``audit.format.FIELDS`` that the event supplies, after the acting
+#: user and how they (and a service acting for them, ``via``) authenticated.
+AuditEvent = make_dataclass(
+    "AuditEvent",
+    [
+        *_REQUIRED_FIELDS[:1],
+        ("user", "str"),
+        *_REQUIRED_FIELDS[1:],
+        ("auth", "str", dataclass_field(default="SIMPLE")),
+        ("via", "str | None", dataclass_field(default=None)),
+        ("via_auth", "str", dataclass_field(default="TOKEN")),
+        *[
+            (f.attr, f.kind.py_type, dataclass_field(default=event_default(f)))
+            for f in EVENT_FIELDS
+            if f.default is not REQUIRED
+        ],
+    ],
+    namespace={
+        "__module__": __name__,
+        "__post_init__": _fill,
+        "__doc__": "One access decision about one table, as the writer renders it.",
+    },
+)
+
+
+def _renderer(generation: int) -> Callable[[Any, dict[str, str]], str]:
+    """The writer of one layout's fields (those of extensions up to ``generation``), made
+    from ``audit.format.FIELDS`` once, as one f-string the way ``dataclasses`` makes an
+    ``__init__``: the table decides every key and how its value is written; generating the
+    code only keeps the writer's hot path as fast as the hand-written line it replaced."""
+    env: dict[str, object] = {}
+    parts = []
+    for i, f in enumerate(LINE_FIELDS):
+        if f.extension > generation or f.key == "hash":
+            continue
+        if not f.key.isidentifier() or not (f.attr or "_").isidentifier():
+            raise ValueError(f"audit field {f.key!r}: key and attribute must be identifiers")
+        if f.origin == "chain":
+            value = f"chain[{f.key!r}]"
+        elif f.render is not None:
+            env[f"render{i}"], value = f.render, f"render{i}(event)"
+        else:
+            env[f"write{i}"], value = f.kind.write, f"write{i}(event.{f.attr})"
+        parts.append(f"{f.key}={{{value}}}")
+    source = 'def render(event, chain):\n    return f"' + "\\t".join(parts) + '"\n'
+    exec(compile(source, f"<audit line v{generation}>", "exec"), env)
+    return env["render"]  # type: ignore[return-value]
+
+
+_RENDERERS = tuple(_renderer(generation) for generation in range(len(LAYOUTS)))
+_EXTENSIONS = tuple(
+    (f.extension, attrgetter(f.attr), f.kind.empty) for f in EVENT_FIELDS if f.extension
+)
+
+
+def _generation(event: Any) -> int:
+    """The latest extension with a field set: its keys, and all earlier ones, are written."""
+    latest = 0
+    for generation, value, empty in _EXTENSIONS:
+        if generation > latest and value(event) != empty:
+            latest = generation
+    return latest
 
 
 def render_unhashed(
-    event: AuditEvent, prefix: str, writer_field: str, seq: int, prev_hash: str | None
+    event: Any, prefix: str, writer_field: str, seq: int, prev_hash: str | None
 ) -> str:
-    """The line up to (excluding) ``\\thash=``: the part the chain hash covers."""
+    """The line up to (excluding) ``\\thash=``: the part the chain hash covers, written
+    field by field as ``audit.format.FIELDS`` says."""
     assert event.ts is not None
-    duration = "null" if event.duration_ms is None else str(int(event.duration_ms))
-    return (
-        f"{prefix}allowed={_bool(event.allowed)}"
-        f"\tugi={format_ugi(event.user, event.auth, event.via, event.via_auth)}"
-        f"\tip={format_ip(event.ip)}"
-        f"\tcmd={escape_value(event.cmd)}"
-        f"\tsrc={escape_value(event.src)}"
-        f"\tdst={escape_value(event.dst)}"
-        "\tperm=null"
-        f"\tproto={escape_value(event.proto)}"
-        f"\tcallerContext={escape_value(event.caller_context)}"
-        f"\tsucceeded={_bool(event.succeeded)}"
-        f"\teventId={escape_value(event.event_id)}"
-        f"\tts={format_iso_z(event.ts)}"
-        f"\tqueryId={escape_value(event.query_id)}"
-        f"\tstmtHash={escape_value(event.stmt_hash)}"
-        f"\tcolumns={escape_list(tuple(event.columns))}"
-        f"\tmasked={escape_pairs(tuple(event.masked))}"
-        f"\trowFilters={escape_list(tuple(event.row_filters))}"
-        f"\tpolicies={escape_list(tuple(event.policies))}"
-        f"\treason={escape_value(event.reason)}"
-        f"\tdurationMs={duration}"
-        f"{_extension(event)}"
-        f"\twriter={writer_field}"
-        f"\tseq={seq}"
-        f"\tprevHash={prev_hash or 'null'}"
-    )
+    chain = {"writer": writer_field, "seq": str(seq), "prevHash": prev_hash or NULL_TOKEN}
+    return prefix + _RENDERERS[_generation(event)](event, chain)
 
 
 def render_line(

@@ -15,7 +15,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from audit.format import AuditRecord, format_iso_z, parse_complete, to_record, to_utc
+from audit.format import (
+    FIELD_FILTERS,
+    AuditRecord,
+    format_iso_z,
+    parse_complete,
+    to_record,
+    to_utc,
+)
 from audit.handler import open_snapshot
 
 
@@ -52,7 +59,7 @@ def read_records(directory: str | Path, *, phased: bool = False) -> Iterator[Aud
                     yield None
                     continue
                 try:
-                    yield to_record(parsed[0], parsed[1], item.name, lineno)
+                    yield to_record(parsed[0], item.name, lineno)
                 except ValueError:
                     yield None
 
@@ -66,34 +73,45 @@ def table_matches(name: str | None, wanted: str) -> bool:
     return name == wanted or name.endswith("." + wanted)
 
 
-@dataclass(frozen=True)
 class Filters:
     """What ``audit query`` keeps; every set filter must match (``None``: any).
 
-    ``users`` is a set of acting users (``--group``, expanded by the caller); ``column`` a
-    column of ``columns`` (case-insensitive); ``outcome`` one of ``succeeded``, ``failed``;
-    ``policy_version`` a ``policyVersion`` or its prefix (``git:3f2a``); ``caller_context``
-    exact.
+    One keyword per field that ``audit.format.FIELDS`` marks as a filter (``user``, ``cmd``,
+    ``column``, ``policy_version``, ``caller_context``: each matched as its row says), and
+    those that span fields: ``users``, a set of acting users (``--group``, expanded by the
+    caller); ``table``, ``src`` or ``dst``; ``denied``; ``outcome``, one of ``succeeded``,
+    ``failed``; ``since`` (inclusive) and ``until`` (exclusive).
     """
 
-    user: str | None = None
-    users: frozenset[str] | None = None
-    table: str | None = None
-    column: str | None = None
-    cmd: str | None = None
-    denied: bool = False
-    outcome: str | None = None
-    policy_version: str | None = None
-    caller_context: str | None = None
-    since: datetime | None = None
-    until: datetime | None = None
+    __slots__ = ("denied", "fields", "outcome", "since", "table", "until", "users")
+
+    def __init__(
+        self,
+        *,
+        users: frozenset[str] | None = None,
+        table: str | None = None,
+        denied: bool = False,
+        outcome: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        **fields: str | None,
+    ) -> None:
+        unknown = sorted(set(fields) - set(FIELD_FILTERS))
+        if unknown:
+            raise TypeError(f"unknown audit filter: {', '.join(unknown)}")
+        self.users, self.table, self.denied, self.outcome = users, table, denied, outcome
+        self.since, self.until = since, until
+        #: (field, wanted) for each field filter that is set
+        self.fields = tuple(
+            (FIELD_FILTERS[name], wanted) for name, wanted in fields.items() if wanted is not None
+        )
 
     def keeps(self, record: AuditRecord) -> bool:
-        if self.user is not None and record.user != self.user:
-            return False
+        for field, wanted in self.fields:
+            assert field.filter is not None and field.attr is not None
+            if not field.filter.matches(getattr(record, field.attr), wanted):
+                return False
         if self.users is not None and record.user not in self.users:
-            return False
-        if self.cmd is not None and record.cmd.lower() != self.cmd.lower():
             return False
         if self.denied and record.allowed:
             return False
@@ -102,16 +120,6 @@ class Filters:
         if self.table is not None and not (
             table_matches(record.src, self.table) or table_matches(record.dst, self.table)
         ):
-            return False
-        if self.column is not None and self.column.lower() not in (
-            c.lower() for c in record.columns
-        ):
-            return False
-        if self.policy_version is not None and not (record.policy_version or "").startswith(
-            self.policy_version
-        ):
-            return False
-        if self.caller_context is not None and record.caller_context != self.caller_context:
             return False
         if self.since is not None and record.ts < to_utc(self.since):
             return False

@@ -15,56 +15,31 @@ from pathlib import Path
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import (
-    ArrayType,
-    BooleanType,
-    LongType,
-    StringType,
-    StructField,
-    StructType,
-    TimestampType,
-)
+from pyspark.sql.types import StructType
 
-from audit.format import KEYS_READ
+from audit.format import RECORD_FIELDS, Field
 from audit.handler import log_files
 
 _UNESCAPER = "org.apache.commons.text.StringEscapeUtils"
 
-_MASK = StructType([StructField("column", StringType()), StructField("mask", StringType())])
+
+def _schema() -> StructType:
+    """One column per record field (``audit.format.FIELDS``, typed by its kind), then the
+    file the line was read from."""
+    columns = [(f.key, f.kind.spark_type) for f in RECORD_FIELDS] + [("file", "string")]
+    return StructType.fromJson(
+        {
+            "type": "struct",
+            "fields": [
+                {"name": name, "type": kind, "nullable": True, "metadata": {}}
+                for name, kind in columns
+            ],
+        }
+    )
+
 
 #: Column names and types of ``system.access.audit`` (nullability aside).
-AUDIT_SCHEMA = StructType(
-    [
-        StructField("ts", TimestampType()),
-        StructField("allowed", BooleanType()),
-        StructField("user", StringType()),
-        StructField("ugi", StringType()),
-        StructField("ip", StringType()),
-        StructField("cmd", StringType()),
-        StructField("src", StringType()),
-        StructField("dst", StringType()),
-        StructField("proto", StringType()),
-        StructField("callerContext", StringType()),
-        StructField("succeeded", BooleanType()),
-        StructField("eventId", StringType()),
-        StructField("queryId", StringType()),
-        StructField("stmtHash", StringType()),
-        StructField("columns", ArrayType(StringType())),
-        StructField("masked", ArrayType(_MASK)),
-        StructField("rowFilters", ArrayType(StringType())),
-        StructField("policies", ArrayType(StringType())),
-        StructField("reason", StringType()),
-        StructField("durationMs", LongType()),
-        StructField("policyVersion", StringType()),
-        StructField("phase", StringType()),
-        StructField("readVersion", LongType()),
-        StructField("writer", StringType()),
-        StructField("seq", LongType()),
-        StructField("prevHash", StringType()),
-        StructField("hash", StringType()),
-        StructField("file", StringType()),
-    ]
-)
+AUDIT_SCHEMA = _schema()
 
 
 # Escapes unescapeJava accepts without throwing (it throws on a bad \\u); anything else, which
@@ -118,7 +93,30 @@ def _masks(raw: Column) -> Column:
     )
 
 
-_RAW_KEYS = tuple(k for k in KEYS_READ if k != "perm")
+def _user(ugi: Column) -> Column:
+    """The acting user: the ``ugi`` value's text before `` (auth:``."""
+    return _text(F.regexp_extract(ugi, "^([^(]*) \\(auth:", 1))
+
+
+#: How a raw field of each kind (``audit.format.Kind.name``) becomes its typed column.
+_COLUMN_OF_KIND = {
+    "bool": lambda raw: raw == "true",
+    "text": _text,
+    "name": _text,
+    "ip": _text,
+    "user": _user,
+    "time": lambda raw: F.try_to_timestamp(raw, F.lit("yyyy-MM-dd'T'HH:mm:ss.SSSX")),
+    "long": _long,
+    "hash": _nullable,
+    "list": _list,
+    "pairs": _masks,
+}
+#: The line keys the table reads (each once, in stage 1).
+_RAW_KEYS = tuple(dict.fromkeys(f.reads or f.key for f in RECORD_FIELDS))
+
+
+def _column(f: Field) -> Column:
+    return _COLUMN_OF_KIND[f.kind.name](F.col(f.reads or f.key)).alias(f.key)
 
 
 def _field(body: Column, key: str) -> Column:
@@ -152,28 +150,4 @@ def audit_dataframe(spark: SparkSession, directory: str | Path) -> DataFrame:
             F.col("_metadata.file_name").alias("file"),
         )
     )
-    c = F.col
-    return raw.select(
-        F.try_to_timestamp(c("ts"), F.lit("yyyy-MM-dd'T'HH:mm:ss.SSSX")).alias("ts"),
-        (c("allowed") == "true").alias("allowed"),
-        _text(F.regexp_extract(c("ugi"), "^([^(]*) \\(auth:", 1)).alias("user"),
-        _text(c("ugi")).alias("ugi"),
-        *[_text(c(key)).alias(key) for key in ("ip", "cmd", "src", "dst", "proto")],
-        _text(c("callerContext")).alias("callerContext"),
-        (c("succeeded") == "true").alias("succeeded"),
-        *[_text(c(key)).alias(key) for key in ("eventId", "queryId", "stmtHash")],
-        _list(c("columns")).alias("columns"),
-        _masks(c("masked")).alias("masked"),
-        _list(c("rowFilters")).alias("rowFilters"),
-        _list(c("policies")).alias("policies"),
-        _text(c("reason")).alias("reason"),
-        _long(c("durationMs")).alias("durationMs"),
-        _text(c("policyVersion")).alias("policyVersion"),
-        _text(c("phase")).alias("phase"),
-        _long(c("readVersion")).alias("readVersion"),
-        _text(c("writer")).alias("writer"),
-        _long(c("seq")).alias("seq"),
-        _nullable(c("prevHash")).alias("prevHash"),
-        c("hash"),
-        c("file"),
-    )
+    return raw.select(*[_column(f) for f in RECORD_FIELDS], F.col("file"))

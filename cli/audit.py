@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import click
 
 from audit.checkpoint import CheckpointError
+from audit.format import FIELD_FILTERS
 from audit.query import (
     Filters,
     format_csv,
@@ -135,18 +137,23 @@ def _positive(_ctx: click.Context, _param: click.Parameter, value: int | None) -
     return value
 
 
+def field_filter_options(command: Callable[..., int]) -> Callable[..., int]:
+    """``--<name>`` for each field ``audit.format.FIELDS`` marks as a query filter."""
+    for field in reversed(FIELD_FILTERS.values()):
+        assert field.filter is not None
+        name = field.filter.name
+        command = click.option(f"--{name.replace('_', '-')}", name, help=field.filter.help)(command)
+    return command
+
+
 @audit.command("query")
 @config_option
 @click.option("--dir", "query_dir", help="audit directory (default: the configured one)")
-@click.option("--user", help="acting user (exact)")
+@field_filter_options
 @click.option("--group", help="acting user in this policy group (today's membership)")
 @click.option("--table", help="table read or written (src or dst)")
-@click.option("--column", help="lines whose columns include this column")
-@click.option("--cmd", help="command, e.g. select, refused, policyReload")
 @click.option("--denied", is_flag=True, help="only denied/refused accesses")
 @click.option("--outcome", type=click.Choice(["succeeded", "failed"]), help="ran to completion?")
-@click.option("--policy-version", help="policyVersion or its prefix (sha256:..., git:<commit>)")
-@click.option("--caller-context", help="caller context (exact), e.g. connect:<session id>")
 @click.option("--pending", is_flag=True, help="only intents of effects with no outcome on record")
 @click.option("--since", help="ISO-8601 time (inclusive, UTC unless zoned)")
 @click.option("--until", help="ISO-8601 time (exclusive)")
@@ -154,20 +161,16 @@ def _positive(_ctx: click.Context, _param: click.Parameter, value: int | None) -
 @output_option("table", "json", "jsonl", "csv", default="table")
 def cmd_query(
     query_dir: str | None,
-    user: str | None,
     group: str | None,
     table: str | None,
-    column: str | None,
-    cmd: str | None,
     denied: bool,
     outcome: str | None,
-    policy_version: str | None,
-    caller_context: str | None,
     pending: bool,
     since: str | None,
     until: str | None,
     limit: int | None,
     output: str,
+    **field_filters: str | None,
 ) -> int:
     """Search audit records (rotated files too)."""
     directory = _directory(query_dir, "query")
@@ -180,17 +183,13 @@ def cmd_query(
         fail(f"audit query: {exc}")
         return EXIT_USAGE
     filters = Filters(
-        user=user,
         users=group_members(group) if group else None,
         table=table,
-        column=column,
-        cmd=cmd,
         denied=denied,
         outcome=outcome,
-        policy_version=policy_version,
-        caller_context=caller_context,
         since=start,
         until=end,
+        **field_filters,
     )
     result = query(directory, limit=limit, pending=pending, filters=filters)
     landed = landings(result.records) if pending else None

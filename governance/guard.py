@@ -12,11 +12,11 @@ put back and the statement refused with one line naming it.
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from governance.errors import Refused
+from governance.java import compiled
 from governance.spark_line import LINE
 
 if TYPE_CHECKING:
@@ -30,9 +30,6 @@ GUARDED_FAMILIES = (
     "spark.sql.legacy.",
     "spark.sql.ansi.",
 )
-
-_guards: dict[int, Any] = {}
-_lock = threading.Lock()
 
 
 class SettingChanged(Refused):
@@ -50,26 +47,16 @@ def jvm_guard(spark: SparkSession) -> Any:
     """The JVM's GovernedSql, compiled and pinned once per JVM."""
     jvm, gateway = spark.sparkContext._jvm, spark.sparkContext._gateway
     assert jvm is not None and gateway is not None
-    key = id(jvm)
-    found = _guards.get(key)
-    if found is None:
-        with _lock:
-            found = _guards.get(key)
-            if found is None:
-                compiler = jvm.org.codehaus.janino.SimpleCompiler()
-                compiler.setParentClassLoader(
-                    jvm.java.lang.Thread.currentThread().getContextClassLoader()
-                )
-                imports = "".join(f"import {c};\n" for c in LINE.session_classes)
-                source = Path(__file__).with_name("GovernedSql.java").read_text()
-                compiler.cook(imports + source)
-                cls = compiler.getClassLoader().loadClass("GovernedSql")
-                ctor = cls.getDeclaredConstructor(gateway.new_array(jvm.java.lang.Class, 0))
-                found = ctor.newInstance(gateway.new_array(jvm.java.lang.Object, 0))
-                flat = [s for kv in governed_pins().items() for s in kv]
-                found.pin(_strings(gateway, jvm, flat), _strings(gateway, jvm, GUARDED_FAMILIES))
-                _guards[key] = found
-    return found
+
+    def source() -> str:
+        imports = "".join(f"import {c};\n" for c in LINE.session_classes)
+        return imports + Path(__file__).with_name("GovernedSql.java").read_text()
+
+    def pin(guard: Any) -> None:
+        flat = [s for kv in governed_pins().items() for s in kv]
+        guard.pin(_strings(gateway, jvm, flat), _strings(gateway, jvm, GUARDED_FAMILIES))
+
+    return compiled(jvm, gateway, "GovernedSql", source, ready=pin)
 
 
 def _strings(gateway: Any, jvm: Any, items: list[str] | tuple[str, ...]) -> Any:

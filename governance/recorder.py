@@ -27,11 +27,12 @@ def write_or_refuse(
     log: AuditLog, events: list[AuditEvent], *, outcome_of: str | None = None
 ) -> None:
     """Write `events` or refuse: `AuditUnavailable` before an effect; for the outcome of
-    query `outcome_of`, `OutcomeNotRecorded`, since the effect may already have happened."""
+    query `outcome_of`, `OutcomeNotRecorded`, since the effect may already have happened.
+    The one fail-closed audit write of every entry point (session, REST, Connect)."""
     try:
         log.write(events)
         metrics.AUDIT_LINES.inc(len(events))
-    except AuditWriteError as e:
+    except (AuditWriteError, OSError) as e:
         metrics.AUDIT_FAILURES.inc()
         if outcome_of is None:
             raise AuditUnavailable(f"audit log unavailable, access refused: {e}") from None

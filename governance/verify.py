@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import base64
 import re
-import threading
 import zlib
 from collections import Counter
 from collections.abc import Callable
@@ -37,6 +36,7 @@ from typing import Any
 from catalog.catalog import normalise_location
 from catalog.identity import IdentityUnreadable, delta_identity
 from governance.errors import Refused
+from governance.java import compiled
 from governance.planning.expected import Expected
 from governance.spark_line import LINE
 
@@ -118,38 +118,18 @@ class _Node:
     holder: int  # for a subquery's root: the node whose expressions hold it; else -1
 
 
-_walkers: dict[int, Any] = {}
-_walkers_lock = threading.Lock()
-
-
-def _walker(jvm: Any, gateway: Any) -> Any:
-    """The plan walker compiled once per JVM by Janino, the compiler Spark itself uses."""
-    key = id(jvm)
-    walker = _walkers.get(key)
-    if walker is None:
-        with _walkers_lock:
-            walker = _walkers.get(key)
-            if walker is None:
-                source = (Path(__file__).with_name("PlanWalker.java")).read_text()
-                compiler = jvm.org.codehaus.janino.SimpleCompiler()
-                compiler.setParentClassLoader(
-                    jvm.java.lang.Thread.currentThread().getContextClassLoader()
-                )
-                compiler.cook(source)
-                cls = compiler.getClassLoader().loadClass("PlanWalker")
-                ctor = cls.getDeclaredConstructor(gateway.new_array(jvm.java.lang.Class, 0))
-                walker = ctor.newInstance(gateway.new_array(jvm.java.lang.Object, 0))
-                _walkers[key] = walker
-    return walker
-
-
 def _the_walker() -> Any:
     from pyspark import SparkContext
 
     jvm, gateway = SparkContext._jvm, SparkContext._gateway
     if jvm is None or gateway is None:
         raise Refused("plan verification needs the SparkSession's JVM")
-    return _walker(jvm, gateway)
+    return compiled(
+        jvm,
+        gateway,
+        "PlanWalker",
+        lambda: Path(__file__).with_name("PlanWalker.java").read_text(),
+    )
 
 
 def describe_plan(plan: Any) -> tuple[list[_Node], Any]:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from governance.guard import checked, jvm_guard, refuse_drift
+from governance.java import compiled
 from governance.spark_line import LINE
 
 if TYPE_CHECKING:
@@ -28,9 +29,6 @@ MAX_MESSAGE_BYTES = 128 * 1024 * 1024  # Spark Connect's own default inbound lim
 BACKEND = "backend session"  # where a changed governed setting was found
 
 _lock = threading.Lock()
-# One compiled ConnectBackend per JVM: py4j caches methods by class name, so a second
-# class of the same name (another Janino loader) would be called through the first's.
-_compiled: dict[int, Any] = {}
 
 
 class BackendUnavailable(RuntimeError):
@@ -85,24 +83,22 @@ class Backend:
 
 
 def _compile(spark: SparkSession) -> Any:
+    """The JVM's one ConnectBackend (`governance.java`), once Spark Connect's server
+    classes are known to be on the driver's class path."""
     jvm = spark.sparkContext._jvm
     gateway = spark.sparkContext._gateway
     assert jvm is not None and gateway is not None
-    found = _compiled.get(id(jvm))
-    if found is not None:
-        return found
-    loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
-    try:
-        loader.loadClass("org.apache.spark.sql.connect.service.SparkConnectService")
-    except Exception:
-        raise BackendUnavailable(
-            "the Spark Connect server classes are not on the driver's class path; start "
-            "Spark through governance.spark.build_spark (it adds spark-connect on Spark 3.5)"
-        ) from None
-    compiler = jvm.org.codehaus.janino.SimpleCompiler()
-    compiler.setParentClassLoader(loader)
-    compiler.cook(Path(__file__).with_name(LINE.connect_backend_source).read_text())
-    cls = compiler.getClassLoader().loadClass("ConnectBackend")
-    ctor = cls.getDeclaredConstructor(gateway.new_array(jvm.java.lang.Class, 0))
-    found = _compiled[id(jvm)] = ctor.newInstance(gateway.new_array(jvm.java.lang.Object, 0))
-    return found
+
+    def source() -> str:
+        loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+        try:
+            loader.loadClass("org.apache.spark.sql.connect.service.SparkConnectService")
+        except Exception:
+            raise BackendUnavailable(
+                "the Spark Connect server classes are not on the driver's class path; start "
+                "Spark through governance.spark.build_spark (it adds spark-connect on Spark "
+                "3.5)"
+            ) from None
+        return Path(__file__).with_name(LINE.connect_backend_source).read_text()
+
+    return compiled(jvm, gateway, "ConnectBackend", source)

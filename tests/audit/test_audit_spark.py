@@ -88,38 +88,20 @@ def audit_df(audit_spark: SparkSession, tricky_log: Path) -> Iterator[DataFrame]
 
 
 def python_rows(directory: Path) -> dict[tuple[str, int], dict[str, Any]]:
+    """Every record as Spark's row of it should read: each JSON key of the record (every
+    field of the table), empty lists and an empty user NULL, the time in epoch millis."""
     rows = {}
     for record in read_records(directory):
         if record is None:
             continue
-        rows[(record.writer, record.seq)] = {
-            "ms": int(record.ts.timestamp() * 1000),
-            "allowed": record.allowed,
-            "user": record.user or None,
-            "ugi": record.ugi,
-            "ip": record.ip,
-            "cmd": record.cmd,
-            "src": record.src,
-            "dst": record.dst,
-            "proto": record.proto,
-            "callerContext": record.caller_context,
-            "succeeded": record.succeeded,
-            "eventId": record.event_id,
-            "queryId": record.query_id,
-            "stmtHash": record.stmt_hash,
-            "columns": list(record.columns) or None,
-            "masked": [(c, m) for c, m in record.masked] or None,
-            "rowFilters": list(record.row_filters) or None,
-            "policies": list(record.policies) or None,
-            "reason": record.reason,
-            "durationMs": record.duration_ms,
-            "policyVersion": record.policy_version,
-            "phase": record.phase,
-            "readVersion": record.read_version,
-            "prevHash": record.prev_hash,
-            "hash": record.hash,
-            "file": record.file,
-        }
+        row: dict[str, Any] = {"ms": int(record.ts.timestamp() * 1000)}
+        for key, value in record.to_json().items():
+            if isinstance(value, list):
+                value = [(v["column"], v["mask"]) if isinstance(v, dict) else v for v in value]
+            row[key] = value if value != [] else None
+        del row["ts"], row["line"]
+        row["user"] = record.user or None
+        rows[(row.pop("writer"), row.pop("seq"))] = row
     return rows
 
 

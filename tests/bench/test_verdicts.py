@@ -9,7 +9,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # the benchmarks are not part of the installed distribution
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.report import _met  # noqa: E402
+from benchmarks.report_kit import met  # noqa: E402
 from benchmarks.tpcds_summary import summarize  # noqa: E402
 
 
@@ -19,6 +19,6 @@ def test_no_query_and_no_probe_measured_is_not_measured_for_every_target() -> No
 
 
 def test_report_prints_not_measured_for_a_verdict_of_none() -> None:
-    assert _met(None) == "not measured"
-    assert _met(True) == "**met**"
-    assert _met(False) == "**NOT met**"
+    assert met(None) == "not measured"
+    assert met(True) == "**met**"
+    assert met(False) == "**NOT met**"
