@@ -45,6 +45,8 @@ RUN_TIME_DATA = (
     "governance/GovernedSql.java",
     "governance/spark_functions.txt",
     "api/connect/ConnectBackend.java",
+    "api/connect/LineSessions35.java",
+    "api/connect/LineSessions4.java",
     "catalog/migrations/script.py.mako",
     "catalog/migrations/versions/0001_catalog.py",
 )

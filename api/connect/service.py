@@ -28,7 +28,7 @@ from pyspark.sql.connect.proto import base_pb2, base_pb2_grpc, relations_pb2
 
 from api.auth import TokenAuth, Unauthenticated
 from api.connect import compat
-from api.connect.backend import MAX_MESSAGE_BYTES, SECRET_HEADER, Backend
+from api.connect.backend import MAX_MESSAGE_BYTES, Backend
 from api.connect.call import Call
 from api.connect.commands import GatewayCommands
 from api.connect.limits import (
@@ -523,7 +523,7 @@ class ConnectService(GatewayCommands, LimitedCalls, base_pb2_grpc.SparkConnectSe
                 self.backend.release(call.user, call.session_id)
 
     def _meta(self) -> list[tuple[str, str]]:
-        return [(SECRET_HEADER, self.backend.secret)]
+        return self.backend.metadata
 
 
 #: Delta errors whose ErrorInfo carries no class, recognised by their message's first token
