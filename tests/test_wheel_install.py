@@ -47,6 +47,7 @@ RUN_TIME_DATA = (
     "api/connect/ConnectBackend.java",
     "api/connect/LineSessions35.java",
     "api/connect/LineSessions4.java",
+    "api/connect/protocol35.json",
     "catalog/migrations/script.py.mako",
     "catalog/migrations/versions/0001_catalog.py",
 )
