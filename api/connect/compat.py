@@ -180,3 +180,21 @@ def _sql_input(cmd: Any, data: Any, outside: list[_Field], depth: int) -> None:
     if rel.sql.args or rel.sql.pos_args:
         raise AccessDenied(_PARAMETERS)
     cmd.sql = rel.sql.query
+
+
+def answer(response: Message) -> bool:
+    """Make a backend answer what a server of the governed protocol sends: its top-level
+    fields outside the protocol cleared (Spark 4's server-side session id: the gateway
+    answers some calls itself, without one, and a client that sees the id change refuses
+    the session). False when the answer's own kind is outside the protocol (Spark 4's
+    execution progress), which a result stream then skips, as it skips extensions."""
+    governed = GOVERNED.get(response.DESCRIPTOR.full_name, frozenset())
+    kept = True
+    for fd, _ in response.ListFields():
+        if fd.number in governed:
+            continue
+        if fd.containing_oneof is not None:
+            kept = False
+        else:
+            response.ClearField(fd.name)
+    return kept

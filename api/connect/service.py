@@ -213,9 +213,11 @@ class ConnectService(GatewayCommands, LimitedCalls, base_pb2_grpc.SparkConnectSe
             self._clear_group()
         try:
             self._allow(call, context)
-            return self.stub.AnalyzePlan(
+            answer = self.stub.AnalyzePlan(
                 request, metadata=self._meta(), timeout=self.limits.timeout
             )
+            compat.answer(answer)
+            return answer
         except grpc.RpcError as e:
             if e.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
                 self._fail(call, context, self.limits.timed_out())
@@ -240,6 +242,7 @@ class ConnectService(GatewayCommands, LimitedCalls, base_pb2_grpc.SparkConnectSe
         if any(not answered_here(k) for k in keys):
             try:
                 answer = self.stub.Config(request, metadata=self._meta())
+                compat.answer(answer)
             except grpc.RpcError as e:
                 self._backend_error(call, context, e)
         return gateway_answers(answer, kind, keys, defaults)
@@ -513,7 +516,9 @@ class ConnectService(GatewayCommands, LimitedCalls, base_pb2_grpc.SparkConnectSe
     ) -> Any:
         self._allow(call, context)
         try:
-            return method(request, metadata=self._meta())
+            answer = method(request, metadata=self._meta())
+            compat.answer(answer)
+            return answer
         except grpc.RpcError as e:
             self._backend_error(call, context, e)
         finally:
