@@ -73,12 +73,13 @@ REFUSED: dict[tuple[str, int], str] = {
     "create a temporary view of the DataFrame and name it in the query",
     ("spark.connect.Plan", 3): "compressed plans are refused; the gateway reads every plan",
 }
-#: Settings PySpark 4 reads (`get`) before it sends local data (createDataFrame) that a Spark
-#: 3.5 backend does not have (its `get` fails on them): answered by the gateway itself, and
-#: none is settable. The sizes bound the client's own upload only (local data above
-#: localRelationCacheThreshold, a 3.5 setting read from the backend, goes up as a cached
-#: relation, which is refused anyway); the two inference switches are Spark 4's defaults and
-#: decide only how the client types its own Python data before sending it.
+#: Settings PySpark 4 reads (`get`) that a Spark 3.5 backend does not have (its `get` fails
+#: on them), most before it sends local data (createDataFrame): answered by the gateway
+#: itself on both lines, and none is settable. The sizes bound the client's own upload
+#: only (local data above localRelationCacheThreshold, a 3.5 setting read from the backend,
+#: goes up as a cached relation, which is refused anyway); the two inference switches are
+#: Spark 4's defaults and decide only how the client types its own Python data before
+#: sending it.
 CLIENT_SETTINGS: dict[str, str] = {
     "spark.sql.execution.pandas.inferPandasDictAsMap": "false",
     "spark.sql.pyspark.legacy.inferMapTypeFromFirstPair.enabled": "false",
@@ -86,6 +87,11 @@ CLIENT_SETTINGS: dict[str, str] = {
     "spark.sql.session.localRelationChunkSizeRows": "10000",
     "spark.sql.session.localRelationChunkSizeBytes": str(16 * 1024 * 1024),
     "spark.sql.session.localRelationBatchOfChunksSizeBytes": str(MAX_MESSAGE_BYTES),
+    # PySpark 4.2 asks whether to compress plans; the gateway reads every plan and refuses
+    # compressed ones (REFUSED), so it answers "off", as the client concludes by itself
+    # when the backend (3.5) does not know the settings
+    "spark.connect.session.planCompression.threshold": "-1",
+    "spark.connect.session.planCompression.defaultAlgorithm": "NONE",
 }
 _SQL_COMMAND = "spark.connect.SqlCommand"
 _SQL_COMMAND_INPUT = 6
