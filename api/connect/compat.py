@@ -196,6 +196,7 @@ def answer(response: Message) -> bool:
     execution progress), which a result stream then skips, as it skips extensions."""
     governed = GOVERNED.get(response.DESCRIPTOR.full_name, frozenset())
     kept = True
+    response.DiscardUnknownFields()  # nothing a governed server sends
     for fd, _ in response.ListFields():
         if fd.number in governed:
             continue
