@@ -64,7 +64,7 @@ def scenario(rounds: int, as_json: bool) -> None:
             ).create(),
             "plain": RemoteSession.builder.remote(
                 f"sc://127.0.0.1:{gw.backend.port}/;user_id=alice;"
-                f"x-lakegate-backend={gw.backend.secret}"
+                f"authorization=Bearer%20{gw.backend.secret}"
             ).create(),
         }
         tables = {"gateway": "main.sales.orders", "plain": raw}

@@ -182,9 +182,11 @@ def _channel_builder(gw: Gateway) -> Any:
     process-wide GRPC_DEFAULT_SSL_ROOTS_FILE_PATH) and the token as call credentials, so the
     token is in no URL."""
     import grpc
-    from pyspark.sql.connect.client.core import ChannelBuilder
+    from pyspark.sql.connect.client import core
 
-    class Builder(ChannelBuilder):
+    from governance.spark_line import LINE
+
+    class Builder(getattr(core, LINE.connect_channel_builder)):  # type: ignore[misc]
         def toChannel(self) -> grpc.Channel:
             creds = grpc.composite_channel_credentials(
                 grpc.ssl_channel_credentials(root_certificates=gw.ca),
@@ -216,11 +218,12 @@ def run_remote(gw: Gateway, statement: str) -> tuple[list[str], list[tuple], int
         return [], [], EXIT_UNAVAILABLE, reason
     from pyspark.sql.connect.session import SparkSession as RemoteSession
 
+    from governance.spark_line import LINE
+
     spark = RemoteSession.builder.channelBuilder(_channel_builder(gw)).create()
     # PySpark 3.5 retries UNAVAILABLE for ten minutes; the gateway's UNAVAILABLE (audit log
-    # down) is an answer for a one-shot command. The policy is only a constructor argument
-    # of the client SparkSession builds itself, hence the update in place.
-    spark.client._retry_policy.update(max_retries=0)
+    # down) is an answer for a one-shot command (the line's client says how to turn it off)
+    LINE.connect_no_retries(spark.client)
     # one statement, read at once: nothing to reattach to, and no ReleaseExecute afterwards
     # (its failure after a refusal is a warning on stderr, which holds one line)
     spark.client.disable_reattachable_execute()

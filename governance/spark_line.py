@@ -1,17 +1,21 @@
-"""The Spark line Lakegate runs on (3.5 or 4) and everything that differs between lines.
+"""The Spark line Lakegate runs on (4, the default, or 3.5) and everything that differs.
 
 One codebase serves both lines: what differs (jars and where Spark's resolver caches them,
-the Connect backend's Java source, plan node and error-class names) is data in one
-`SparkLine` per line, chosen once from the installed pyspark (pyproject's `spark35` or
-`spark4` extra). Code asks `LINE` instead of checking versions. Reads package metadata
-only, so it imports without a JVM.
+the Connect backend's session adapter, plan node and error-class names, the Connect
+client's channel builder and retries) is data in one `SparkLine` per line, chosen once from
+the installed pyspark (pyproject's `spark4` or `spark35` extra; docs/spark-lines.md). Code
+asks `LINE` instead of checking versions. Reads package metadata only, so it imports
+without a JVM; run as a script it prints the installed line (the Makefile's check that a
+virtual environment holds the line it is named for).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from typing import Any
 
 
 class UnsupportedSparkLine(RuntimeError):
@@ -32,8 +36,10 @@ class SparkLine:
     ivy_jars: Path
     # the jars a first start resolves, as named in ivy_jars ({delta} as above)
     resolved_jars: tuple[str, ...]
-    # api/connect's in-driver backend, compiled by Janino (see api/connect/backend.py)
-    connect_backend_source: str
+    # the Spark line's adapter appended to api/connect/ConnectBackend.java (the in-driver
+    # Connect backend, compiled by Janino; see api/connect/backend.py): how the line finds,
+    # makes and drops a Connect session, builds a planner and checks the gateway's token
+    connect_sessions_source: str
     # the method naming a Spark error's class (SparkThrowable, PySparkException)
     error_class_method: str
     # the session and Dataset classes with `sessionState` and `Dataset.ofRows`, imported by
@@ -43,9 +49,23 @@ class SparkLine:
     # write commands whose target (and source) are plan fields, not children
     # (governance/verify.py); Delta's own commands, as Delta on this line names them
     command_plan_fields: tuple[tuple[str, tuple[tuple[str, bool], ...]], ...]
+    # the line's Spark Connect client (`lakegate sql --gateway`): the channel builder class
+    # in pyspark.sql.connect.client.core that takes an `sc://` URL (Spark 4 made
+    # ChannelBuilder abstract), and what turns a client's retries off (the 3.5 client
+    # retries UNAVAILABLE for ten minutes; for a one-shot command it is an answer)
+    connect_channel_builder: str
+    connect_no_retries: Callable[[Any], None]
     # the language features Spark 4 added that Lakegate governs on this line (see
     # governance/spark4_syntax.py); on a line without one, it is refused by name
     language: frozenset[str] = frozenset()
+
+
+def _no_retries_35(client: Any) -> None:
+    client._retry_policy.update(max_retries=0)  # only a constructor argument on 3.5
+
+
+def _no_retries_4(client: Any) -> None:
+    client.set_retry_policies([])
 
 
 _DELTA_COMMANDS: tuple[tuple[str, tuple[tuple[str, bool], ...]], ...] = (
@@ -69,10 +89,12 @@ SPARK_35 = SparkLine(
         "org.apache.spark_spark-connect_2.12-3.5.7.jar",
         "org.spark-project.spark_unused-1.0.0.jar",
     ),
-    connect_backend_source="ConnectBackend.java",
+    connect_sessions_source="LineSessions35.java",
     error_class_method="getErrorClass",
     session_classes=("org.apache.spark.sql.Dataset", "org.apache.spark.sql.SparkSession"),
     command_plan_fields=_DELTA_COMMANDS,
+    connect_channel_builder="ChannelBuilder",
+    connect_no_retries=_no_retries_35,
 )
 
 SPARK_4 = SparkLine(
@@ -87,7 +109,7 @@ SPARK_4 = SparkLine(
         "io.delta_delta-spark_4.2_2.13-{delta}.jar",
         "io.delta_delta-storage-{delta}.jar",
     ),
-    connect_backend_source="ConnectBackend4.java",
+    connect_sessions_source="LineSessions4.java",
     # getErrorClass still answers on 4 but is deprecated (a FutureWarning per call)
     error_class_method="getCondition",
     session_classes=(
@@ -95,6 +117,8 @@ SPARK_4 = SparkLine(
         "org.apache.spark.sql.classic.SparkSession",
     ),
     command_plan_fields=_DELTA_COMMANDS,
+    connect_channel_builder="DefaultChannelBuilder",
+    connect_no_retries=_no_retries_4,
     language=frozenset({"variant", "collation"}),
 )
 
@@ -124,3 +148,6 @@ def _installed() -> SparkLine:
 
 #: The line of the installed pyspark.
 LINE = _installed()
+
+if __name__ == "__main__":  # the Makefile asks which line a virtual environment holds
+    print(LINE.name)

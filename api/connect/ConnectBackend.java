@@ -1,17 +1,24 @@
 // Compiled at run time inside the driver's JVM by Janino (as governance/PlanWalker.java is),
-// against the Spark Connect server classes on the driver's class path (spark.jars). It
-// serves Spark Connect on 127.0.0.1 only and refuses every call that lacks the gateway's
-// per-process secret header, so only the gateway reaches the backend; and it analyses a
-// (rewritten) Connect relation in the very session the backend will run it in, for the
-// plan verifier, and hands it to the gateway as a Dataset for a governed DataFrame write;
-// and it releases an expired session and cancels an operation's jobs for the gateway.
-// grpc and protobuf are shaded into org.sparkproject.connect by that jar.
+// against the Spark Connect server classes on the driver's class path. It serves Spark's
+// own Connect service (SparkConnectService) on 127.0.0.1 only, behind the token check of
+// the Spark line (`authorization: Bearer <token>`, the gateway's per-process secret: Spark
+// 4's own PreSharedKeyAuthenticationInterceptor, on 3.5, which has none, TokenCheck below),
+// so only the gateway reaches the backend; and it analyses a (rewritten) Connect relation
+// in the very session the backend will run it in, for the plan verifier, and hands it to
+// the gateway as a Dataset for a governed DataFrame write; and it releases an expired
+// session and cancels an operation's jobs for the gateway.
+// grpc and protobuf are shaded into org.sparkproject.connect by Spark's Connect jar.
 // Each backend session's governed settings (variable substitution off, parser and legacy
 // settings pinned: governance/GovernedSql.java, the guard handed in at start) are put in
 // place before a relation is planned in it, and the relation is parsed and analysed with
 // that session active on the calling thread, as the backend's own execution thread has it:
 // the verifier sees the plan that runs. A session already secured whose settings changed
 // since is refused (its settings are put back).
+//
+// One source for both lines: api/connect/backend.py prepends the line's Dataset and
+// SparkSession imports (governance/spark_line.py, `session_classes`) and appends the line's
+// `LineSessions` adapter (`connect_sessions_source`: how the line finds, creates and drops a
+// Connect session, builds a planner, and checks the token).
 import java.net.InetSocketAddress;
 import java.nio.charset.StandardCharsets;
 import java.security.MessageDigest;
@@ -22,8 +29,6 @@ import java.util.function.Function;
 
 import org.apache.spark.SparkContext;
 import org.apache.spark.connect.proto.Relation;
-import org.apache.spark.sql.Dataset;
-import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.connect.planner.SparkConnectPlanner;
 import org.apache.spark.sql.connect.service.ExecuteJobTag;
@@ -39,16 +44,15 @@ import org.sparkproject.connect.grpc.Status;
 import org.sparkproject.connect.grpc.netty.NettyServerBuilder;
 
 public class ConnectBackend {
-    public static final String HEADER = "x-lakegate-backend";
-
-    /** Every call must carry the secret; compared in constant time. */
-    public static class SecretCheck implements ServerInterceptor {
+    /** Every call must carry `authorization: Bearer <secret>`; compared in constant time
+     *  (what Spark 4's PreSharedKeyAuthenticationInterceptor checks, for lines without it). */
+    public static class TokenCheck implements ServerInterceptor {
         private final byte[] secret;
         private final Metadata.Key key;
 
-        public SecretCheck(String secret) {
-            this.secret = secret.getBytes(StandardCharsets.UTF_8);
-            this.key = Metadata.Key.of(HEADER, Metadata.ASCII_STRING_MARSHALLER);
+        public TokenCheck(String secret) {
+            this.secret = ("Bearer " + secret).getBytes(StandardCharsets.UTF_8);
+            this.key = Metadata.Key.of("authorization", Metadata.ASCII_STRING_MARSHALLER);
         }
 
         public ServerCall.Listener interceptCall(ServerCall call, Metadata headers,
@@ -67,13 +71,15 @@ public class ConnectBackend {
     private Function guard;
     private final Map secured = Collections.synchronizedMap(new WeakHashMap());
 
-    public Server start(String secret, int maxMessageBytes, Function guard) throws Exception {
+    public Server start(SparkSession base, String secret, int maxMessageBytes, Function guard)
+            throws Exception {
         this.guard = guard;
+        LineSessions.prepare(base);
         NettyServerBuilder b = NettyServerBuilder.forAddress(
             new InetSocketAddress("127.0.0.1", 0));
         b.maxInboundMessageSize(maxMessageBytes);
         b.addService(ServerInterceptors.intercept(new SparkConnectService(false),
-            new ServerInterceptor[] { new SecretCheck(secret) }));
+            new ServerInterceptor[] { LineSessions.authentication(secret) }));
         return b.build().start();
     }
 
@@ -89,22 +95,14 @@ public class ConnectBackend {
 
     /** Release the backend session of (user, session): Spark's SessionHolder is dropped
      *  (its running operations interrupted); the gateway calls this when it expires a
-     *  session. Spark's companion object has no static forwarder for it, hence reflection. */
+     *  session. */
     public void release(String user, String session) throws Exception {
-        Class<?> c = Class.forName("org.apache.spark.sql.connect.service.SparkConnectService$");
-        Object service = c.getField("MODULE$").get(null);
-        c.getMethod("invalidateSession", new Class[] { String.class, String.class })
-            .invoke(service, new Object[] { user, session });
+        LineSessions.release(user, session);
     }
 
     /** Whether the backend holds a session for (user, session). */
     public boolean holds(String user, String session) {
-        try {
-            SparkConnectService.getIsolatedSession(user, session);
-            return true;
-        } catch (Exception e) {
-            return false;
-        }
+        return LineSessions.holds(user, session);
     }
 
     /** Cancel the Spark jobs of one backend operation (they carry Spark Connect's job tag
@@ -117,7 +115,7 @@ public class ConnectBackend {
     /** The backend session of (user, session) with its governed settings in place: "" or
      *  the key of a setting that had changed since the session was last secured. */
     public String secure(String user, String session) throws Exception {
-        return secure(SparkConnectService.getOrCreateIsolatedSession(user, session));
+        return secure(LineSessions.holder(user, session));
     }
 
     private String secure(SessionHolder holder) {
@@ -131,7 +129,7 @@ public class ConnectBackend {
      *  a governed DataFrame write analyses, verifies and writes this one Dataset. */
     public Object[] dataset(byte[] relation, String user, String session) throws Exception {
         Relation rel = Relation.parseFrom(relation);
-        SessionHolder holder = SparkConnectService.getOrCreateIsolatedSession(user, session);
+        SessionHolder holder = LineSessions.holder(user, session);
         String changed = secure(holder);
         if (!changed.isEmpty()) {
             return new Object[] {changed, null};
@@ -139,7 +137,7 @@ public class ConnectBackend {
         scala.Option previous = SparkSession.getActiveSession();
         SparkSession.setActiveSession(holder.session());
         try {
-            LogicalPlan plan = new SparkConnectPlanner(holder).transformRelation(rel);
+            LogicalPlan plan = LineSessions.planner(holder).transformRelation(rel);
             return new Object[] {"", Dataset.ofRows(holder.session(), plan)};
         } finally {
             if (previous.isDefined()) {

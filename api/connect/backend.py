@@ -1,12 +1,13 @@
 """The Spark Connect backend: Spark's own Connect service inside Lakegate's driver JVM.
 
 Spark 3.5's Connect plugin binds every interface and has no authentication, so Lakegate
-does not use it. `ConnectBackend.java` (`ConnectBackend4.java` on the Spark 4 line, as
-governance/spark_line.py chooses; compiled by Janino in the driver, like the plan walker)
-serves Spark's `SparkConnectService` on 127.0.0.1 on a free port, behind an interceptor
-that refuses every call without this process's random secret. Only the gateway holds the
-secret, so only the gateway reaches the backend. Running in the same JVM also lets the
-verifier analyse a rewritten plan in the exact session the backend runs it in.
+does not use it. `ConnectBackend.java` (one source for both lines, with the line's
+`LineSessions` adapter appended, as governance/spark_line.py chooses; compiled by Janino in
+the driver, like the plan walker) serves Spark's `SparkConnectService` on 127.0.0.1 on a
+free port, behind the line's token check (Spark 4's own pre-shared token interceptor) that
+refuses every call without this process's random secret as its bearer token. Only the
+gateway holds the secret, so only the gateway reaches the backend. Running in the same JVM
+also lets the verifier analyse a rewritten plan in the exact session the backend runs it in.
 """
 
 from __future__ import annotations
@@ -23,8 +24,9 @@ from governance.spark_line import LINE
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-#: The metadata key the gateway adds to every forwarded call (see ConnectBackend.java).
-SECRET_HEADER = "x-lakegate-backend"
+#: The metadata key the gateway's forwarded calls carry its secret in, as a bearer token
+#: (Spark Connect's own token header; see ConnectBackend.java).
+SECRET_HEADER = "authorization"
 MAX_MESSAGE_BYTES = 128 * 1024 * 1024  # Spark Connect's own default inbound limit
 BACKEND = "backend session"  # where a changed governed setting was found
 
@@ -43,12 +45,19 @@ class Backend:
         self.secret = secrets.token_urlsafe(32)
         with _lock:
             self._java = _compile(spark)
-            self._server = self._java.start(self.secret, MAX_MESSAGE_BYTES, jvm_guard(spark))
+            self._server = self._java.start(
+                spark._jsparkSession, self.secret, MAX_MESSAGE_BYTES, jvm_guard(spark)
+            )
         self.port = int(self._server.getPort())
 
     @property
     def target(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def metadata(self) -> list[tuple[str, str]]:
+        """What every call the gateway forwards carries: the secret as the bearer token."""
+        return [(SECRET_HEADER, f"Bearer {self.secret}")]
 
     def analyze(self, relation: bytes, user: str, session_id: str) -> Any:
         """Spark's analyzed plan of `relation` in the backend session (user, session_id),
@@ -99,6 +108,9 @@ def _compile(spark: SparkSession) -> Any:
                 "Spark through governance.spark.build_spark (it adds spark-connect on Spark "
                 "3.5)"
             ) from None
-        return Path(__file__).with_name(LINE.connect_backend_source).read_text()
+        here = Path(__file__).parent
+        imports = "".join(f"import {c};\n" for c in LINE.session_classes)
+        adapter = (here / LINE.connect_sessions_source).read_text()
+        return imports + (here / "ConnectBackend.java").read_text() + adapter
 
     return compiled(jvm, gateway, "ConnectBackend", source)

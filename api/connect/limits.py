@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import grpc
 from pyspark.sql.connect.proto import base_pb2, relations_pb2
 
+from api.connect import compat
 from governance.errors import LakegateError
 from governance.execute import ERROR_LOG
 
@@ -251,7 +252,7 @@ class LimitedCalls:
             for resp in responses:
                 resp.ClearField("metrics")  # operator names may carry storage paths
                 kind = resp.WhichOneof("response_type")
-                if kind == "extension":
+                if kind == "extension" or not compat.answer(resp):
                     continue
                 if stmt is not None and kind == "arrow_batch" and resp.response_id not in stmt.seen:
                     stmt.seen.add(resp.response_id)

@@ -28,7 +28,7 @@ from pyspark.sql.connect.proto import base_pb2, base_pb2_grpc, relations_pb2
 
 from api.auth import TokenAuth, Unauthenticated
 from api.connect import compat
-from api.connect.backend import MAX_MESSAGE_BYTES, SECRET_HEADER, Backend
+from api.connect.backend import MAX_MESSAGE_BYTES, Backend
 from api.connect.call import Call
 from api.connect.commands import GatewayCommands
 from api.connect.limits import (
@@ -213,9 +213,11 @@ class ConnectService(GatewayCommands, LimitedCalls, base_pb2_grpc.SparkConnectSe
             self._clear_group()
         try:
             self._allow(call, context)
-            return self.stub.AnalyzePlan(
+            answer = self.stub.AnalyzePlan(
                 request, metadata=self._meta(), timeout=self.limits.timeout
             )
+            compat.answer(answer)
+            return answer
         except grpc.RpcError as e:
             if e.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
                 self._fail(call, context, self.limits.timed_out())
@@ -240,6 +242,7 @@ class ConnectService(GatewayCommands, LimitedCalls, base_pb2_grpc.SparkConnectSe
         if any(not answered_here(k) for k in keys):
             try:
                 answer = self.stub.Config(request, metadata=self._meta())
+                compat.answer(answer)
             except grpc.RpcError as e:
                 self._backend_error(call, context, e)
         return gateway_answers(answer, kind, keys, defaults)
@@ -516,7 +519,9 @@ class ConnectService(GatewayCommands, LimitedCalls, base_pb2_grpc.SparkConnectSe
     ) -> Any:
         self._allow(call, context)
         try:
-            return method(request, metadata=self._meta())
+            answer = method(request, metadata=self._meta())
+            compat.answer(answer)
+            return answer
         except grpc.RpcError as e:
             self._backend_error(call, context, e)
         finally:
@@ -526,7 +531,7 @@ class ConnectService(GatewayCommands, LimitedCalls, base_pb2_grpc.SparkConnectSe
                 self.backend.release(call.user, call.session_id)
 
     def _meta(self) -> list[tuple[str, str]]:
-        return [(SECRET_HEADER, self.backend.secret)]
+        return self.backend.metadata
 
 
 #: Delta errors whose ErrorInfo carries no class, recognised by their message's first token

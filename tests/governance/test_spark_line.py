@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from importlib.metadata import version
 
+import grpc
 import pytest
 
 from governance.spark_line import LINE, SPARK_4, SPARK_35, UnsupportedSparkLine, line_of
@@ -42,3 +43,35 @@ def test_each_line_resolves_the_delta_artifact_of_its_scala_version():
 def test_only_spark_35_fetches_the_connect_server_classes():
     assert SPARK_35.connect_package == "org.apache.spark:spark-connect_2.12:3.5.7"
     assert SPARK_4.connect_package is None
+
+
+def test_the_lines_connect_client_builder_reads_a_gateway_url():
+    """`lakegate sql --gateway` builds its channel on the line's builder (Spark 4 made
+    ChannelBuilder abstract; its URL-reading builder is DefaultChannelBuilder)."""
+    from pyspark.sql.connect.client import core
+
+    builder = getattr(core, LINE.connect_channel_builder)("sc://gw.example:15002/;use_ssl=true")
+    assert (builder.endpoint, builder.secure) == ("gw.example:15002", True)
+
+
+def test_turning_the_lines_client_retries_off_leaves_none():
+    """The one-shot CLI answers UNAVAILABLE at once instead of retrying for minutes."""
+    from pyspark.sql.connect.client.core import SparkConnectClient
+
+    client = SparkConnectClient("sc://gw.example:15002/;use_ssl=true")
+    LINE.connect_no_retries(client)
+    tries = 0
+    with pytest.raises(grpc.RpcError) as caught:
+        for attempt in client._retrying():  # how the client runs every call
+            with attempt:
+                tries += 1
+                raise _unavailable()
+    assert (tries, caught.value.code()) == (1, grpc.StatusCode.UNAVAILABLE)
+
+
+def _unavailable() -> Exception:
+    class Unavailable(grpc.RpcError, grpc.Call):  # what a refused gRPC call raises
+        def code(self) -> grpc.StatusCode:
+            return grpc.StatusCode.UNAVAILABLE
+
+    return Unavailable()

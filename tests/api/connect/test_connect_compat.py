@@ -101,8 +101,8 @@ def test_a_newer_field_that_changes_the_answer_is_refused() -> None:
     with pytest.raises(AccessDenied) as e:
         compat.accept(_request(root=root))
     assert str(e.value) == (
-        "field 4 of Expression.Cast comes from a Spark Connect client newer than this gateway's "
-        f"Spark {__import__('pyspark').__version__} and is not governed; refused"
+        "field 4 of Expression.Cast comes from a Spark Connect client newer than the protocol "
+        "Lakegate governs (Spark 3.5's) and is not governed; refused"
     )
 
 
@@ -160,3 +160,13 @@ def test_spark4_local_relation_sizes_are_answered_by_the_gateway() -> None:
         *compat.CLIENT_SETTINGS.items(),
         ("spark.remote", None),
     ]
+
+
+def test_a_backend_answer_loses_the_server_side_session_id() -> None:
+    """Spark 4's backend stamps its answers with a server-side session id (field 15) and the
+    gateway's own answers carry none; a 4.x client that sees the id come and go refuses the
+    session, so answers go out as a server of the governed protocol sends them."""
+    plain = base_pb2.ExecutePlanResponse(session_id="s", operation_id="o")
+    stamped = _with(plain, _field(15, b"b3c0c0a2-0000-4000-8000-000000000000"))
+    assert compat.answer(stamped) is True
+    assert stamped.SerializeToString() == plain.SerializeToString()

@@ -207,7 +207,7 @@ def test_backend_is_reachable_only_with_the_gateway_secret(gateway) -> None:
             spark_version=base_pb2.AnalyzePlanRequest.SparkVersion(),
         )
         req.user_context.user_id = "root"
-        for meta in ([], [("x-lakegate-backend", "guess")]):
+        for meta in ([], [("authorization", "Bearer guess")]):
             with pytest.raises(grpc.RpcError) as e:
                 stub.AnalyzePlan(req, metadata=meta)
             assert e.value.code() == grpc.StatusCode.UNAUTHENTICATED

@@ -25,7 +25,12 @@ AZURE_KEY = "spark.hadoop.fs.azure.account.key.lgtest.dfs.core.windows.net"
 
 def _backend_conf(lg: Any, user: str, s: Any) -> Any:
     """The SQLConf of the backend session behind the stock client session `s`."""
-    service = lg.spark._jvm.org.apache.spark.sql.connect.service.SparkConnectService
+    jvm = lg.spark._jvm
+    loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+    companion = jvm.java.lang.Class.forName(
+        "org.apache.spark.sql.connect.service.SparkConnectService$", True, loader
+    )
+    service = companion.getField("MODULE$").get(None)  # both lines' session lookup
     holder = service.getOrCreateIsolatedSession(user, s.client._session_id)
     return holder.session().sessionState().conf()
 
