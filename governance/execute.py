@@ -261,8 +261,12 @@ def spark_error(
     """Spark's error as class + query id (its full text to the server log), Spark's first
     line for an allow-listed analysis error, or AccessDenied when it names a hidden
     column."""
+    from pyspark.errors import AnalysisException
+
     raw = str(getattr(e, "desc", None) or e)
-    if ROW_FILTER_VIOLATION in raw and planned is not None:
+    # a row the write's check refused at run time; an analysis error's text may quote the
+    # check itself (Spark 4 prints the unresolved plan), which is no violation
+    if ROW_FILTER_VIOLATION in raw and planned is not None and not isinstance(e, AnalysisException):
         t = planned.target
         return AccessDenied(
             f"access denied: a row written by user {user} is outside their row filter "
@@ -272,8 +276,6 @@ def spark_error(
             policies=t.policy_ids if t else (),
             row_filters=tuple(f.id for f in t.row_filters) if t else (),
         )
-    from pyspark.errors import AnalysisException
-
     if not isinstance(e, AnalysisException) or error_class(e) not in READABLE_ANALYSIS_ERRORS:
         return failure_message(e, query_id, user)
     lines = [ln for ln in raw.strip().splitlines() if ln.strip()]
