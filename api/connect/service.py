@@ -124,7 +124,7 @@ class ConnectService(GatewayCommands, LimitedCalls, base_pb2_grpc.SparkConnectSe
         self._sweeper.start()
         self._local_ops: set[tuple[str, str, str]] = set()
         self._lock = threading.Lock()
-        CONNECT_SESSIONS.set_function(lambda: len(self._sessions))
+        CONNECT_SESSIONS.set_function(self.sessions.count)
         #: the front's relay: its loopback port -> the client's address (server.py)
         self.relay_clients: Callable[[int], str | None] | None = None
 

@@ -28,3 +28,16 @@ def test_an_unknown_service_is_not_found(health) -> None:
     with pytest.raises(grpc.RpcError) as info:
         health.Check(health_pb2.HealthCheckRequest(service="no.such.Service"), timeout=30)
     assert info.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+def test_metrics_count_the_gateways_open_sessions(gateway, remote) -> None:
+    """`lakegate_connect_sessions` is the gateway's session registry's count, scraped live
+    (a gauge whose function failed broke every /metrics answer of the process)."""
+    from prometheus_client import REGISTRY, generate_latest
+
+    remote("carol").sql("SELECT 1").collect()
+    assert b"lakegate_connect_sessions " in generate_latest()
+    assert (
+        REGISTRY.get_sample_value("lakegate_connect_sessions") == gateway.service.sessions.count()
+    )
+    assert gateway.service.sessions.count() >= 1
