@@ -13,11 +13,11 @@ the console.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any
 
-from fastapi import Query, Request
+from fastapi import Depends, Query, Request
 
 from api.deps import CallerDep, Service, authenticated_router, get_service
 from api.errors import ApiError, responses
@@ -211,38 +211,36 @@ Time = Annotated[
 ]
 
 
+def audit_filters(
+    user: Text = None,
+    table: Text = None,
+    cmd: Text = None,
+    denied: bool = False,
+    policy_version: Text = None,
+    since: Time = None,
+    until: Time = None,
+) -> AuditQuery:
+    """The timeline's filters, shared by the records and the summary routes."""
+    return AuditQuery(user, table, cmd, denied, policy_version, since, until)
+
+
+FiltersDep = Annotated[AuditQuery, Depends(audit_filters)]
+
+
 @router.get("/audit/records", operation_id="queryAudit", responses=responses(400))
 async def query_audit(
     request: Request,
     caller: CallerDep,
-    user: Text = None,
-    table: Text = None,
-    cmd: Text = None,
-    denied: bool = False,
-    policy_version: Text = None,
-    since: Time = None,
-    until: Time = None,
+    q: FiltersDep,
     limit: Annotated[int, Query(ge=1, le=5000)] = 200,
 ) -> dict:
     """Audit lines you may see (`lakegate audit query`), newest first: every line for
     auditors, your domains' tables for their owners, your own otherwise."""
-    q = AuditQuery(user, table, cmd, denied, policy_version, since, until, limit)
-    return records(get_service(request), caller, q)
+    return records(get_service(request), caller, replace(q, limit=limit))
 
 
 @router.get("/audit/summary", operation_id="getAuditSummary", responses=responses(400))
-async def audit_summary(
-    request: Request,
-    caller: CallerDep,
-    user: Text = None,
-    table: Text = None,
-    cmd: Text = None,
-    denied: bool = False,
-    policy_version: Text = None,
-    since: Time = None,
-    until: Time = None,
-) -> dict:
+async def audit_summary(request: Request, caller: CallerDep, q: FiltersDep) -> dict:
     """Reads and denials per table and user, masked vs clear reads of tagged columns, and
     whether the audit log's hash chains verify, over the lines you may see."""
-    q = AuditQuery(user, table, cmd, denied, policy_version, since, until)
     return summary(get_service(request), caller, q)
