@@ -8,6 +8,7 @@ import statistics
 from collections.abc import Callable
 from typing import Any
 
+from benchmarks import harness
 from benchmarks.breakdown import PARTS
 
 FLAG_RATIO = 1.25  # a query with C > FLAG_RATIO x B is flagged (issue 7)
@@ -16,6 +17,9 @@ TARGET_C_OVER_A = 1.03  # issue 14, at sf 1 over the 99 queries
 TARGET_C_OVER_FLOOR = 1.02  # issue 14: the layer alone (C over A', policies on both sides)
 TARGET_OVERHEAD_MS = 15.0  # issue 14: median per-statement C - A'
 TARGET_VERIFY_MS = 5.0  # issue 14: verification per statement, warm
+TARGET_MEDIAN_C_OVER_A = 1.02  # issue 31: per-query median C/A over the 99 queries
+TARGET_P90_C_OVER_A = 1.10  # issue 31: per-query p90 C/A
+WORST_BY_STEP = 10  # issue 31: the worst queries by C/A, broken down by step
 
 
 def log(msg: str) -> None:
@@ -60,6 +64,9 @@ def summarize(queries: list[dict[str, Any]], probes: list[dict[str, Any]]) -> di
         if q["flag"]
     ]
     worst = sorted(ok, key=lambda q: -(q["c_over_b"] or 0))[:10]
+    ca = [q["c_over_a"] for q in ok]
+    p90_ca = _nearest_rank(ca, 0.9)
+    worst_a = sorted(ok, key=lambda q: -q["c_over_a"])[:WORST_BY_STEP]
     more_files = [
         q["id"]
         for q in ok
@@ -113,6 +120,19 @@ def summarize(queries: list[dict[str, Any]], probes: list[dict[str, Any]]) -> di
         "b_over_a": tb / ta if ta else None,
         "median_query_c_over_a": statistics.median([q["c_over_a"] for q in ok]) if ok else None,
         "median_query_c_over_b": statistics.median([q["c_over_b"] for q in ok]) if ok else None,
+        "p90_query_c_over_a": p90_ca,
+        "worst_c_over_a": [
+            {
+                "id": q["id"],
+                "a": q["a_med"],
+                "floor": q["floor_med"],
+                "c": q["c_med"],
+                "c_over_a": q["c_over_a"],
+                "c_over_floor": q["c_over_floor"],
+                "breakdown": q.get("breakdown"),
+            }
+            for q in worst_a
+        ],
         "plan_ms_median": statistics.median(plan) if plan else None,
         "plan_ms_max": max(plan) if plan else None,
         "plan_s_total": sum(plan) / 1000 if plan else None,
@@ -146,6 +166,14 @@ def summarize(queries: list[dict[str, Any]], probes: list[dict[str, Any]]) -> di
             "total_c_over_floor": {
                 "target": TARGET_C_OVER_FLOOR,
                 "met": _verdict(tf, lambda: tc / tf <= TARGET_C_OVER_FLOOR),
+            },
+            "median_query_c_over_a": {
+                "target": TARGET_MEDIAN_C_OVER_A,
+                "met": _verdict(ca, lambda: statistics.median(ca) <= TARGET_MEDIAN_C_OVER_A),
+            },
+            "p90_query_c_over_a": {
+                "target": TARGET_P90_C_OVER_A,
+                "met": _verdict(p90_ca, lambda: p90_ca <= TARGET_P90_C_OVER_A),
             },
             "overhead_ms_median": {
                 "target": TARGET_OVERHEAD_MS,
@@ -188,6 +216,11 @@ def _verdict(measured: Any, met: Callable[[], bool]) -> bool | None:
     return bool(met())
 
 
+def _nearest_rank(values: list[float], q: float) -> float | None:
+    """The report's percentile (benchmarks/harness.py), None over no values."""
+    return harness.percentile(values, q) if values else None
+
+
 def _word(met: bool | None) -> str:
     return "not measured" if met is None else ("MET" if met else "NOT MET")
 
@@ -196,6 +229,17 @@ def _sum(d: dict[str, Any] | None) -> int | None:
     if not d or "error" in d:
         return None
     return sum(v for v in d.values() if isinstance(v, int))
+
+
+#: (step, governed part, raw part or "") in pipeline order, for the worst queries' lines
+STEPS = (
+    ("plan", "plan_ms", ""),
+    ("analyze", "analyze_c_ms", "analyze_a_ms"),
+    ("verify", "verify_ms", ""),
+    ("optimize", "optimize_ms", "optimize_a_ms"),
+    ("execute", "execute_ms", "execute_a_ms"),
+    ("audit", "audit_ms", ""),
+)
 
 
 def print_summary(result: dict[str, Any]) -> None:
@@ -225,8 +269,14 @@ def print_summary(result: dict[str, Any]) -> None:
             f"{_word(s['targets']['total_c_over_b']['met'])})"
         )
         log(
-            f"  total B/A {s['b_over_a']:.3f}; per-query median C/A "
-            f"{s['median_query_c_over_a']:.3f}, C/B {s['median_query_c_over_b']:.3f}"
+            f"  total B/A {s['b_over_a']:.3f}; per-query median C/B "
+            f"{s['median_query_c_over_b']:.3f}"
+        )
+        log(
+            f"  per-query C/A median {s['median_query_c_over_a']:.3f} (target <= "
+            f"{TARGET_MEDIAN_C_OVER_A}: {_word(s['targets']['median_query_c_over_a']['met'])}),"
+            f" p90 {s['p90_query_c_over_a']:.3f} (target <= {TARGET_P90_C_OVER_A}: "
+            f"{_word(s['targets']['p90_query_c_over_a']['met'])})"
         )
     if s["plan_ms_median"] is not None:
         log(
@@ -240,6 +290,21 @@ def print_summary(result: dict[str, Any]) -> None:
         + (", ".join(f"q{f['id']} ({f['c_over_b']:.2f})" for f in s["flagged"]) or "none")
     )
     log("  worst C/B: " + ", ".join(f"q{w['id']} {w['c_over_b']:.2f}" for w in s["worst"][:5]))
+    log(f"  worst {WORST_BY_STEP} by C/A, ms per step (governed / raw where both have it):")
+    for w in s["worst_c_over_a"]:
+        b = w["breakdown"] or {}
+        steps = (
+            ", ".join(
+                f"{name} {b[c]:.0f}/{b[a]:.0f}" if a else f"{name} {b[c]:.1f}"
+                for name, c, a in STEPS
+            )
+            if b
+            else "no breakdown"
+        )
+        log(
+            f"    q{w['id']}: C/A {w['c_over_a']:.2f} (A {w['a']:.3f} s, C {w['c']:.3f} s): "
+            + steps
+        )
     for item in s["product_bugs"]:
         log(f"  PRODUCT BUG (C fails where A works): q{item['id']}: {item['error']}")
     if s["answers_differ_b_c"]:
