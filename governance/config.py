@@ -86,6 +86,9 @@ class Config:
     default_schema: str = "default"
     verify_plans: bool = True
     pinned_sources: bool = True  # queries read tables through DataFrames loaded once
+    # a query's governed views are global temp views over those, made once per body
+    # (governance/sources.py); off: each statement carries its views' text
+    governed_views: bool = True
     # a mapping-table lookup answering at most this many keys is inlined as literals at plan
     # time (docs/mapping-tables.md); larger ones, and 0, keep the subquery
     mapping_inline_max_keys: int = 10_000
@@ -157,6 +160,7 @@ class Config:
             default_schema=f.default_schema.lower(),
             verify_plans=f.verify_plans,
             pinned_sources=f.pinned_sources,
+            governed_views=f.governed_views,
             mapping_inline_max_keys=f.mapping_inline_max_keys,
             audit_max_bytes=f.audit_max_bytes,
             audit_backup_count=f.audit_backup_count,
@@ -320,6 +324,7 @@ class _File(BaseModel):
     default_schema: str = "default"
     verify_plans: bool = True
     pinned_sources: bool = True
+    governed_views: bool = True
     mapping_inline_max_keys: NonNegativeInt = Field(
         10_000, description="'{where}' must be a whole number, 0 or more"
     )

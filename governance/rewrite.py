@@ -550,9 +550,11 @@ def _strip_qualifiers(stmt: exp.Expression, unaliased: dict[tuple[str, str], str
             col.set("catalog", None)
 
 
-def splice(sql: str, views: list[ReadView], bodies: list[str]) -> str:
-    for v, body in zip(views, bodies, strict=True):
+def splice(sql: str, views: list[ReadView], relations: list[str]) -> str:
+    """Each view's placeholder replaced by its relation: a parenthesized body, or the name
+    of a governed view made over a pin (governance/sources.py)."""
+    for v, relation in zip(views, relations, strict=True):
         if sql.count(v.placeholder) != 1:
             raise Refused("internal: governed view placeholder lost in rewriting")
-        sql = sql.replace(v.placeholder, f"({body})")
+        sql = sql.replace(v.placeholder, relation)
     return sql

@@ -409,6 +409,11 @@ class GovernedSession:
             derived={AUDIT_TABLE: self.lg.audit_view},
             temp_views=self.temp_views,
             pin=self.lg.sources.name if pinned and self.lg.sources is not None else None,
+            pin_view=(
+                self.lg.sources.view
+                if pinned and self.lg.sources is not None and self.lg.config.governed_views
+                else None
+            ),
         )
 
     def _plan(self, planner: Planner, statement: str | bytes) -> Planned:

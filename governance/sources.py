@@ -19,8 +19,20 @@ catalog, and the plan verifier accepts a read only under a projection that is, b
 `sameResult`, the governed view the rewriter generated. Only the embedded (trusted)
 process can read them directly, as it can read any table.
 
-The planner only names a pin (no JVM); `ensure` makes it at the Spark edge, before the
-statement is analysed.
+A query's governed view over a pin is made once too (issue 31): its body (masks, row
+filters, the policies' inlined lookups, all for one user) is the same text statement after
+statement, yet Spark analysed it again in every statement that read the table, which on
+short queries over many references cost more than the query's own analysis (q88 at sf 1:
+179 ms against 75 ms for the raw text). `view` names a global temp view per distinct body
+(content-addressed: the same text is the same view, whoever's statement asks), made from
+the body parsed as checked (governance/guard.py), so Spark analyses each body once per
+process and a statement reads it by name. The verifier is unchanged: the view's stored plan
+is the body's analysis, and the projection over the pinned relation must still be, by
+`sameResult`, the governed view the rewriter generated. A governed view holds its pin's
+plan, so unpinning a table (a schema change) unmakes its governed views as well.
+
+The planner only names pins and views (no JVM); `ensure` makes them at the Spark edge,
+before the statement is analysed.
 """
 
 from __future__ import annotations
@@ -41,6 +53,10 @@ if TYPE_CHECKING:
 #: Delta's error class when a pinned DataFrame's schema no longer matches its table.
 SCHEMA_CHANGED = "DELTA_SCHEMA_CHANGE_SINCE_ANALYSIS"
 GLOBAL_TEMP = "global_temp"  # Spark's default spark.sql.globalTempDatabase
+#: Distinct governed view bodies made per process (one per user, table registration and
+#: policy state); past it a statement's views are inlined as text again (analysed per
+#: statement, as before), so a process serving very many users trades speed, not memory.
+MAX_GOVERNED_VIEWS = 20_000
 
 
 class PinnedSources:
@@ -55,7 +71,10 @@ class PinnedSources:
         # (old pins stay valid for plans still holding them)
         self._names: dict[tuple, str] = {}
         self._views: dict[str, tuple[str, str]] = {}  # pin name -> (bare view, location)
-        self._made: set[str] = set()  # pins whose view exists in Spark
+        # governed view body -> its name; name -> (bare view, body, the pin it reads)
+        self._governed: dict[str, str] = {}
+        self._bodies: dict[str, tuple[str, str, str]] = {}
+        self._made: set[str] = set()  # pins and governed views that exist in Spark
         self._lock = threading.Lock()
 
     def name(self, table: TableInfo, table_id: str | None) -> str:
@@ -83,9 +102,36 @@ class PinnedSources:
                 self._views[pin] = (view, table.location)
             return pin
 
+    def view(self, pin: str, body: str) -> str | None:
+        """The governed view whose definition is `body` (a view body reading `pin`), as SQL
+        text; None past MAX_GOVERNED_VIEWS (the caller inlines the body)."""
+        with self._lock:
+            name = self._governed.get(body)
+            if name is None:
+                if pin not in self._views:
+                    raise Refused("internal: a governed view over a pin this process did not name")
+                if len(self._governed) >= MAX_GOVERNED_VIEWS:
+                    return None
+                view = f"__lg_gv_{self._token}_{len(self._governed)}"
+                name = exp.Table(
+                    this=exp.to_identifier(view), db=exp.to_identifier(self.database)
+                ).sql("spark")
+                self._governed[body] = name
+                self._bodies[name] = (view, body, pin)
+            return name
+
+    def location(self, name: str) -> str | None:
+        """The Delta location a pin or governed view reads (None: not one of this process)."""
+        made = self._views.get(name)
+        if made is not None:
+            return made[1]
+        governed = self._bodies.get(name)
+        return self._views[governed[2]][1] if governed is not None else None
+
     def ensure(self, spark: SparkSession, pins: Mapping[str, str]) -> None:
-        """Make every pin of a statement (pin name -> Delta location) that is not made yet;
-        the location loaded is the one the pin was named for, and the plan must agree."""
+        """Make every pin and governed view of a statement (name -> Delta location) not made
+        yet, each pin before the views over it; the location read is the one the name was
+        made for, and the plan must agree."""
         missing = [p for p in pins if p not in self._made]
         if not missing:
             return
@@ -95,16 +141,27 @@ class PinnedSources:
                 f"pinned sources need Spark's global temp database {self.database!r}, not "
                 f"{database!r}; set pinned_sources: false in the config"
             )
+        from governance.guard import query_frame
+
         with self._lock:
-            for pin in missing:
-                if pin in self._made:
+            for name in sorted(missing, key=lambda n: n in self._bodies):  # pins first
+                if name in self._made:
                     continue
-                made = self._views.get(pin)
-                if made is None or made[1] != pins[pin]:
+                if self.location(name) != pins[name]:
                     raise Refused("a plan names a pinned source this process did not make")
-                view, location = made
-                spark.read.format("delta").load(location).createOrReplaceGlobalTempView(view)
-                self._made.add(pin)
+                governed = self._bodies.get(name)
+                if governed is None:
+                    view, location = self._views[name]
+                    spark.read.format("delta").load(location).createOrReplaceGlobalTempView(view)
+                else:
+                    view, body, pin = governed
+                    if pin not in self._made:
+                        spark.read.format("delta").load(
+                            self._views[pin][1]
+                        ).createOrReplaceGlobalTempView(self._views[pin][0])
+                        self._made.add(pin)
+                    query_frame(spark, body).createOrReplaceGlobalTempView(view)
+                self._made.add(name)
 
     def failed(self, error_class: str, pins: Mapping[str, str] | None = None) -> None:
         """A statement over `pins` (None: unknown) failed with `error_class`: a schema
@@ -114,13 +171,17 @@ class PinnedSources:
 
     def forget(self, pins: Mapping[str, str] | None = None) -> None:
         """Drop a statement's pins (None: every pin, when the failed statement's are not
-        known) after their table's schema changed out of band: the next statement that names
-        them loads the table again."""
+        known) after their table's schema changed out of band, and the governed views over
+        them (they hold the pin's plan): the next statement that names them makes them
+        again, loading the table afresh."""
         with self._lock:
             if pins is None:
                 self._made.clear()
-            else:
-                self._made.difference_update(pins)
+                return
+            gone = set(pins)
+            gone |= {self._bodies[n][2] for n in pins if n in self._bodies}
+            gone |= {n for n, (_, _, pin) in self._bodies.items() if pin in gone}
+            self._made.difference_update(gone)
 
 
 def ensure_pins(

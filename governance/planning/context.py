@@ -48,13 +48,16 @@ class PlanningContext:
         namespace: Namespace,
         derived: dict[str, str] | None = None,
         pin: Callable[[TableInfo, str | None], str] | None = None,
+        pin_view: Callable[[str, str], str | None] | None = None,
     ) -> None:
         """`derived`: full table name -> the SQL relation it is read from (layer-owned temp
         views, e.g. the audit log), instead of its Delta location; `pin`: a query's
         relation for a table read at its current version, named by the table and its Delta
-        id (governance/sources.py), None: `delta.`<location>``."""
+        id (governance/sources.py), None: `delta.`<location>``; `pin_view`: the name of
+        the governed view made once over a pin for a view body (None: bodies are inlined)."""
         self.derived = derived or {}
         self.pin = pin
+        self.pin_view = pin_view
         self.cmd = "select"  # the statement's audit cmd, known as soon as its kind is
         self.decided: dict[str, tuple[str, ...]] = {}  # table -> deciding policy ids
         self.filters: dict[str, tuple[str, ...]] = {}  # table -> row filter ids
@@ -208,6 +211,8 @@ class PlanningContext:
             if whole_picks is not None:  # a version before columns were added: its own view
                 picks = whole_picks if picks is None else _within(picks, whole_picks)
             source = derived
+            known = planned.identities  # mapping tables' too: an inlined lookup holds a version
+            named = None
             if derived is None:
                 ident = self.identity(planned, table)
                 if (
@@ -218,8 +223,11 @@ class PlanningContext:
                 ):
                     source = self.pin(table, ident.table_id)
                     planned.pins[source] = table.location
-            known = planned.identities  # mapping tables' too: an inlined lookup holds a version
             body = view_sql(self.ps, self.ident, v.access, node, source, picks, known)
+            if source in planned.pins and self.pin_view is not None:
+                named = self.pin_view(source, body)  # analysed once per process, read by name
+                if named is not None:
+                    planned.pins[named] = table.location
             if derived is not None:
                 planned.expected.add_derived(table.location, v.access.visible_columns)
                 planned.derived.add(table.full_name)
@@ -236,7 +244,7 @@ class PlanningContext:
                 cut = None if picks == whole_picks else _positions(picks, whole_picks)
                 planned.expected.add_view(table.location, whole, columns, locations, cut, owner=k)
                 planned.policy_reads += reads
-            bodies.append(body)
+            bodies.append(named if named is not None else f"({body})")
         return splice(outer, planned.views, bodies)
 
     def refuse_masked_reads(self, planned: Planned) -> None:

@@ -84,11 +84,12 @@ class Planner:
         derived: dict[str, str] | None = None,
         temp_views: views.TempViews | None = None,
         pin: Callable[[TableInfo], str] | None = None,
+        pin_view: Callable[[str, str], str | None] | None = None,
     ) -> None:
         """`derived`: full table name -> the SQL relation it is read from (layer-owned temp
         views, e.g. the audit log), instead of its Delta location; `temp_views`: the
         session's temporary views (None: the caller has no session, views are refused);
-        `pin`: see PlanningContext."""
+        `pin`, `pin_view`: see PlanningContext."""
         self.temp_views = temp_views
         self.ctx = PlanningContext(
             catalog=catalog,
@@ -98,6 +99,7 @@ class Planner:
             namespace=namespace,
             derived=derived,
             pin=pin,
+            pin_view=pin_view,
         )
 
     @property

@@ -1,7 +1,8 @@
 """Pinned sources (governance/sources.py): a query's views read their table through a
-DataFrame loaded once, without giving up fresh reads, time travel, fail-closed schema
-changes or the verifier's guarantee. One test per rule, on a private lakehouse (and the
-shared demo lakehouse for the verifier's hostile plans)."""
+DataFrame loaded once, and are themselves global temp views made once per body, without
+giving up fresh reads, time travel, fail-closed schema changes or the verifier's guarantee.
+One test per rule, on a private lakehouse (and the shared demo lakehouse for the verifier's
+hostile plans)."""
 
 from __future__ import annotations
 
@@ -67,12 +68,55 @@ def planned_of(lg: Lakegate, user: str, sql: str) -> Planned:
     return s.last_planned
 
 
-def test_a_query_reads_its_table_through_a_pin_under_its_governed_view(lg) -> None:
+def split_pins(planned: Planned) -> tuple[str, str]:
+    """(the pin, the governed view over it) of a one-table query's plan."""
+    (pin,) = [n for n in planned.pins if "__lg_src_" in n]
+    (view,) = [n for n in planned.pins if "__lg_gv_" in n]
+    return pin, view
+
+
+def test_a_query_reads_its_governed_view_by_name_over_its_pin(lg) -> None:
     p = planned_of(lg, "r", "SELECT id, note FROM p.s.t")
     assert p.sql is not None and "delta.`" not in p.sql
-    assert list(p.pins.values()) == [lg.catalog.table("p", "s", "t").location]
-    assert all(pin in p.sql for pin in p.pins)
+    location = lg.catalog.table("p", "s", "t").location
+    assert list(p.pins.values()) == [location, location]
+    pin, view = split_pins(p)
+    # the statement names the view; the body (pin, mask, filter) is in Spark, analysed once
+    assert view in p.sql and pin not in p.sql and "REDACTED" not in p.sql
     assert rows(lg, "r", "SELECT id, note FROM p.s.t") == [(1, "REDACTED"), (3, "REDACTED")]
+
+
+def test_statements_of_one_user_share_one_governed_view_per_table(lg) -> None:
+    """Content-addressed: the same body is the same view, whatever the statement names;
+    another user's body (no mask, no filter) is another view."""
+    lg.plans.clear()
+    a = split_pins(planned_of(lg, "r", "SELECT id FROM p.s.t"))
+    b = split_pins(planned_of(lg, "r", "SELECT note, region FROM p.s.t WHERE id > 1"))
+    admin = split_pins(planned_of(lg, "admin", "SELECT id FROM p.s.t"))
+    assert a == b
+    assert admin[0] == a[0] and admin[1] != a[1]
+
+
+def test_unpinning_a_table_makes_its_governed_views_again(lg, spark) -> None:
+    """A governed view holds its pin's plan: forgetting the pin (a schema change) forgets
+    the views over it, and the next statement makes both again."""
+    statement = "SELECT id, note FROM p.s.t"
+    pin, view = split_pins(planned_of(lg, "r", statement))
+    for name in (pin, view):
+        spark.catalog.dropGlobalTempView(name.split(".", 1)[1].strip("`"))
+    lg.sources.forget({pin: lg.catalog.table("p", "s", "t").location})
+    assert rows(lg, "r", statement) == [(1, "REDACTED"), (3, "REDACTED")]
+
+
+def test_with_governed_views_off_a_query_carries_its_view_body(lg, spark) -> None:
+    off = Lakegate(dataclasses.replace(lg.config, governed_views=False), spark)
+    try:
+        p = planned_of(off, "r", "SELECT id, note FROM p.s.t")
+        (pin,) = p.pins
+        assert p.sql is not None and pin in p.sql and "REDACTED" in p.sql
+        assert rows(off, "r", "SELECT id, note FROM p.s.t") == [(1, "REDACTED"), (3, "REDACTED")]
+    finally:
+        off.close()
 
 
 def test_a_pinned_table_is_read_at_its_newest_version(lg) -> None:
@@ -203,6 +247,55 @@ def verify(lakehouse: Any, sql: str, expected: Expected) -> None:
     verify_plan(plan, expected, lambda s, fresh: spark.sql(s)._jdf.queryExecution().analyzed())
 
 
+def governed_plan(lakehouse: Any, user: str, sql: str) -> Planned:
+    """`sql` planned as the session plans a query: views read by name over pins."""
+    planned = Planner(
+        catalog=lakehouse.catalog,
+        enforcer=lakehouse.enforcer,
+        policy_sql=lakehouse.policy_sql,
+        user=user,
+        namespace=Namespace("main", "default"),
+        pin=lakehouse.sources.name,
+        pin_view=lakehouse.sources.view,
+    ).plan(sql)
+    lakehouse.sources.ensure(lakehouse.spark, planned.pins)
+    return planned
+
+
+def test_a_governed_view_read_by_name_passes_the_verifier(lakehouse) -> None:
+    gov = governed_plan(lakehouse, "alice", "SELECT * FROM main.sales.customers")
+    assert gov.sql is not None and "__lg_gv_" in gov.sql
+    verify(lakehouse, gov.sql, gov.expected)
+
+
+def test_a_governed_view_replaced_behind_the_layer_is_refused(lakehouse, spark) -> None:
+    """The name proves nothing: were the view redefined (only the trusted process could),
+    the projection over the pin is no longer the governed one and the verifier refuses."""
+    gov = governed_plan(lakehouse, "alice", "SELECT * FROM main.sales.customers")
+    assert gov.sql is not None
+    pin, view = split_pins(gov)
+    try:
+        spark.sql(f"SELECT * FROM {pin}").createOrReplaceGlobalTempView(
+            view.split(".", 1)[1].strip("`")
+        )
+        with pytest.raises(Refused):
+            verify(lakehouse, gov.sql, gov.expected)
+    finally:
+        lakehouse.sources.forget(gov.pins)  # the next statement makes the real view again
+
+
+def test_another_users_governed_view_is_refused(lakehouse) -> None:
+    """A plan naming the governed view built for someone else (other masks, other filters)
+    does not match the view the rewriter built for this user."""
+    alice = governed_plan(lakehouse, "alice", "SELECT * FROM main.sales.customers")
+    root = governed_plan(lakehouse, "root", "SELECT * FROM main.sales.customers")
+    assert alice.sql is not None
+    mine, theirs = split_pins(alice)[1], split_pins(root)[1]
+    assert mine != theirs
+    with pytest.raises(Refused):
+        verify(lakehouse, alice.sql.replace(mine, theirs), alice.expected)
+
+
 def test_a_governed_read_through_a_pin_passes_the_verifier(lakehouse) -> None:
     gov = pinned_plan(lakehouse, "alice", "SELECT * FROM main.sales.customers")
     assert gov.pins and gov.sql is not None
@@ -255,3 +348,9 @@ def test_a_plan_may_only_name_pins_this_process_made_for_their_table(lakehouse, 
         ensure_pins(None, spark, {pin: customers.location})
     sources.ensure(spark, {pin: customers.location})
     assert spark.sql(f"SELECT count(*) FROM {pin}").first()[0] > 0
+    view = sources.view(pin, f"SELECT id FROM {pin} AS __lg_v")
+    assert view is not None
+    with pytest.raises(Refused, match="did not make"):
+        sources.ensure(spark, {view: orders})
+    with pytest.raises(Refused, match="did not name"):
+        sources.view("global_temp.__lg_src_forged_0", "SELECT 1")
