@@ -24,12 +24,14 @@ filters, the policies' inlined lookups, all for one user) is the same text state
 statement, yet Spark analysed it again in every statement that read the table, which on
 short queries over many references cost more than the query's own analysis (q88 at sf 1:
 179 ms against 75 ms for the raw text). `view` names a global temp view per distinct body
-(content-addressed: the same text is the same view, whoever's statement asks), made from
-the body parsed as checked (governance/guard.py), so Spark analyses each body once per
-process and a statement reads it by name. The verifier is unchanged: the view's stored plan
-is the body's analysis, and the projection over the pinned relation must still be, by
-`sameResult`, the governed view the rewriter generated. A governed view holds its pin's
-plan, so unpinning a table (a schema change) unmakes its governed views as well.
+(content-addressed: the same text is the same view, whoever's statement asks; a body
+projects the columns a statement can name, so statements naming the same columns share
+it), made from the body parsed as checked (governance/guard.py), so Spark analyses each
+body once per process and a statement reads it by name. The verifier is unchanged: the
+view's stored plan is the body's analysis, and the projection over the pinned relation
+must still be, by `sameResult`, the governed view the rewriter generated. A governed view
+holds its pin's plan, so unpinning a table (a schema change) unmakes its governed views as
+well.
 
 The planner only names pins and views (no JVM); `ensure` makes them at the Spark edge,
 before the statement is analysed.
@@ -53,9 +55,10 @@ if TYPE_CHECKING:
 #: Delta's error class when a pinned DataFrame's schema no longer matches its table.
 SCHEMA_CHANGED = "DELTA_SCHEMA_CHANGE_SINCE_ANALYSIS"
 GLOBAL_TEMP = "global_temp"  # Spark's default spark.sql.globalTempDatabase
-#: Distinct governed view bodies made per process (one per user, table registration and
-#: policy state); past it a statement's views are inlined as text again (analysed per
-#: statement, as before), so a process serving very many users trades speed, not memory.
+#: Distinct governed view bodies made per process (one per user, table registration,
+#: policy state and set of columns statements name); past it a statement's views are
+#: inlined as text again (analysed per statement, as before), so a process serving very
+#: many users trades speed, not memory.
 MAX_GOVERNED_VIEWS = 20_000
 
 
