@@ -19,6 +19,7 @@ HERE = Path(__file__).resolve().parent
 from benchmarks import plots  # noqa: E402
 from benchmarks.report_headline import headline_section  # noqa: E402
 from benchmarks.report_kit import Add, Img  # noqa: E402
+from benchmarks.report_lines import lines_section  # noqa: E402
 from benchmarks.report_sections import (  # noqa: E402
     analysis_section,
     api_section,
@@ -158,12 +159,17 @@ def _headline(results: dict[str, Any], add: Add, img: Img) -> None:
     headline_section(results, add)
 
 
+def _lines(results: dict[str, Any], add: Add, img: Img) -> None:
+    lines_section(results, add)
+
+
 #: The report's sections, in order.
 SECTIONS = (
     intro_section,
     _headline,
     steps_section,
     tpcds_section,
+    _lines,
     rewrite_section,
     decisions_section,
     audit_section,

@@ -9,7 +9,9 @@ from benchmarks.rewrite import TARGET_OVER_SQLGLOT, TARGET_P50_MS_14
 from benchmarks.tpcds_summary import (
     TARGET_C_OVER_A,
     TARGET_C_OVER_FLOOR,
+    TARGET_MEDIAN_C_OVER_A,
     TARGET_OVERHEAD_MS,
+    TARGET_P90_C_OVER_A,
     TARGET_VERIFY_MS,
 )
 
@@ -37,6 +39,18 @@ def tpcds_targets(s: dict[str, Any]) -> list[Target]:
             f"<= {TARGET_C_OVER_A}",
             fmt(s.get("c_over_a")),
             met(t.get("total_c_over_a", {}).get("met")),
+        ),
+        (
+            "TPC-DS per-query median C/A (issue 31)",
+            f"<= {TARGET_MEDIAN_C_OVER_A}",
+            fmt(s.get("median_query_c_over_a")),
+            met(t.get("median_query_c_over_a", {}).get("met")),
+        ),
+        (
+            "TPC-DS per-query p90 C/A (issue 31)",
+            f"<= {TARGET_P90_C_OVER_A}",
+            fmt(s.get("p90_query_c_over_a")),
+            met(t.get("p90_query_c_over_a", {}).get("met")),
         ),
         (
             "TPC-DS total C/A' (governed / raw Spark with the bench user's filters and masks "

@@ -15,6 +15,7 @@ def tpcds_section(results: dict[str, Any], add: Add, img: Img) -> None:
         return
     _overview(tpcds, add, img)
     _outliers_and_answers(tpcds.get("summary") or {}, add)
+    _worst_by_step(tpcds.get("summary") or {}, add)
     _skipping(tpcds, add)
     _all_queries(tpcds, add)
     breakdown_section(tpcds, add)
@@ -109,6 +110,40 @@ def _outliers_and_answers(s: dict[str, Any], add: Add) -> None:
         "A's answers differ from B/C wherever a query outputs or groups by a masked column, "
         "as they should.\n"
     )
+
+
+def _worst_by_step(s: dict[str, Any], add: Add) -> None:
+    """The worst queries by C/A, each step's milliseconds governed against raw (issue 31):
+    where a short query's fixed price goes, and how much of C over A is the policies' own
+    (A', the same filters and masks written by hand)."""
+    worst = s.get("worst_c_over_a") or []
+    if not worst:
+        return
+    add(
+        "Worst queries by C/A, by step (ms; governed / raw where raw Spark has the step; "
+        "A'/A is what the policies themselves cost, C/A' the layer):\n"
+    )
+    add(
+        "| query | A s | A' s | C s | C/A | A'/A | C/A' | plan | analyze C/A | verify | "
+        "optimize C/A | execute C/A | audit |"
+    )
+    add("|---" * 13 + "|")
+    for w in worst:
+        b = w.get("breakdown") or {}
+
+        def pair(c: str, a: str, b: dict[str, Any] = b) -> str:
+            return f"{fmt(b.get(c), '.0f')} / {fmt(b.get(a), '.0f')}"
+
+        floor_ratio = w["floor"] / w["a"] if w.get("floor") and w.get("a") else None
+        add(
+            f"| q{w['id']} | {fmt(w['a'])} | {fmt(w.get('floor'))} | {fmt(w['c'])} | "
+            f"{fmt(w['c_over_a'], '.2f')} | {fmt(floor_ratio, '.2f')} | "
+            f"{fmt(w.get('c_over_floor'), '.2f')} | {fmt(b.get('plan_ms'), '.1f')} | "
+            f"{pair('analyze_c_ms', 'analyze_a_ms')} | {fmt(b.get('verify_ms'), '.1f')} | "
+            f"{pair('optimize_ms', 'optimize_a_ms')} | {pair('execute_ms', 'execute_a_ms')} | "
+            f"{fmt(b.get('audit_ms'), '.1f')} |"
+        )
+    add("")
 
 
 def _skipping(tpcds: dict[str, Any], add: Add) -> None:

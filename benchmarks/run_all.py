@@ -68,10 +68,27 @@ STEPS = (
 )
 
 
-def run_step(name: str, argv: list[str], timeout: float, echo: bool = True) -> dict[str, Any]:
-    """Run one benchmark, streaming its output with a prefix; returns rc, stdout, seconds."""
-    cmd = [sys.executable, *argv]
-    shown = " ".join(["python", *argv])
+#: The steps measured again on the other Spark line (issue 26): what differs between lines.
+LINE_STEPS = ("tpcds", "connect")
+
+
+def other_line_python() -> tuple[str, Path]:
+    """The other Spark line and its virtual environment's interpreter (`make` builds both:
+    .venv-spark4, .venv-spark35)."""
+    from governance.spark_line import LINE
+
+    other = "3.5" if LINE.name == "4" else "4"
+    venv = ".venv-spark35" if other == "3.5" else ".venv-spark4"
+    return other, ROOT / venv / "bin" / "python"
+
+
+def run_step(
+    name: str, argv: list[str], timeout: float, echo: bool = True, python: str | None = None
+) -> dict[str, Any]:
+    """Run one benchmark, streaming its output with a prefix; returns rc, stdout, seconds.
+    `python`: another interpreter (the other Spark line's)."""
+    cmd = [python or sys.executable, *argv]
+    shown = " ".join([python or "python", *argv])
     print(f"\n=== [{name}] {shown}", flush=True)
     t0 = time.perf_counter()
     load0 = os.getloadavg()[0]
@@ -332,6 +349,17 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--workdir", help="where the TPC-DS data goes (default: temporary)")
     ap.add_argument(
+        "--other-line",
+        action="store_true",
+        help="also run the TPC-DS and Connect steps on the other Spark line (its venv)",
+    )
+    ap.add_argument(
+        "--other-rounds",
+        type=int,
+        default=1,
+        help="TPC-DS interleaved rounds on the other line (default 1)",
+    )
+    ap.add_argument(
         "--regenerate",
         metavar="RESULTS_JSON",
         help="run nothing: rewrite the report from a --results-json file",
@@ -463,6 +491,9 @@ def main(argv: list[str] | None = None) -> int:
                     "work on the machine competed with it"
                 )
 
+        if args.other_line:
+            run_other_line(args, plan, only, tmpd, results)
+
     results["load"]["after"] = os.getloadavg()[0]
     results["run_s"] = time.perf_counter() - started
     if quick:
@@ -483,6 +514,41 @@ def main(argv: list[str] | None = None) -> int:
             f"{len(s['flagged'])} queries over 1.25 x B"
         )
     return verdict(results["steps"])
+
+
+def run_other_line(
+    args: argparse.Namespace,
+    plan: list[tuple[str, list[str], float]],
+    only: set[str],
+    tmpd: Path,
+    results: dict[str, Any],
+) -> None:
+    """The line-dependent steps again on the other Spark line, same data, same queries;
+    their figures under results["other_line"], their runs among the steps (a failure
+    fails the run)."""
+    line, python = other_line_python()
+    if not python.is_file():
+        raise harness.ScenarioFailed(
+            f"--other-line: {python} is missing; build it with `make test-cross` or "
+            f"`make .venv-spark{line.replace('.', '')}/.installed-spark"
+            f"{line.replace('.', '')} SPARK={line}`"
+        )
+    into: dict[str, Any] = {"line": line, "python": str(python)}
+    results["other_line"] = into
+    for name, argv_, timeout in plan:
+        if name not in only or not name.startswith(LINE_STEPS):
+            continue
+        if name == "tpcds":
+            at = argv_.index("--rounds") + 1
+            argv_ = [*argv_[:at], str(args.other_rounds), *argv_[at + 1 :]]
+        (tmpd / "tpcds.json").unlink(missing_ok=True)  # never this line's figures as that's
+        key = f"{name}@{line}"
+        print(f"\n##### on Spark {line}: {name}", flush=True)
+        st = run_step(key, argv_, timeout, echo=True, python=str(python))
+        stdout = st.pop("stdout")
+        results["steps"][key] = st
+        if st["ok"] or (name == "tpcds" and (tmpd / "tpcds.json").is_file()):
+            collect(name, stdout, tmpd, into)
 
 
 def verdict(steps: dict[str, dict[str, Any]]) -> int:
