@@ -2,13 +2,14 @@
 interleaved in one run; query p50 ratio and time to first row, against issue 31's targets.
 
 The plain server is the very Spark Connect service the gateway forwards to (in the same
-driver JVM, reached with its secret header and no TLS), reading the raw Delta tables: the
+driver JVM, reached with its secret header and no TLS), reading the raw Delta tables
+through temp views of `spark.read.format("delta").load(path)` (as tpcds_delta's A): the
 difference is what the gateway adds (TLS relay, token, plan walk, governed planning and
 audit, plan verification, forwarding). The clients are stock `pyspark.sql.connect`
 sessions in a separate process (benchmarks/connect_client.py), as an analyst's are.
 
 Two data sets:
-  default   the demo's `main.sales.orders` as alice: one governed aggregate;
+  default   the demo's `main.sales.orders` as alice: one governed aggregate (plain: `orders`);
   --tpcds   TPC-DS queries on the Delta tables under DIR/delta (benchmarks/tpcds_delta.py's
             layout; its policies, as user `bench`), gateway text qualified with tpcds.sf1,
             plain text over temp views of the same Delta paths (tpcds_delta's mode A).
@@ -89,18 +90,21 @@ def demo_spec(root: Path) -> tuple[dict[str, Any], contextlib.ExitStack]:
     stack.callback(demo.spark.stop)
     stack.callback(demo.close)
     location = demo.catalog.table("main", "sales", "orders").location
-    raw = "delta.`" + location.replace("`", "``") + "`"
     _, urls, ca = stack.enter_context(gateway(demo, "alice", root))
     spec = {
         "urls": urls,
         "ca": str(ca),
+        "plain_views": {"orders": location},
         "queries": {
             "orders aggregate": {
                 "gateway": QUERY.format(t="main.sales.orders"),
-                "plain": QUERY.format(t=raw),
+                "plain": QUERY.format(t="orders"),
             }
         },
-        "first_row": {"gateway": SMALL.format(t="main.sales.orders"), "plain": SMALL.format(t=raw)},
+        "first_row": {
+            "gateway": SMALL.format(t="main.sales.orders"),
+            "plain": SMALL.format(t="orders"),
+        },
     }
     return spec, stack
 
