@@ -111,6 +111,11 @@ class Front:
 
     def _relay(self, conn: socket.socket, ip: str) -> None:
         up = socket.create_connection(("127.0.0.1", self.upstream))
+        # gRPC writes small HTTP/2 frames and turns Nagle's algorithm off on its own
+        # sockets; a relay that kept it on would hold each frame back for the peer's
+        # delayed ACK (tens of ms per round trip)
+        for s in (conn, up):
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         port = int(up.getsockname()[1])
         with self._lock:
             self._clients[port] = ip

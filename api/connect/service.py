@@ -99,6 +99,8 @@ class ConnectService(GatewayCommands, LimitedCalls, base_pb2_grpc.SparkConnectSe
     def __init__(self, lg: Lakegate, backend: Backend) -> None:
         self.lg = lg
         self.backend = backend
+        # looked up once: each name of a py4j package path is a round trip to the JVM
+        self._spark_class = lg.spark._jvm.org.apache.spark.sql.SparkSession
         self.auth = TokenAuth(lg.config.api)
         self._channel = grpc.insecure_channel(
             backend.target,
@@ -321,8 +323,7 @@ class ConnectService(GatewayCommands, LimitedCalls, base_pb2_grpc.SparkConnectSe
         JVM thread gets Lakegate's SparkSession as its active one: Spark's analyzer reads
         its settings from the active session, and the verifier analyses statements directly
         (outside `spark.sql`), where a fresh thread would have none."""
-        spark = self.lg.spark
-        spark._jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
+        self._spark_class.setActiveSession(self.lg.spark._jsparkSession)
         entry = call.entry
         assert entry is not None  # admitted in _begin
         with self._lock:
