@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import re
 import sys
+from collections.abc import Iterable
 
 from sqlglot import exp
 from sqlglot.dialects.spark import Spark
@@ -18,6 +19,7 @@ from sqlglot.tokens import TokenType
 
 from governance import pipe, spark4_syntax
 from governance.errors import Refused, SqlParseError
+from governance.walk import Walked, collect
 
 MAX_STATEMENT_CHARS = 1_000_000
 # sqlglot's parser and generator recurse per nesting level. Deeper statements are refused
@@ -78,6 +80,24 @@ def decode_statement(text: str | bytes) -> str:
 
 
 def parse_statement(text: str | bytes) -> exp.Expression:
+    stmt, cross = _parse(text)
+    if not cross:
+        _restore_comma_joins(stmt.find_all(exp.Join))
+    return stmt
+
+
+def parse_walked(text: str | bytes) -> tuple[exp.Expression, Walked]:
+    """parse_statement, and the statement's one walk (governance/walk.py) the planner's
+    steps read instead of walking the tree again each."""
+    stmt, cross = _parse(text)
+    walked = collect(stmt)
+    if not cross:
+        _restore_comma_joins(walked.joins)
+    return stmt, walked
+
+
+def _parse(text: str | bytes) -> tuple[exp.Expression, bool]:
+    """The statement's tree, and whether a CROSS keyword occurs in its tokens."""
     text = decode_statement(text)
     tokens: list = []
     has_pipe = False
@@ -101,12 +121,10 @@ def parse_statement(text: str | bytes) -> exp.Expression:
         raise SqlParseError("statement is nested too deeply to govern") from None
     except Exception as e:  # the parser must never be the reason a statement runs
         raise SqlParseError(f"cannot parse statement: {type(e).__name__}") from None
-    if not has_cross:
-        _restore_comma_joins(stmt)
     if isinstance(stmt, exp.Command):
         word = str(stmt.this).split()[0].upper() if stmt.this else "?"
         raise Refused(f"statement kind {word} is not governed by Lakegate")
-    return stmt
+    return stmt, has_cross
 
 
 def _one_statement(tokens: list, text: str) -> exp.Expression:
@@ -136,11 +154,12 @@ def _table_statement(tokens: list, text: str) -> exp.Select:
     return exp.select(exp.Star()).from_(table, copy=False)
 
 
-def _restore_comma_joins(stmt: exp.Expression) -> None:
+def _restore_comma_joins(joins: Iterable[exp.Join]) -> None:
     """sqlglot reads Spark's `FROM a, b` as `a CROSS JOIN b`, and Spark skips dynamic
     partition pruning on explicit cross joins: with no CROSS keyword in the text, every
-    CROSS join came from a comma, so it is written back as one (same meaning to Spark)."""
-    for join in stmt.find_all(exp.Join):
+    CROSS join (of the statement's `joins`) came from a comma, so it is written back as
+    one (same meaning to Spark)."""
+    for join in joins:
         if (
             join.args.get("kind") == "CROSS"
             and not join.args.get("on")

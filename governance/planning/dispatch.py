@@ -19,7 +19,7 @@ from sqlglot import exp
 from catalog.catalog import Catalog
 from catalog.model import TableInfo
 from governance.errors import Refused
-from governance.parse import parse_statement
+from governance.parse import parse_walked
 from governance.planning import ddl, metadata, queries, views, writes
 from governance.planning.context import PlanningContext
 from governance.planning.planned import Planned
@@ -127,9 +127,10 @@ class Planner:
                 if m:
                     ctx.cmd = kind.cmd
                     return kind.plan(ctx, m)
-        stmt = parse_statement(statement)
-        for hint in list(stmt.find_all(exp.Hint)):
+        stmt, walked = parse_walked(statement)
+        for hint in walked.hints:
             hint.pop()  # hints name tables; they only tune plans, so they are dropped
+            walked.stale = True
         if views.is_view_statement(stmt):
             return views.plan_view_statement(ctx, stmt, self.temp_views)
         stmt = views.expand(stmt, self.temp_views)
@@ -140,6 +141,7 @@ class Planner:
                 f"statement kind {_kind_name(stmt, statement)} is not governed by Lakegate"
             )
         ctx.cmd = kind.cmd
+        ctx.walked = walked  # of the parsed tree: a step finds it current or walks again
         try:
             return kind.plan(ctx, stmt)
         except AmbiguousMask as e:

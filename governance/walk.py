@@ -1,0 +1,88 @@
+"""One walk over a statement's tree (issue 31): the nodes each planning step looks at,
+gathered by a single compiled sqlglot traversal instead of one traversal per step.
+
+sqlglot's walk costs about the same whatever it looks for, so planning a query walked its
+tree once per step (hints, comma joins, constructs, columns named, words Spark may
+resolve). `collect` walks it once and keeps, per step, the nodes of that step's kinds in
+the order sqlglot's breadth-first `find_all` yields them: a step reading its list sees
+what its own walk would have seen on the tree as collected.
+
+A step that replaces or drops nodes a later step counts (a popped hint, an identity
+function folded to a literal, a table's time travel dropped by the rewrite) marks the
+record `stale`; `valid` then gives None and the next step walks the tree again. Names the
+rewrite replaces (a CTE's, a table's qualifiers) stay in `unnamed`: the words check may
+then keep every visible column of a view, never fewer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sqlglot import exp
+
+from governance.constructs import GOVERNED_NODES
+
+#: columns_named's kinds (governance/columns.py), and check_hidden_columns' Column.
+NAMED = (exp.Column, exp.Star, exp.Dot)
+#: The kinds words_spark_may_resolve looks at for a column read without being named.
+UNNAMED = (exp.Star, exp.Join, exp.Identifier, exp.TableAlias, exp.Pivot)
+# (list name, kinds), in the order of Walked's lists
+_LISTS: tuple[tuple[str, tuple[type[exp.Expression], ...]], ...] = (
+    ("hints", (exp.Hint,)),
+    ("joins", (exp.Join,)),
+    ("governed", GOVERNED_NODES),
+    ("named", NAMED),
+    ("unnamed", UNNAMED),
+    ("aliases", (exp.Alias,)),
+)
+# node type -> positions of the lists it belongs to (filled as types are met)
+_SLOTS: dict[type, tuple[int, ...]] = {}
+
+
+@dataclass
+class Walked:
+    """The nodes of one tree (`root`) each step looks at, each list in breadth-first order."""
+
+    root: exp.Expression
+    hints: list[exp.Hint] = field(default_factory=list)
+    joins: list[exp.Join] = field(default_factory=list)
+    governed: list[exp.Expression] = field(default_factory=list)
+    named: list[exp.Expression] = field(default_factory=list)
+    unnamed: list[exp.Expression] = field(default_factory=list)
+    aliases: list[exp.Alias] = field(default_factory=list)
+    stale: bool = False  # a step changed the tree in a way these lists do not show
+
+    @property
+    def columns(self) -> list[exp.Column]:
+        return [n for n in self.named if isinstance(n, exp.Column)]
+
+
+def collect(root: exp.Expression) -> Walked:
+    """Every list of `root`'s tree, from one breadth-first walk (sqlglot's, compiled)."""
+    walked = Walked(root)
+    lists = (
+        walked.hints,
+        walked.joins,
+        walked.governed,
+        walked.named,
+        walked.unnamed,
+        walked.aliases,
+    )
+    slots = _SLOTS
+    for node in root.walk():
+        kind = type(node)
+        found = slots.get(kind)
+        if found is None:
+            found = slots[kind] = tuple(
+                i for i, (_, kinds) in enumerate(_LISTS) if issubclass(kind, kinds)
+            )
+        for i in found:
+            lists[i].append(node)
+    return walked
+
+
+def valid(tree: exp.Expression, walked: Walked | None) -> Walked | None:
+    """`walked` if it is a current record of `tree`, else None (the step walks itself)."""
+    if walked is None or walked.stale or walked.root is not tree:
+        return None
+    return walked
