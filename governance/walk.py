@@ -3,7 +3,7 @@ gathered by a single compiled sqlglot traversal instead of one traversal per ste
 
 sqlglot's walk costs about the same whatever it looks for, so planning a query walked its
 tree once per step (hints, comma joins, constructs, columns named, words Spark may
-resolve). `collect` walks it once and keeps, per step, the nodes of that step's kinds in
+resolve), and resolving tables walked it once more in Python. `collect` walks it once and keeps, per step, the nodes of that step's kinds in
 the order sqlglot's breadth-first `find_all` yields them: a step reading its list sees
 what its own walk would have seen on the tree as collected.
 
@@ -34,6 +34,8 @@ _LISTS: tuple[tuple[str, tuple[type[exp.Expression], ...]], ...] = (
     ("named", NAMED),
     ("unnamed", UNNAMED),
     ("aliases", (exp.Alias,)),
+    ("tables", (exp.Table,)),
+    ("withs", (exp.With,)),
 )
 # node type -> positions of the lists it belongs to (filled as types are met)
 _SLOTS: dict[type, tuple[int, ...]] = {}
@@ -50,6 +52,8 @@ class Walked:
     named: list[exp.Expression] = field(default_factory=list)
     unnamed: list[exp.Expression] = field(default_factory=list)
     aliases: list[exp.Alias] = field(default_factory=list)
+    tables: list[exp.Table] = field(default_factory=list)
+    withs: list[exp.With] = field(default_factory=list)
     stale: bool = False  # a step changed the tree in a way these lists do not show
 
     @property
@@ -67,6 +71,8 @@ def collect(root: exp.Expression) -> Walked:
         walked.named,
         walked.unnamed,
         walked.aliases,
+        walked.tables,
+        walked.withs,
     )
     slots = _SLOTS
     for node in root.walk():

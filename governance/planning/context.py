@@ -107,10 +107,13 @@ class PlanningContext:
         self,
         stmt: exp.Expression,
         targets: set[int] | None = None,
+        walked: Walked | None = None,
     ) -> tuple[list[TableRef], list[tuple[TableRef, TableAccess]]]:
         """Resolve the statement's tables (`targets`: node ids written, not read) and decide
-        every read."""
-        resolved = resolve_tables(stmt, self.catalog, self.ns, self.user, targets)
+        every read; `walked`: the statement's one walk, read if current."""
+        resolved = resolve_tables(
+            stmt, self.catalog, self.ns, self.user, targets, valid(stmt, walked)
+        )
         reads = [(r, self.access(r)) for r in resolved.reads]
         return resolved.targets, reads
 

@@ -16,7 +16,7 @@ def plan_query(ctx: PlanningContext, stmt: exp.Expression) -> Planned:
     planned = Planned(cmd="select", is_query=True)
     walked = ctx.walked  # the statement's one walk, read by each step while it is current
     stmt = ctx.govern(stmt, walked)
-    _, reads = ctx.reads(stmt)
+    _, reads = ctx.reads(stmt, walked=walked)
     stmt = ctx.views_sql(stmt, reads, planned, walked=walked)
     planned.sql = ctx.generate(stmt, planned, query=True, walked=walked)
     return planned
