@@ -87,9 +87,7 @@ def columns_to_project(access: TableAccess, words: frozenset[str]) -> tuple[int,
     3-column view; a column whose name is no plain word is always kept. At least one column
     stays (a projection cannot be empty): the first unmasked one if any."""
     visible = access.visible_columns
-    kept = tuple(
-        i for i, c in enumerate(visible) if c.lower() in words or not _SIMPLE_NAME.fullmatch(c)
-    )
+    kept = tuple(i for i, (low, plain) in enumerate(_words(visible)) if not plain or low in words)
     if len(kept) == len(visible):
         return None
     if not kept and visible:
@@ -102,6 +100,12 @@ def columns_read(view: ReadView, names: set[str], star: bool, qstars: set[str]) 
     if star or view.alias.lower() in qstars:
         return list(view.access.visible_columns)
     return [c for c, low in _lowered(view.access.visible_columns) if low in names]
+
+
+@functools.lru_cache(maxsize=4096)
+def _words(columns: tuple[str, ...]) -> tuple[tuple[str, bool], ...]:
+    """Each column's lower-case name and whether it is a plain word, once per column list."""
+    return tuple((c.lower(), _SIMPLE_NAME.fullmatch(c) is not None) for c in columns)
 
 
 @functools.lru_cache(maxsize=4096)

@@ -219,7 +219,8 @@ def govern_nodes(
     whether the tree changed (a node was replaced)."""
     replacements: list[tuple[exp.Expression, exp.Expression]] = []
     for node in nodes:  # the kinds checked below, nothing else
-        fixed = spark4_syntax.govern_node(node, function_name(node))
+        name = function_name(node)
+        fixed = spark4_syntax.govern_node(node, name)
         if fixed is not None:
             replacements.append((node, fixed))
             continue
@@ -261,7 +262,6 @@ def govern_nodes(
         if isinstance(node, exp.CurrentCatalog) and namespace:
             replacements.append((node, exp.Literal.string(namespace[0])))
             continue
-        name = function_name(node)
         if not name:
             continue
         if name in IDENTITY_USER:

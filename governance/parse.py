@@ -103,8 +103,8 @@ def _parse(text: str | bytes) -> tuple[exp.Expression, bool]:
     has_pipe = False
     try:
         tokens = _TOKENIZER().tokenize(text)
-        has_cross, has_pipe = _check_nesting(tokens)
-        spark4_syntax.refuse_statement_forms(tokens)
+        has_cross, has_pipe, forms = _check_nesting(tokens)
+        spark4_syntax.refuse_statement_forms(tokens, forms)
         if has_pipe:  # Spark 4's `|>`, read operator by operator (governance/pipe.py)
             stmt = pipe.translate(tokens, lambda part: _one_statement(part, text))
         else:
@@ -172,13 +172,15 @@ _OPENING = frozenset({TokenType.L_PAREN, TokenType.L_BRACKET})
 _CLOSING = frozenset({TokenType.R_PAREN, TokenType.R_BRACKET})
 
 
-def _check_nesting(tokens: list) -> tuple[bool, bool]:
+def _check_nesting(tokens: list) -> tuple[bool, bool, list[int]]:
     """Refuse statements nested or chained too deeply; also says whether a CROSS keyword
-    occurs (the same pass over the tokens serves `_restore_comma_joins`) and whether a
-    pipe `|>` does."""
+    occurs (the same pass over the tokens serves `_restore_comma_joins`), whether a pipe
+    `|>` does, and where the tokens spark4_syntax.refuse_statement_forms looks at are."""
     depth = peak = operators = 0
     cross = pipes = False
-    for t in tokens:
+    forms: list[int] = []
+    form_tokens = spark4_syntax.FORM_TOKENS
+    for i, t in enumerate(tokens):
         kind = t.token_type
         if kind in _OPENING:
             depth += 1
@@ -192,11 +194,13 @@ def _check_nesting(tokens: list) -> tuple[bool, bool]:
             cross = True
         elif kind == TokenType.PIPE_GT:
             pipes = True
+        elif kind in form_tokens:
+            forms.append(i)
     if peak > MAX_NESTING:
         raise SqlParseError(f"statement nests {peak} levels deep; the limit is {MAX_NESTING}")
     if operators > MAX_OPERATORS:
         raise SqlParseError(f"statement has {operators} operators; the limit is {MAX_OPERATORS}")
-    return cross, pipes
+    return cross, pipes, forms
 
 
 _TOKEN = re.compile(r"<Token token_type: TokenType\.(\w+), text: ?(.*?), line: .*?>")

@@ -214,10 +214,13 @@ def _path(node: exp.Expression, root: exp.Expression) -> list[_Step] | None:
             child.arg_key in _NAME_ARGS or (child.arg_key == "this" and _is_name(child))
         ):
             return None
-        if isinstance(parent, exp.With) and _owns(parent):
-            # owner -> WITH -> CTE -> its query: nothing else under a WITH is walked
-            if child.arg_key != "expressions" or i == last or steps[i + 1][1].arg_key != "this":
-                return None
+        # owner -> WITH -> CTE -> its query: nothing else under a WITH is walked
+        if (
+            isinstance(parent, exp.With)
+            and _owns(parent)
+            and (child.arg_key != "expressions" or i == last or steps[i + 1][1].arg_key != "this")
+        ):
+            return None
     return steps
 
 

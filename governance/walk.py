@@ -3,9 +3,10 @@ gathered by a single compiled sqlglot traversal instead of one traversal per ste
 
 sqlglot's walk costs about the same whatever it looks for, so planning a query walked its
 tree once per step (hints, comma joins, constructs, columns named, words Spark may
-resolve), and resolving tables walked it once more in Python. `collect` walks it once and keeps, per step, the nodes of that step's kinds in
-the order sqlglot's breadth-first `find_all` yields them: a step reading its list sees
-what its own walk would have seen on the tree as collected.
+resolve), and resolving tables walked it once more in Python. `collect` walks it once and
+keeps, per step, the nodes of that step's kinds in the order sqlglot's breadth-first
+`find_all` yields them: a step reading its list sees what its own walk would have seen on
+the tree as collected (resolve_tables orders its tables itself, governance/resolve.py).
 
 A step that replaces or drops nodes a later step counts (a popped hint, an identity
 function folded to a literal, a table's time travel dropped by the rewrite) marks the
