@@ -27,8 +27,8 @@ from governance.constructs import GOVERNED_NODES
 NAMED = (exp.Column, exp.Star, exp.Dot)
 #: The kinds words_spark_may_resolve looks at for a column read without being named.
 UNNAMED = (exp.Star, exp.Join, exp.Identifier, exp.TableAlias, exp.Pivot)
-# (list name, kinds), in the order of Walked's lists
-_LISTS: tuple[tuple[str, tuple[type[exp.Expression], ...]], ...] = (
+#: (list name, kinds), in the order of Walked's lists
+LISTS: tuple[tuple[str, tuple[type[exp.Expression], ...]], ...] = (
     ("hints", (exp.Hint,)),
     ("joins", (exp.Join,)),
     ("governed", GOVERNED_NODES),
@@ -81,7 +81,7 @@ def collect(root: exp.Expression) -> Walked:
         found = slots.get(kind)
         if found is None:
             found = slots[kind] = tuple(
-                i for i, (_, kinds) in enumerate(_LISTS) if issubclass(kind, kinds)
+                i for i, (_, kinds) in enumerate(LISTS) if issubclass(kind, kinds)
             )
         for i in found:
             lists[i].append(node)
