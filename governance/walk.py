@@ -27,6 +27,19 @@ from governance.constructs import GOVERNED_NODES
 NAMED = (exp.Column, exp.Star, exp.Dot)
 #: The kinds words_spark_may_resolve looks at for a column read without being named.
 UNNAMED = (exp.Star, exp.Join, exp.Identifier, exp.TableAlias, exp.Pivot)
+#: The kinds Spark's sqlglot generator may reshape in place (its preprocess transforms:
+#: QUALIFY, DISTINCT ON, UNNEST, ANY, pivots, WITHIN GROUP, struct arrays, sequences). A
+#: tree holding one is walked again after generation where the generated tree counts.
+RESHAPED = (
+    exp.Qualify,
+    exp.Distinct,
+    exp.Unnest,
+    exp.Any,
+    exp.Pivot,
+    exp.WithinGroup,
+    exp.Array,
+    exp.GenerateSeries,
+)
 #: (list name, kinds), in the order of Walked's lists
 LISTS: tuple[tuple[str, tuple[type[exp.Expression], ...]], ...] = (
     ("hints", (exp.Hint,)),
@@ -37,6 +50,7 @@ LISTS: tuple[tuple[str, tuple[type[exp.Expression], ...]], ...] = (
     ("aliases", (exp.Alias,)),
     ("tables", (exp.Table,)),
     ("withs", (exp.With,)),
+    ("reshaped", RESHAPED),
 )
 # node type -> positions of the lists it belongs to (filled as types are met)
 _SLOTS: dict[type, tuple[int, ...]] = {}
@@ -55,11 +69,23 @@ class Walked:
     aliases: list[exp.Alias] = field(default_factory=list)
     tables: list[exp.Table] = field(default_factory=list)
     withs: list[exp.With] = field(default_factory=list)
+    reshaped: list[exp.Expression] = field(default_factory=list)
     stale: bool = False  # a step changed the tree in a way these lists do not show
 
     @property
     def columns(self) -> list[exp.Column]:
         return [n for n in self.named if isinstance(n, exp.Column)]
+
+    def reshaped_by_generation(self) -> bool:
+        """Whether generating SQL from the tree may change it (a transform applies): a
+        DISTINCT only with ON, an array only inheriting struct field names."""
+        for node in self.reshaped:
+            if isinstance(node, exp.Distinct):
+                if node.args.get("on"):
+                    return True
+            elif not isinstance(node, exp.Array) or node.args.get("struct_name_inheritance"):
+                return True
+        return False
 
 
 def collect(root: exp.Expression) -> Walked:
@@ -74,6 +100,7 @@ def collect(root: exp.Expression) -> Walked:
         walked.aliases,
         walked.tables,
         walked.withs,
+        walked.reshaped,
     )
     slots = _SLOTS
     for node in root.walk():

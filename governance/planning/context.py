@@ -221,10 +221,13 @@ class PlanningContext:
         columns the statement can name, and read a table at its current version through
         its pin: what Spark's analysis of the statement costs is in proportion to both.
         `walked`: the statement's one walk, read if current."""
+        current = valid(stmt, walked)
+        if current is not None and current.reshaped_by_generation():
+            current = None  # the words check reads the tree as generation leaves it
         outer = stmt.sql("spark", copy=False)
         words = None
         if query and planned.views:
-            words = words_spark_may_resolve(stmt, outer, valid(stmt, walked))
+            words = words_spark_may_resolve(stmt, outer, current)
         bodies = []
         for k, v in enumerate(planned.views):
             table = v.access.table
