@@ -129,8 +129,8 @@ class PlanningContext:
         `walked`: the statement's one walk, read if current."""
         if walked is not None and any(_drops_nodes(ref.node) for ref, _ in reads):
             walked.stale = True  # the rewrite drops what the table node holds beyond names
-        stmt, views = replace_reads(stmt, reads)
         current = valid(stmt, walked)
+        stmt, views = replace_reads(stmt, reads, current.columns if current else None)
         check_hidden_columns(stmt, views, self.user, current)
         if scan is None:
             names, _, star, qstars = columns_named(stmt, current)
