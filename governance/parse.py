@@ -10,7 +10,9 @@ from __future__ import annotations
 import logging
 import re
 import sys
+from collections import Counter
 from collections.abc import Iterable
+from itertools import accumulate, repeat
 
 from sqlglot import exp
 from sqlglot.dialects.spark import Spark
@@ -170,37 +172,29 @@ def _restore_comma_joins(joins: Iterable[exp.Join]) -> None:
 
 _OPENING = frozenset({TokenType.L_PAREN, TokenType.L_BRACKET})
 _CLOSING = frozenset({TokenType.R_PAREN, TokenType.R_BRACKET})
+_DEPTH = {**dict.fromkeys(_OPENING, 1), **dict.fromkeys(_CLOSING, -1)}  # token -> nesting step
 
 
 def _check_nesting(tokens: list) -> tuple[bool, bool, list[int]]:
     """Refuse statements nested or chained too deeply; also says whether a CROSS keyword
     occurs (the same pass over the tokens serves `_restore_comma_joins`), whether a pipe
-    `|>` does, and where the tokens spark4_syntax.refuse_statement_forms looks at are."""
-    depth = peak = operators = 0
-    cross = pipes = False
-    forms: list[int] = []
-    form_tokens = spark4_syntax.FORM_TOKENS
-    for i, t in enumerate(tokens):
-        kind = t.token_type
-        if kind in _OPENING:
-            depth += 1
-            if depth > peak:
-                peak = depth
-        elif kind in _CLOSING:
-            depth -= 1
-        elif kind in _OPERATORS:
-            operators += 1
-        elif kind == TokenType.CROSS:
-            cross = True
-        elif kind == TokenType.PIPE_GT:
-            pipes = True
-        elif kind in form_tokens:
-            forms.append(i)
+    `|>` does, and where the tokens spark4_syntax.refuse_statement_forms looks at are.
+    One pass in Python (the token kinds); counting and the running depth run in C."""
+    kinds = [t.token_type for t in tokens]
+    counts = Counter(kinds)
+    peak = max(0, max(accumulate(map(_DEPTH.get, kinds, repeat(0))), default=0))
     if peak > MAX_NESTING:
         raise SqlParseError(f"statement nests {peak} levels deep; the limit is {MAX_NESTING}")
+    operators = sum(counts[k] for k in _OPERATORS)
     if operators > MAX_OPERATORS:
         raise SqlParseError(f"statement has {operators} operators; the limit is {MAX_OPERATORS}")
-    return cross, pipes, forms
+    form_tokens = spark4_syntax.FORM_TOKENS
+    forms = (
+        [i for i, k in enumerate(kinds) if k in form_tokens]
+        if any(counts[k] for k in form_tokens)
+        else []
+    )
+    return TokenType.CROSS in counts, TokenType.PIPE_GT in counts, forms
 
 
 _TOKEN = re.compile(r"<Token token_type: TokenType\.(\w+), text: ?(.*?), line: .*?>")
