@@ -201,8 +201,10 @@ def _path(node: exp.Expression, root: exp.Expression) -> list[_Step] | None:
     steps: list[_Step] = []
     while node is not root:
         parent = node.parent
-        if parent is None:
-            return None
+        held = parent.args.get(node.arg_key) if parent is not None else None
+        if held is not node and not (isinstance(held, list) and any(h is node for h in held)):
+            # found under the root, yet its parents do not lead there: fail closed
+            raise Refused("internal: the statement's tree is inconsistent; statement refused")
         steps.append((parent, node))
         node = parent
     steps.reverse()
