@@ -8,11 +8,13 @@ keeps, per step, the nodes of that step's kinds in the order sqlglot's breadth-f
 `find_all` yields them: a step reading its list sees what its own walk would have seen on
 the tree as collected (resolve_tables orders its tables itself, governance/resolve.py).
 
-A step that replaces or drops nodes a later step counts (a popped hint, an identity
-function folded to a literal, a table's time travel dropped by the rewrite) marks the
-record `stale`; `valid` then gives None and the next step walks the tree again. Names the
-rewrite replaces (a CTE's, a table's qualifiers) stay in `unnamed`: the words check may
-then keep every visible column of a view, never fewer.
+A step that replaces or drops nodes a later step counts (an identity function folded to a
+literal, a table's time travel dropped by the rewrite) marks the record `stale`; `valid`
+then gives None and the next step walks the tree again (a statement stripped of hints or
+re-parsed with temp views is walked again at once). Names the rewrite replaces (a CTE's, a
+table's qualifiers) stay in `unnamed`: the words check may then keep every visible column
+of a view, never fewer. Where Spark's generator may reshape the tree in place (`RESHAPED`),
+the words check walks the generated tree itself, as before.
 """
 
 from __future__ import annotations
