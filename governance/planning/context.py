@@ -32,7 +32,7 @@ from governance.resolve import (
     table_parts,
 )
 from governance.rewrite import PolicySql, replace_reads, splice, view_sql
-from governance.walk import Walked, valid
+from governance.walk import Walked, offered, valid
 
 
 class PlanningContext:
@@ -111,9 +111,8 @@ class PlanningContext:
     ) -> tuple[list[TableRef], list[tuple[TableRef, TableAccess]]]:
         """Resolve the statement's tables (`targets`: node ids written, not read) and decide
         every read; `walked`: the statement's one walk, read if current."""
-        resolved = resolve_tables(
-            stmt, self.catalog, self.ns, self.user, targets, valid(stmt, walked)
-        )
+        with offered(valid(stmt, walked)):
+            resolved = resolve_tables(stmt, self.catalog, self.ns, self.user, targets)
         reads = [(r, self.access(r)) for r in resolved.reads]
         return resolved.targets, reads
 
