@@ -7,7 +7,9 @@ rewrite pays, so the ratio shows what Lakegate adds on top. Also the warm cost o
 repeated statement through the plan cache (governance/planning/cache.py), hit against miss
 (a miss is the warm rewrite plus the cache's key), in µs.
 Targets: issue 2, p50 under 5 ms and max under 25 ms; issue 14, p50 at most 1.5 ms and at
-most 1.3 x sqlglot's parse + generate.
+most 1.3 x sqlglot's parse + generate; issue 31, the per-query median of rewrite / sqlglot
+(each query's median over the rounds) at most 1.3, printed MET / NOT MET and in --json
+under `targets` as `over_sqlglot_median_issue_31`.
 
     python benchmarks/rewrite.py [--rounds N] [--json]
 
@@ -20,6 +22,16 @@ mapping-table bookkeeping recomputed twice per read (3%), copies of the aliases 
 tables (3%) and a second pass over the tokens for CROSS (1%). Policy SQL was already parsed
 once per policy version and view bodies generated once per user and table version. Each is
 now a compiled sqlglot walk over only the node kinds that matter, a skip, a cache or a move.
+
+Issue 31 item 3 (2026-11-27): those walks were still one per step, each costing about a
+full traversal whatever it looked for (cProfile of the warm loop: the hint walk 2%, the
+comma-join walk 2%, constructs 9%, resolve_tables' Python walk 9%, columns_named 5%, the
+words check 4%, two passes over the tokens 3%). The planner now walks the parsed tree once
+(governance/walk.py) and each step reads its own node kinds from that record; resolve_tables
+orders the tables it gets by their paths, so CTE numbering, read order and the first refusal
+are unchanged; the generated SQL is byte-identical on the 99 queries. Planner time went to
+0.82-0.89 of before (per-query median; old and new interleaved query by query, three runs
+on a machine at load 13-19).
 """
 
 from __future__ import annotations
@@ -52,6 +64,7 @@ TARGET_P50_MS = 5.0
 TARGET_MAX_MS = 25.0
 TARGET_P50_MS_14 = 1.5  # issue 14
 TARGET_OVER_SQLGLOT = 1.3  # issue 14: rewrite / sqlglot parse + generate
+TARGET_MEDIAN_OVER_SQLGLOT = 1.3  # issue 31: the per-query median of rewrite / sqlglot
 
 
 def sqlglot_ms(sql: str) -> float:
@@ -171,6 +184,7 @@ def targets(r: dict) -> dict[str, bool]:
         "p50_and_max_issue_2": r["p50_ms"] < TARGET_P50_MS and r["max_ms"] < TARGET_MAX_MS,
         "p50_issue_14": r["p50_ms"] <= TARGET_P50_MS_14,
         "over_sqlglot": r["over_sqlglot"] <= TARGET_OVER_SQLGLOT,
+        "over_sqlglot_median_issue_31": r["over_sqlglot_median"] <= TARGET_MEDIAN_OVER_SQLGLOT,
     }
 
 
@@ -210,6 +224,13 @@ def main(argv: list[str] | None = None) -> int:
         (t["over_sqlglot"], f"<= {TARGET_OVER_SQLGLOT} x sqlglot"),
     ):
         print(f"  target {what}: {'MET' if ok else 'NOT MET'}")
+    print(
+        f"  target issue 31, per-query median of rewrite / sqlglot "
+        f"<= {TARGET_MEDIAN_OVER_SQLGLOT}: {r['over_sqlglot_median']:.2f} "
+        f"(over all queries {r['over_sqlglot']:.2f}; rewrite p50 {r['p50_ms']:.2f} ms, "
+        f"sqlglot p50 {r['sqlglot_p50_ms']:.2f} ms): "
+        f"{'MET' if t['over_sqlglot_median_issue_31'] else 'NOT MET'}"
+    )
     return 0
 
 

@@ -12,21 +12,24 @@ from typing import TYPE_CHECKING
 from sqlglot import exp
 
 from governance.errors import AccessDenied
+from governance.walk import Walked, collect
 
 if TYPE_CHECKING:
     from governance.policy.enforcer import TableAccess
     from governance.rewrite import ReadView
 
 
-def columns_named(stmt: exp.Expression) -> tuple[set[str], set[str], bool, set[str]]:
+def columns_named(
+    stmt: exp.Expression, walked: Walked | None = None
+) -> tuple[set[str], set[str], bool, set[str]]:
     """Column names (lower), their qualifiers, whether an unqualified `*` occurs, and the
-    qualifiers of `t.*`; a conservative picture of what a statement reads."""
+    qualifiers of `t.*`; a conservative picture of what a statement reads. `walked`: the
+    statement's one walk (governance/walk.py), if current."""
     names: set[str] = set()
     qualifiers: set[str] = set()
     qualified_stars: set[str] = set()
     star = False
-    # sqlglot's compiled walk picks the three node kinds that matter (most nodes are not)
-    for node in stmt.find_all(exp.Column, exp.Star, exp.Dot):
+    for node in (walked or collect(stmt)).named:  # Column, Star and Dot nodes
         if isinstance(node, exp.Column):
             if isinstance(node.this, exp.Star):
                 qualified_stars.add(node.table.lower())
@@ -47,16 +50,19 @@ _WORD = re.compile(r"[a-z_][a-z0-9_]*")
 _SIMPLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
-def words_spark_may_resolve(stmt: exp.Expression, text: str) -> frozenset[str] | None:
+def words_spark_may_resolve(
+    stmt: exp.Expression, text: str, walked: Walked | None = None
+) -> frozenset[str] | None:
     """Every word of the generated statement (lower-case): a superset of the column names
     Spark can resolve in it, since Spark parses that very text. None when a column may be
     read without being named (`*`, `t.*`, NATURAL JOIN, PIVOT/UNPIVOT's implicit columns,
     a column alias list `t (a, b)`, which renames by position),
     when the text is not ASCII (Java's case-insensitive matching of non-ASCII letters is
-    not Python's), or when a quoted name is no plain word (Spark may read it as a regex)."""
+    not Python's), or when a quoted name is no plain word (Spark may read it as a regex).
+    `walked`: the statement's one walk (governance/walk.py), if current."""
     if not text.isascii():
         return None
-    for node in stmt.find_all(exp.Star, exp.Join, exp.Identifier, exp.TableAlias, exp.Pivot):
+    for node in (walked or collect(stmt)).unnamed:
         if _unnamed_read(node):
             return None
     return frozenset(_WORD.findall(text.lower()))
@@ -81,9 +87,7 @@ def columns_to_project(access: TableAccess, words: frozenset[str]) -> tuple[int,
     3-column view; a column whose name is no plain word is always kept. At least one column
     stays (a projection cannot be empty): the first unmasked one if any."""
     visible = access.visible_columns
-    kept = tuple(
-        i for i, c in enumerate(visible) if c.lower() in words or not _SIMPLE_NAME.fullmatch(c)
-    )
+    kept = tuple(i for i, (low, plain) in enumerate(_words(visible)) if not plain or low in words)
     if len(kept) == len(visible):
         return None
     if not kept and visible:
@@ -99,20 +103,30 @@ def columns_read(view: ReadView, names: set[str], star: bool, qstars: set[str]) 
 
 
 @functools.lru_cache(maxsize=4096)
+def _words(columns: tuple[str, ...]) -> tuple[tuple[str, bool], ...]:
+    """Each column's lower-case name and whether it is a plain word, once per column list."""
+    return tuple((c.lower(), _SIMPLE_NAME.fullmatch(c) is not None) for c in columns)
+
+
+@functools.lru_cache(maxsize=4096)
 def _lowered(columns: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
     """Each column with its lower-case name, once per column list, not per statement."""
     return tuple((c, c.lower()) for c in columns)
 
 
-def check_hidden_columns(stmt: exp.Expression, views: list[ReadView], user: str) -> None:
-    """Naming a denied column is an access-denied error, not 'column not found'."""
+def check_hidden_columns(
+    stmt: exp.Expression, views: list[ReadView], user: str, walked: Walked | None = None
+) -> None:
+    """Naming a denied column is an access-denied error, not 'column not found'. `walked`:
+    the statement's one walk (governance/walk.py), if current."""
     hiddens = {id(v): {h.lower(): h for h in v.access.hidden_columns} for v in views}
     if not any(hiddens.values()):
-        return  # nothing is hidden: no name can be a denied column (skips three walks)
+        return  # nothing is hidden: no name can be a denied column (skips the walk)
+    nodes = walked or collect(stmt)
     visible = {c.lower() for v in views for c in v.access.visible_columns}
-    aliases = {a.alias.lower() for a in stmt.find_all(exp.Alias)}
+    aliases = {a.alias.lower() for a in nodes.aliases}
     by_alias = {v.alias.lower(): v for v in views}
-    for join in stmt.find_all(exp.Join):
+    for join in nodes.joins:
         for ident in join.args.get("using") or []:
             name = ident.name.lower()
             for v in views:
@@ -125,7 +139,7 @@ def check_hidden_columns(stmt: exp.Expression, views: list[ReadView], user: str)
                         tables=(v.access.table.full_name,),
                         policies=v.access.hidden_by.get(name) or v.access.grant_ids,
                     )
-    for col in stmt.find_all(exp.Column):
+    for col in nodes.columns:
         if isinstance(col.this, exp.Star):
             continue
         name = col.name.lower()

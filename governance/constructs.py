@@ -8,7 +8,7 @@ the layer, never by Spark: `current_user()` and friends become string literals a
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from sqlglot import exp
@@ -168,7 +168,7 @@ def _interval(value: exp.Expression) -> dt.timedelta:
 
 # Every node kind govern_expression looks at (function_name is empty for all but Func);
 # sqlglot's compiled walk skips the rest (identifiers, literals, operators, clauses).
-_GOVERNED_NODES = (
+GOVERNED_NODES = (
     exp.Func,
     exp.Parameter,
     exp.Version,
@@ -193,9 +193,34 @@ def govern_expression(
 ) -> exp.Expression:
     """Check constructs and replace identity functions in place; returns the (new) root.
     `on_clock` is called when a time was folded from the clock (`TIMESTAMP AS OF now()`)."""
+    return govern_nodes(
+        tree,
+        tree.find_all(*GOVERNED_NODES),
+        user,
+        is_member,
+        where=where,
+        namespace=namespace,
+        on_clock=on_clock,
+    )[0]
+
+
+def govern_nodes(
+    tree: exp.Expression,
+    nodes: Iterable[exp.Expression],
+    user: str,
+    is_member: Callable[[str], bool],
+    *,
+    where: str = "statement",
+    namespace: tuple[str, str] | None = None,
+    on_clock: Callable[[], None] | None = None,
+) -> tuple[exp.Expression, bool]:
+    """govern_expression over `nodes`, the tree's nodes of the GOVERNED_NODES kinds in
+    breadth-first order (sqlglot's find_all, or governance/walk.py's one walk); also says
+    whether the tree changed (a node was replaced)."""
     replacements: list[tuple[exp.Expression, exp.Expression]] = []
-    for node in tree.find_all(*_GOVERNED_NODES):  # the kinds checked below, nothing else
-        fixed = spark4_syntax.govern_node(node, function_name(node))
+    for node in nodes:  # the kinds checked below, nothing else
+        name = function_name(node)
+        fixed = spark4_syntax.govern_node(node, name)
         if fixed is not None:
             replacements.append((node, fixed))
             continue
@@ -237,7 +262,6 @@ def govern_expression(
         if isinstance(node, exp.CurrentCatalog) and namespace:
             replacements.append((node, exp.Literal.string(namespace[0])))
             continue
-        name = function_name(node)
         if not name:
             continue
         if name in IDENTITY_USER:
@@ -258,4 +282,4 @@ def govern_expression(
             tree = new
         else:
             old.replace(new)
-    return tree
+    return tree, bool(replacements)

@@ -10,6 +10,9 @@ from __future__ import annotations
 import logging
 import re
 import sys
+from collections import Counter
+from collections.abc import Iterable
+from itertools import accumulate, repeat
 
 from sqlglot import exp
 from sqlglot.dialects.spark import Spark
@@ -18,6 +21,7 @@ from sqlglot.tokens import TokenType
 
 from governance import pipe, spark4_syntax
 from governance.errors import Refused, SqlParseError
+from governance.walk import Walked, collect
 
 MAX_STATEMENT_CHARS = 1_000_000
 # sqlglot's parser and generator recurse per nesting level. Deeper statements are refused
@@ -78,13 +82,31 @@ def decode_statement(text: str | bytes) -> str:
 
 
 def parse_statement(text: str | bytes) -> exp.Expression:
+    stmt, cross = _parse(text)
+    if not cross:
+        _restore_comma_joins(stmt.find_all(exp.Join))
+    return stmt
+
+
+def parse_walked(text: str | bytes) -> tuple[exp.Expression, Walked]:
+    """parse_statement, and the statement's one walk (governance/walk.py) the planner's
+    steps read instead of walking the tree again each."""
+    stmt, cross = _parse(text)
+    walked = collect(stmt)
+    if not cross:
+        _restore_comma_joins(walked.joins)
+    return stmt, walked
+
+
+def _parse(text: str | bytes) -> tuple[exp.Expression, bool]:
+    """The statement's tree, and whether a CROSS keyword occurs in its tokens."""
     text = decode_statement(text)
     tokens: list = []
     has_pipe = False
     try:
         tokens = _TOKENIZER().tokenize(text)
-        has_cross, has_pipe = _check_nesting(tokens)
-        spark4_syntax.refuse_statement_forms(tokens)
+        has_cross, has_pipe, forms = _check_nesting(tokens)
+        spark4_syntax.refuse_statement_forms(tokens, forms)
         if has_pipe:  # Spark 4's `|>`, read operator by operator (governance/pipe.py)
             stmt = pipe.translate(tokens, lambda part: _one_statement(part, text))
         else:
@@ -101,12 +123,10 @@ def parse_statement(text: str | bytes) -> exp.Expression:
         raise SqlParseError("statement is nested too deeply to govern") from None
     except Exception as e:  # the parser must never be the reason a statement runs
         raise SqlParseError(f"cannot parse statement: {type(e).__name__}") from None
-    if not has_cross:
-        _restore_comma_joins(stmt)
     if isinstance(stmt, exp.Command):
         word = str(stmt.this).split()[0].upper() if stmt.this else "?"
         raise Refused(f"statement kind {word} is not governed by Lakegate")
-    return stmt
+    return stmt, has_cross
 
 
 def _one_statement(tokens: list, text: str) -> exp.Expression:
@@ -136,11 +156,12 @@ def _table_statement(tokens: list, text: str) -> exp.Select:
     return exp.select(exp.Star()).from_(table, copy=False)
 
 
-def _restore_comma_joins(stmt: exp.Expression) -> None:
+def _restore_comma_joins(joins: Iterable[exp.Join]) -> None:
     """sqlglot reads Spark's `FROM a, b` as `a CROSS JOIN b`, and Spark skips dynamic
     partition pruning on explicit cross joins: with no CROSS keyword in the text, every
-    CROSS join came from a comma, so it is written back as one (same meaning to Spark)."""
-    for join in stmt.find_all(exp.Join):
+    CROSS join (of the statement's `joins`) came from a comma, so it is written back as
+    one (same meaning to Spark)."""
+    for join in joins:
         if (
             join.args.get("kind") == "CROSS"
             and not join.args.get("on")
@@ -151,33 +172,29 @@ def _restore_comma_joins(stmt: exp.Expression) -> None:
 
 _OPENING = frozenset({TokenType.L_PAREN, TokenType.L_BRACKET})
 _CLOSING = frozenset({TokenType.R_PAREN, TokenType.R_BRACKET})
+_DEPTH = {**dict.fromkeys(_OPENING, 1), **dict.fromkeys(_CLOSING, -1)}  # token -> nesting step
 
 
-def _check_nesting(tokens: list) -> tuple[bool, bool]:
+def _check_nesting(tokens: list) -> tuple[bool, bool, list[int]]:
     """Refuse statements nested or chained too deeply; also says whether a CROSS keyword
-    occurs (the same pass over the tokens serves `_restore_comma_joins`) and whether a
-    pipe `|>` does."""
-    depth = peak = operators = 0
-    cross = pipes = False
-    for t in tokens:
-        kind = t.token_type
-        if kind in _OPENING:
-            depth += 1
-            if depth > peak:
-                peak = depth
-        elif kind in _CLOSING:
-            depth -= 1
-        elif kind in _OPERATORS:
-            operators += 1
-        elif kind == TokenType.CROSS:
-            cross = True
-        elif kind == TokenType.PIPE_GT:
-            pipes = True
+    occurs (the same pass over the tokens serves `_restore_comma_joins`), whether a pipe
+    `|>` does, and where the tokens spark4_syntax.refuse_statement_forms looks at are.
+    One pass in Python (the token kinds); counting and the running depth run in C."""
+    kinds = [t.token_type for t in tokens]
+    counts = Counter(kinds)
+    peak = max(0, max(accumulate(map(_DEPTH.get, kinds, repeat(0))), default=0))
     if peak > MAX_NESTING:
         raise SqlParseError(f"statement nests {peak} levels deep; the limit is {MAX_NESTING}")
+    operators = sum(counts[k] for k in _OPERATORS)
     if operators > MAX_OPERATORS:
         raise SqlParseError(f"statement has {operators} operators; the limit is {MAX_OPERATORS}")
-    return cross, pipes
+    form_tokens = spark4_syntax.FORM_TOKENS
+    forms = (
+        [i for i, k in enumerate(kinds) if k in form_tokens]
+        if any(counts[k] for k in form_tokens)
+        else []
+    )
+    return TokenType.CROSS in counts, TokenType.PIPE_GT in counts, forms
 
 
 _TOKEN = re.compile(r"<Token token_type: TokenType\.(\w+), text: ?(.*?), line: .*?>")

@@ -20,6 +20,7 @@ from catalog.model import TableInfo
 from catalog.names import InvalidName, check_name
 from governance.constructs import function_name
 from governance.errors import AccessDenied, Refused
+from governance.walk import collect, offered_for
 
 Role = Literal["read", "target"]
 
@@ -151,62 +152,134 @@ def resolve_tables(
     user: str,
     targets: set[int] | None = None,
 ) -> Resolved:
-    """Classify and resolve every Table node; `targets` are ids of nodes written to."""
+    """Classify and resolve every Table node; `targets` are ids of nodes written to. The
+    statement's one walk (governance/walk.py) is read when the caller offers it.
+
+    The tables and WITH clauses come from that one walk, each table's CTE scope from its
+    path to the root. They are visited in the order of a depth-first walk that takes a
+    node's children last to first, and a WITH's CTEs (last to first, each seeing the
+    earlier ones only) after the rest of its owner: that order fixes the `__lg_cte_N`
+    numbering, the order of the reads and which refusal comes first."""
     targets = targets or set()
+    nodes = offered_for(stmt) or collect(stmt)
     out = Resolved()
-    cte_counter = [0]
-    # iterative walk: (node, visible CTEs lower-name -> new name)
-    stack: list[tuple[exp.Expression, dict[str, str]]] = [(stmt, {})]
-    extend = stack.extend
-    while stack:
-        node, env = stack.pop()
-        with_ = node.args.get("with_")
-        if isinstance(with_, exp.With):
-            if with_.args.get("recursive"):
-                raise Refused("recursive CTEs are not governed")
-            inner = dict(env)
-            for cte in with_.expressions:
-                alias = cte.alias_or_name
-                if not alias:
-                    raise Refused("a CTE without a name")
-                stack.append((cte.this, dict(inner)))  # sees earlier CTEs only
-                cte_counter[0] += 1
-                new = f"__lg_cte_{cte_counter[0]}"
-                inner[alias.lower()] = new
-                named = cte.args.get("alias")  # `w (a, b)`: the column names stay
-                columns = named.args.get("columns") if named is not None else None
-                cte.set("alias", exp.TableAlias(this=exp.to_identifier(new), columns=columns))
-            for key, child in node.args.items():
-                if key == "with_":
-                    continue
-                _push(stack, child, inner)
-            continue
+    visits = []
+    for node in [*(w.parent for w in nodes.withs if _owns(w)), *nodes.tables]:
+        path = _path(node, stmt)
+        if path is not None:
+            visits.append((_order(path), node, path))
+    visits.sort(key=lambda v: v[0])
+    scopes: dict[int, list[tuple[str, str]]] = {}  # WITH owner -> (CTE name, new name)
+    renamed = 0
+    for _, node, path in visits:
         if isinstance(node, exp.Table):
-            _classify(node, env, catalog, ns, user, targets, out)
-            # time travel / sample arguments and a table function's arguments can hold
-            # subqueries: their tables are governed like any other read
-            for key, child in node.args.items():
-                if key in ("db", "catalog", "alias") or (key == "this" and _is_name(child)):
-                    continue
-                _push(stack, child, env)
-            continue
-        # sqlglot's own (compiled) child iteration, in the order of `_push`: most nodes
-        # are neither a WITH owner nor a table, and this loop is the walk's cost
-        extend([(c, env) for c in node.iter_expressions() if not isinstance(c, _LEAVES)])
+            _classify(node, _scope(path, scopes), catalog, ns, user, targets, out)
+        else:
+            scopes[id(node)] = names = _rename_ctes(node.args["with_"], renamed)
+            renamed += len(names)
     return out
 
 
 # Nodes whose arguments are only text and flags: nothing under them can be a table.
 _LEAVES = (exp.Identifier, exp.Literal)
+# A table's arguments that name it: nothing under them is a table read.
+_NAME_ARGS = frozenset({"db", "catalog", "alias"})
+_Step = tuple[exp.Expression, exp.Expression]
 
 
-def _push(stack: list, child: object, env: dict[str, str]) -> None:
-    if isinstance(child, exp.Expression):
-        stack.append((child, env))
-    elif isinstance(child, list):
-        for c in child:
-            if isinstance(c, exp.Expression):
-                stack.append((c, env))
+def _owns(with_: exp.Expression) -> bool:
+    """Whether this WITH scopes its parent (it is the parent's `with_`)."""
+    parent = with_.parent
+    return parent is not None and parent.args.get("with_") is with_
+
+
+def _path(node: exp.Expression, root: exp.Expression) -> list[_Step] | None:
+    """(parent, child) from `root` down to `node`; None when the node is not one the
+    table walk visits: below a table's name or alias, or below a WITH other than through
+    a CTE's query."""
+    steps: list[_Step] = []
+    while node is not root:
+        parent = node.parent
+        held = parent.args.get(node.arg_key) if parent is not None else None
+        if held is not node and not (isinstance(held, list) and any(h is node for h in held)):
+            # found under the root, yet its parents do not lead there: fail closed
+            raise Refused("internal: the statement's tree is inconsistent; statement refused")
+        steps.append((parent, node))
+        node = parent
+    steps.reverse()
+    last = len(steps) - 1
+    for i, (parent, child) in enumerate(steps):
+        if isinstance(parent, _LEAVES):
+            return None
+        if isinstance(parent, exp.Table) and (
+            child.arg_key in _NAME_ARGS or (child.arg_key == "this" and _is_name(child))
+        ):
+            return None
+        # owner -> WITH -> CTE -> its query: nothing else under a WITH is walked
+        if (
+            isinstance(parent, exp.With)
+            and _owns(parent)
+            and (child.arg_key != "expressions" or i == last or steps[i + 1][1].arg_key != "this")
+        ):
+            return None
+    return steps
+
+
+def _order(path: list[_Step]) -> tuple[tuple[int, int, int], ...]:
+    """The path's sort key: at each node its children last to first, a WITH's CTEs after
+    every other child of its owner, last to first."""
+    out = []
+    i = 0
+    while i < len(path):
+        parent, child = path[i]
+        if isinstance(child, exp.With) and parent.args.get("with_") is child:
+            out.append((1, -_position(child, path[i + 1][1]), 0))
+            i += 3  # owner -> WITH -> CTE -> the CTE's query
+            continue
+        out.append((0, -list(parent.args).index(child.arg_key), -_position(parent, child)))
+        i += 1
+    return tuple(out)
+
+
+def _position(parent: exp.Expression, child: exp.Expression) -> int:
+    """The child's place in its parent's list argument (0 when the argument is no list)."""
+    held = parent.args.get(child.arg_key)
+    if not isinstance(held, list):
+        return 0
+    index = child.index
+    if index is not None and index < len(held) and held[index] is child:
+        return index
+    return next(i for i, c in enumerate(held) if c is child)
+
+
+def _scope(path: list[_Step], scopes: dict[int, list[tuple[str, str]]]) -> dict[str, str]:
+    """The CTEs a table at the end of `path` sees, lower-case name -> new name."""
+    env: dict[str, str] = {}
+    for i, (parent, child) in enumerate(path):
+        names = scopes.get(id(parent))
+        if names is None:
+            continue
+        if child is parent.args.get("with_"):
+            names = names[: _position(child, path[i + 1][1])]  # the earlier CTEs only
+        env.update(names)
+    return env
+
+
+def _rename_ctes(with_: exp.With, renamed: int) -> list[tuple[str, str]]:
+    """Each CTE's new name (`__lg_cte_N`, numbered on from `renamed`); its columns stay."""
+    if with_.args.get("recursive"):
+        raise Refused("recursive CTEs are not governed")
+    names: list[tuple[str, str]] = []
+    for cte in with_.expressions:
+        alias = cte.alias_or_name
+        if not alias:
+            raise Refused("a CTE without a name")
+        new = f"__lg_cte_{renamed + len(names) + 1}"
+        names.append((alias.lower(), new))
+        named = cte.args.get("alias")  # `w (a, b)`: the column names stay
+        columns = named.args.get("columns") if named is not None else None
+        cte.set("alias", exp.TableAlias(this=exp.to_identifier(new), columns=columns))
+    return names
 
 
 def _classify(

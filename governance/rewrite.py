@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import secrets
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 from sqlglot import exp
@@ -503,8 +504,10 @@ def view_sql(
 def replace_reads(
     stmt: exp.Expression,
     reads: list[tuple[TableRef, TableAccess]],
+    columns: Iterable[exp.Column] | None = None,
 ) -> tuple[exp.Expression, list[ReadView]]:
-    """Swap each read Table node for a placeholder table aliased like the original."""
+    """Swap each read Table node for a placeholder table aliased like the original;
+    `columns`: the statement's Column nodes when its one walk has them (else found here)."""
     nonce = secrets.token_hex(6)
     views: list[ReadView] = []
     unaliased: dict[tuple[str, str], str] = {}
@@ -533,13 +536,13 @@ def replace_reads(
         node.replace(new)
         views.append(ReadView(ref, access, placeholder, alias.this))
     if unaliased:
-        _strip_qualifiers(stmt, unaliased)
+        _strip_qualifiers(stmt.find_all(exp.Column) if columns is None else columns, unaliased)
     return stmt, views
 
 
-def _strip_qualifiers(stmt: exp.Expression, unaliased: dict[tuple[str, str], str]) -> None:
+def _strip_qualifiers(columns: Iterable[exp.Column], unaliased: dict[tuple[str, str], str]) -> None:
     """`sales.orders.id` and `main.sales.orders.id` name the view `orders` now."""
-    for col in stmt.find_all(exp.Column):
+    for col in columns:
         db = col.args.get("db")
         table = col.args.get("table")
         if db is None or table is None:

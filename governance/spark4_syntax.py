@@ -13,6 +13,8 @@ by name, the same on every line, instead of failing inside Spark.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from sqlglot import exp
 from sqlglot.tokens import Token, TokenType
 
@@ -74,9 +76,15 @@ def _text(token: Token | None) -> str:
 _TRANSACTION = frozenset({"TRANSACTION", "WORK", ";"})
 
 
-def refuse_statement_forms(tokens: list[Token]) -> None:
+#: The token kinds that may start a form refused anywhere in a statement: the caller's own
+#: pass over the tokens finds them for `refuse_statement_forms` (one pass, not two).
+FORM_TOKENS = frozenset({TokenType.WITH, TokenType.DEFAULT})
+
+
+def refuse_statement_forms(tokens: list[Token], forms: Iterable[int]) -> None:
     """Refuse by name the Spark 4 statement forms sqlglot cannot parse or would keep as an
-    opaque Command (which parse.py refuses by its first word only)."""
+    opaque Command (which parse.py refuses by its first word only); `forms`: the positions
+    of the FORM_TOKENS in `tokens`."""
     if not tokens:
         return
     kinds = [t.token_type for t in tokens[:3]]
@@ -100,8 +108,10 @@ def refuse_statement_forms(tokens: list[Token]) -> None:
         raise Refused(_VARIABLES.format("DROP TEMPORARY VARIABLE"))
     if first == TokenType.COMMAND and _text(tokens[0]) == "CALL":
         raise Refused("CALL (stored procedures) is not governed by Lakegate")
-    for i, t in enumerate(tokens[:-2]):
-        kind = t.token_type
+    for i in forms:
+        if i >= len(tokens) - 2:
+            break
+        kind = tokens[i].token_type
         if kind == TokenType.WITH and tokens[i + 1].token_type == TokenType.SCHEMA:
             if _text(tokens[i + 2]) == "EVOLUTION":
                 raise Refused(

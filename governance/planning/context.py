@@ -19,7 +19,7 @@ from governance.columns import (
     columns_to_project,
     words_spark_may_resolve,
 )
-from governance.constructs import govern_expression
+from governance.constructs import GOVERNED_NODES, govern_nodes
 from governance.errors import AccessDenied, Refused
 from governance.planning.planned import Planned
 from governance.policy.enforcer import Identity, PolicyEnforcer, TableAccess, mask_columns
@@ -32,6 +32,7 @@ from governance.resolve import (
     table_parts,
 )
 from governance.rewrite import PolicySql, replace_reads, splice, view_sql
+from governance.walk import Walked, offered, valid
 
 
 class PlanningContext:
@@ -68,16 +69,25 @@ class PlanningContext:
         self.ns = namespace
         self.ident: Identity = enforcer.identity(user)
         self.clock_read = False  # a time was folded from the clock: the plan holds only now
+        # the parsed statement's one walk (governance/walk.py), set by the dispatcher
+        self.walked: Walked | None = None
 
-    def govern(self, tree: exp.Expression) -> exp.Expression:
-        """The user's expression with identity functions resolved and unsafe constructs refused."""
-        return govern_expression(
+    def govern(self, tree: exp.Expression, walked: Walked | None = None) -> exp.Expression:
+        """The user's expression with identity functions resolved and unsafe constructs
+        refused; `walked`: the statement's one walk, read if current (stale once a node is
+        replaced)."""
+        current = valid(tree, walked)
+        tree, changed = govern_nodes(
             tree,
+            current.governed if current is not None else tree.find_all(*GOVERNED_NODES),
             self.user,
             self.ident.is_member,
             namespace=(self.ns.catalog, self.ns.schema),
             on_clock=self._clock_read,
         )
+        if changed and walked is not None:
+            walked.stale = True
+        return tree
 
     def _clock_read(self) -> None:
         self.clock_read = True
@@ -100,10 +110,12 @@ class PlanningContext:
         self,
         stmt: exp.Expression,
         targets: set[int] | None = None,
+        walked: Walked | None = None,
     ) -> tuple[list[TableRef], list[tuple[TableRef, TableAccess]]]:
         """Resolve the statement's tables (`targets`: node ids written, not read) and decide
-        every read."""
-        resolved = resolve_tables(stmt, self.catalog, self.ns, self.user, targets)
+        every read; `walked`: the statement's one walk, read if current."""
+        with offered(valid(stmt, walked)):
+            resolved = resolve_tables(stmt, self.catalog, self.ns, self.user, targets)
         reads = [(r, self.access(r)) for r in resolved.reads]
         return resolved.targets, reads
 
@@ -113,11 +125,19 @@ class PlanningContext:
         reads: list[tuple[TableRef, TableAccess]],
         planned: Planned,
         scan: exp.Expression | None = None,
+        walked: Walked | None = None,
     ) -> exp.Expression:
-        """Replace reads by views; `scan` is the user's part when `stmt` wraps it."""
-        stmt, views = replace_reads(stmt, reads)
-        check_hidden_columns(stmt, views, self.user)
-        names, _, star, qstars = columns_named(scan if scan is not None else stmt)
+        """Replace reads by views; `scan` is the user's part when `stmt` wraps it;
+        `walked`: the statement's one walk, read if current."""
+        if walked is not None and any(_drops_nodes(ref.node) for ref, _ in reads):
+            walked.stale = True  # the rewrite drops what the table node holds beyond names
+        current = valid(stmt, walked)
+        stmt, views = replace_reads(stmt, reads, current.columns if current else None)
+        check_hidden_columns(stmt, views, self.user, current)
+        if scan is None:
+            names, _, star, qstars = columns_named(stmt, current)
+        else:
+            names, _, star, qstars = columns_named(scan)
         planned.views = views
         for i, v in enumerate(views):
             planned.columns[i] = columns_read(v, names, star, qstars)
@@ -191,13 +211,25 @@ class PlanningContext:
             )
         return keep
 
-    def generate(self, stmt: exp.Expression, planned: Planned, query: bool = False) -> str:
+    def generate(
+        self,
+        stmt: exp.Expression,
+        planned: Planned,
+        query: bool = False,
+        walked: Walked | None = None,
+    ) -> str:
         """The statement's SQL with each view's body spliced in; the verifier learns the
         bodies it must find in Spark's plan. A `query`'s views project only the visible
         columns the statement can name, and read a table at its current version through
-        its pin: what Spark's analysis of the statement costs is in proportion to both."""
+        its pin: what Spark's analysis of the statement costs is in proportion to both.
+        `walked`: the statement's one walk, read if current."""
+        current = valid(stmt, walked)
+        if current is not None and current.reshaped_by_generation():
+            current = None  # the words check reads the tree as generation leaves it
         outer = stmt.sql("spark", copy=False)
-        words = words_spark_may_resolve(stmt, outer) if query and planned.views else None
+        words = None
+        if query and planned.views:
+            words = words_spark_may_resolve(stmt, outer, current)
         bodies = []
         for k, v in enumerate(planned.views):
             table = v.access.table
@@ -284,6 +316,16 @@ class PlanningContext:
         if not ok:
             raise denied_or_missing(self.user, privilege, ref.info.full_name)
         return ref, access
+
+
+# A read's Table node keeps these when the rewrite replaces it (its name parts are dropped,
+# which only the words check reads, and there only ever towards projecting more columns).
+_MOVED_OR_NAMES = frozenset({"this", "db", "catalog", "alias", "pivots", "joins"})
+
+
+def _drops_nodes(node: exp.Table) -> bool:
+    """Whether replacing this read drops more than its name (time travel, a sample...)."""
+    return any(v for k, v in node.args.items() if k not in _MOVED_OR_NAMES)
 
 
 def delta_table(location: str) -> exp.Table:

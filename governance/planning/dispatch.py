@@ -19,13 +19,14 @@ from sqlglot import exp
 from catalog.catalog import Catalog
 from catalog.model import TableInfo
 from governance.errors import Refused
-from governance.parse import parse_statement
+from governance.parse import parse_walked
 from governance.planning import ddl, metadata, queries, views, writes
 from governance.planning.context import PlanningContext
 from governance.planning.planned import Planned
 from governance.policy.enforcer import AmbiguousMask, PolicyEnforcer
 from governance.resolve import Namespace
 from governance.rewrite import PolicySql
+from governance.walk import collect
 
 
 @dataclass(frozen=True)
@@ -129,12 +130,16 @@ class Planner:
                 if m:
                     ctx.cmd = kind.cmd
                     return kind.plan(ctx, m)
-        stmt = parse_statement(statement)
-        for hint in list(stmt.find_all(exp.Hint)):
-            hint.pop()  # hints name tables; they only tune plans, so they are dropped
+        stmt, walked = parse_walked(statement)
+        if walked.hints:
+            for hint in walked.hints:
+                hint.pop()  # hints name tables; they only tune plans, so they are dropped
+            walked = collect(stmt)  # without what the hints held
         if views.is_view_statement(stmt):
             return views.plan_view_statement(ctx, stmt, self.temp_views)
-        stmt = views.expand(stmt, self.temp_views)
+        expanded = views.expand(stmt, self.temp_views)
+        if expanded is not stmt:  # a temp view's query went in: the statement was re-parsed
+            stmt, walked = expanded, collect(expanded)
         kind = PLANNERS.get(type(stmt))
         if kind is None:
             ctx.cmd = "refused"
@@ -142,6 +147,7 @@ class Planner:
                 f"statement kind {_kind_name(stmt, statement)} is not governed by Lakegate"
             )
         ctx.cmd = kind.cmd
+        ctx.walked = walked  # of this tree: a step finds it current or walks again
         try:
             return kind.plan(ctx, stmt)
         except AmbiguousMask as e:

@@ -14,8 +14,9 @@ QUERY_TYPES = (exp.Select, exp.Union, exp.Intersect, exp.Except, exp.Subquery, e
 def plan_query(ctx: PlanningContext, stmt: exp.Expression) -> Planned:
     """Every table read becomes its governed view; the rest of the query is the user's."""
     planned = Planned(cmd="select", is_query=True)
-    stmt = ctx.govern(stmt)
-    _, reads = ctx.reads(stmt)
-    stmt = ctx.views_sql(stmt, reads, planned)
-    planned.sql = ctx.generate(stmt, planned, query=True)
+    walked = ctx.walked  # the statement's one walk, read by each step while it is current
+    stmt = ctx.govern(stmt, walked)
+    _, reads = ctx.reads(stmt, walked=walked)
+    stmt = ctx.views_sql(stmt, reads, planned, walked=walked)
+    planned.sql = ctx.generate(stmt, planned, query=True, walked=walked)
     return planned
