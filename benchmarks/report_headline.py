@@ -122,10 +122,20 @@ def rewrite_targets(rw: dict[str, Any]) -> list[Target]:
             met(rw["p50_ms"] <= TARGET_P50_MS_14),
         ),
         (
-            "Rewrite / sqlglot's own parse + generate, same run",
+            "Rewrite / sqlglot's own parse + generate, same run (total)",
             f"<= {TARGET_OVER_SQLGLOT}",
             f"{rw['over_sqlglot']:.2f} (sqlglot p50 {rw['sqlglot_p50_ms']:.2f} ms)",
             met(rw["over_sqlglot"] <= TARGET_OVER_SQLGLOT),
+        ),
+        (
+            "Rewrite / sqlglot, per-query median, same run (issue 31: one walk)",
+            f"<= {TARGET_OVER_SQLGLOT}",
+            fmt(rw.get("over_sqlglot_median"), ".2f"),
+            met(
+                None
+                if rw.get("over_sqlglot_median") is None
+                else rw["over_sqlglot_median"] <= TARGET_OVER_SQLGLOT
+            ),
         ),
     ]
 
