@@ -204,6 +204,32 @@ def api_targets(api: dict[str, Any]) -> list[Target]:
     return targets
 
 
+def connect_targets(results: dict[str, Any]) -> list[Target]:
+    """Issue 31 item 4 as each Connect run judged it, on every line that ran."""
+    other = results.get("other_line") or {}
+    targets: list[Target] = []
+    for part in (results, other):
+        for key in ("connect", "connect_tpcds"):
+            run = part.get(key) or {}
+            for t in run.get("targets", []):
+                figures = (
+                    f"{t['difference_ms']:+.0f} ms"
+                    if "difference_ms" in t
+                    else f"ratio {t['ratio']:.3f}"
+                )
+                targets.append(
+                    (
+                        f"Connect, {run.get('line', '?')}, {run.get('data', 'demo')} data: "
+                        f"{t['target']}",
+                        "(as named)",
+                        f"{figures} (gateway {t['gateway_ms']:.0f} ms, plain "
+                        f"{t['plain_ms']:.0f} ms)",
+                        met(t["met"]),
+                    )
+                )
+    return targets
+
+
 def headline_section(results: dict[str, Any], add: Add) -> None:
     """The targets table, then why any of them was not measured."""
     add("## Headline\n")
@@ -214,6 +240,7 @@ def headline_section(results: dict[str, Any], add: Add) -> None:
         + decision_targets(results.get("decisions") or [])
         + audit_targets(results.get("audit") or {})
         + api_targets(results.get("api") or {})
+        + connect_targets(results)
     )
     if targets:
         add("| what | target | measured | |")
