@@ -226,7 +226,9 @@ def test_with_pinned_sources_off_a_query_reads_the_delta_path(lg, spark) -> None
 # the verifier keeps its guarantee over pinned sources (shared demo lakehouse) --------------
 
 
-def pinned_plan(lakehouse: Any, user: str, sql: str) -> Planned:
+def pinned_plan(lakehouse: Any, user: str, sql: str, *, by_name: bool = False) -> Planned:
+    """`sql` planned over pins; `by_name`: as the session plans a query, each governed
+    view read by name (else its body is inlined)."""
     planned = Planner(
         catalog=lakehouse.catalog,
         enforcer=lakehouse.enforcer,
@@ -234,6 +236,7 @@ def pinned_plan(lakehouse: Any, user: str, sql: str) -> Planned:
         user=user,
         namespace=Namespace("main", "default"),
         pin=lakehouse.sources.name,
+        pin_view=lakehouse.sources.view if by_name else None,
     ).plan(sql)
     lakehouse.sources.ensure(lakehouse.spark, planned.pins)
     return planned
@@ -250,23 +253,8 @@ def verify(lakehouse: Any, sql: str, expected: Expected) -> None:
     verify_plan(plan, expected, lambda s, fresh: spark.sql(s)._jdf.queryExecution().analyzed())
 
 
-def governed_plan(lakehouse: Any, user: str, sql: str) -> Planned:
-    """`sql` planned as the session plans a query: views read by name over pins."""
-    planned = Planner(
-        catalog=lakehouse.catalog,
-        enforcer=lakehouse.enforcer,
-        policy_sql=lakehouse.policy_sql,
-        user=user,
-        namespace=Namespace("main", "default"),
-        pin=lakehouse.sources.name,
-        pin_view=lakehouse.sources.view,
-    ).plan(sql)
-    lakehouse.sources.ensure(lakehouse.spark, planned.pins)
-    return planned
-
-
 def test_a_governed_view_read_by_name_passes_the_verifier(lakehouse) -> None:
-    gov = governed_plan(lakehouse, "alice", "SELECT * FROM main.sales.customers")
+    gov = pinned_plan(lakehouse, "alice", "SELECT * FROM main.sales.customers", by_name=True)
     assert gov.sql is not None and "__lg_gv_" in gov.sql
     verify(lakehouse, gov.sql, gov.expected)
 
@@ -274,7 +262,7 @@ def test_a_governed_view_read_by_name_passes_the_verifier(lakehouse) -> None:
 def test_a_governed_view_replaced_behind_the_layer_is_refused(lakehouse, spark) -> None:
     """The name proves nothing: were the view redefined (only the trusted process could),
     the projection over the pin is no longer the governed one and the verifier refuses."""
-    gov = governed_plan(lakehouse, "alice", "SELECT * FROM main.sales.customers")
+    gov = pinned_plan(lakehouse, "alice", "SELECT * FROM main.sales.customers", by_name=True)
     assert gov.sql is not None
     pin, view = split_pins(gov)
     try:
@@ -290,8 +278,8 @@ def test_a_governed_view_replaced_behind_the_layer_is_refused(lakehouse, spark) 
 def test_another_users_governed_view_is_refused(lakehouse) -> None:
     """A plan naming the governed view built for someone else (other masks, other filters)
     does not match the view the rewriter built for this user."""
-    alice = governed_plan(lakehouse, "alice", "SELECT * FROM main.sales.customers")
-    root = governed_plan(lakehouse, "root", "SELECT * FROM main.sales.customers")
+    alice = pinned_plan(lakehouse, "alice", "SELECT * FROM main.sales.customers", by_name=True)
+    root = pinned_plan(lakehouse, "root", "SELECT * FROM main.sales.customers", by_name=True)
     assert alice.sql is not None
     mine, theirs = split_pins(alice)[1], split_pins(root)[1]
     assert mine != theirs
