@@ -144,27 +144,27 @@ class PinnedSources:
                 f"pinned sources need Spark's global temp database {self.database!r}, not "
                 f"{database!r}; set pinned_sources: false in the config"
             )
-        from governance.guard import query_frame
-
         with self._lock:
-            for name in sorted(missing, key=lambda n: n in self._bodies):  # pins first
-                if name in self._made:
-                    continue
+            for name in missing:
                 if self.location(name) != pins[name]:
                     raise Refused("a plan names a pinned source this process did not make")
-                governed = self._bodies.get(name)
-                if governed is None:
-                    view, location = self._views[name]
-                    spark.read.format("delta").load(location).createOrReplaceGlobalTempView(view)
-                else:
-                    view, body, pin = governed
-                    if pin not in self._made:
-                        spark.read.format("delta").load(
-                            self._views[pin][1]
-                        ).createOrReplaceGlobalTempView(self._views[pin][0])
-                        self._made.add(pin)
-                    query_frame(spark, body).createOrReplaceGlobalTempView(view)
-                self._made.add(name)
+                self._make(spark, name)
+
+    def _make(self, spark: SparkSession, name: str) -> None:
+        """Make one pin or governed view (a governed view's pin first); under the lock."""
+        from governance.guard import query_frame
+
+        if name in self._made:
+            return
+        governed = self._bodies.get(name)
+        if governed is None:
+            view, location = self._views[name]
+            spark.read.format("delta").load(location).createOrReplaceGlobalTempView(view)
+        else:
+            view, body, pin = governed
+            self._make(spark, pin)
+            query_frame(spark, body).createOrReplaceGlobalTempView(view)
+        self._made.add(name)
 
     def failed(self, error_class: str, pins: Mapping[str, str] | None = None) -> None:
         """A statement over `pins` (None: unknown) failed with `error_class`: a schema
