@@ -20,7 +20,7 @@ from catalog.model import TableInfo
 from catalog.names import InvalidName, check_name
 from governance.constructs import function_name
 from governance.errors import AccessDenied, Refused
-from governance.walk import collect, offered_for
+from governance.walk import Walked, collect, valid
 
 Role = Literal["read", "target"]
 
@@ -151,9 +151,10 @@ def resolve_tables(
     ns: Namespace,
     user: str,
     targets: set[int] | None = None,
+    walked: Walked | None = None,
 ) -> Resolved:
-    """Classify and resolve every Table node; `targets` are ids of nodes written to. The
-    statement's one walk (governance/walk.py) is read when the caller offers it.
+    """Classify and resolve every Table node; `targets` are ids of nodes written to;
+    `walked`: the statement's one walk (governance/walk.py), read if current.
 
     The tables and WITH clauses come from that one walk, each table's CTE scope from its
     path to the root. They are visited in the order of a depth-first walk that takes a
@@ -161,7 +162,7 @@ def resolve_tables(
     earlier ones only) after the rest of its owner: that order fixes the `__lg_cte_N`
     numbering, the order of the reads and which refusal comes first."""
     targets = targets or set()
-    nodes = offered_for(stmt) or collect(stmt)
+    nodes = valid(stmt, walked) or collect(stmt)
     out = Resolved()
     visits = []
     for node in [*(w.parent for w in nodes.withs if _owns(w)), *nodes.tables]:

@@ -19,9 +19,6 @@ the words check walks the generated tree itself, as before.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 from sqlglot import exp
@@ -125,23 +122,3 @@ def valid(tree: exp.Expression, walked: Walked | None) -> Walked | None:
     if walked is None or walked.stale or walked.root is not tree:
         return None
     return walked
-
-
-# The walk a caller offers to the steps it calls whose signature does not carry one
-# (resolve_tables); set only for the duration of that call.
-_OFFERED: ContextVar[Walked | None] = ContextVar("lakegate_walked", default=None)
-
-
-@contextmanager
-def offered(walked: Walked | None) -> Iterator[None]:
-    """Offer `walked` to the steps called inside the block (see `offered_for`)."""
-    token = _OFFERED.set(walked)
-    try:
-        yield
-    finally:
-        _OFFERED.reset(token)
-
-
-def offered_for(tree: exp.Expression) -> Walked | None:
-    """The offered walk if it is a current record of `tree`, else None."""
-    return valid(tree, _OFFERED.get())

@@ -32,7 +32,7 @@ from governance.resolve import (
     table_parts,
 )
 from governance.rewrite import PolicySql, replace_reads, splice, view_sql
-from governance.walk import Walked, offered, valid
+from governance.walk import Walked, valid
 
 
 class PlanningContext:
@@ -114,8 +114,7 @@ class PlanningContext:
     ) -> tuple[list[TableRef], list[tuple[TableRef, TableAccess]]]:
         """Resolve the statement's tables (`targets`: node ids written, not read) and decide
         every read; `walked`: the statement's one walk, read if current."""
-        with offered(valid(stmt, walked)):
-            resolved = resolve_tables(stmt, self.catalog, self.ns, self.user, targets)
+        resolved = resolve_tables(stmt, self.catalog, self.ns, self.user, targets, walked)
         reads = [(r, self.access(r)) for r in resolved.reads]
         return resolved.targets, reads
 

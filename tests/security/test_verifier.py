@@ -408,8 +408,8 @@ def test_session_refuses_rewriter_that_skips_a_subquery_table(
 
     real_resolve = plan_mod.resolve_tables
 
-    def forgetful(stmt, catalog, ns, user, targets=None):
-        out = real_resolve(stmt, catalog, ns, user, targets)
+    def forgetful(stmt, catalog, ns, user, targets=None, walked=None):
+        out = real_resolve(stmt, catalog, ns, user, targets, walked)
         nested = [r for r in out.refs if r.node.find_ancestor(plan_mod.exp.Subquery)]
         for r in nested:
             out.refs.remove(r)
