@@ -1,0 +1,246 @@
+"""The report's plain reasons for each target met or missed, read off the figures
+themselves (run_all writes them under `why`)."""
+
+from __future__ import annotations
+
+import statistics
+import sys
+from typing import Any
+
+from benchmarks import harness, report
+from benchmarks.rewrite import TARGET_OVER_SQLGLOT, TARGET_P50_MS_14
+from benchmarks.tpcds_summary import TARGET_C_OVER_A, TARGET_C_OVER_FLOOR
+
+
+def explain(results: dict[str, Any]) -> list[str]:
+    """Plain reasons for each target met or missed, from the figures themselves."""
+    why: list[str] = []
+    s = (results.get("tpcds") or {}).get("summary") or {}
+    cfg = (results.get("tpcds") or {}).get("config") or {}
+    if s.get("c_over_a") is not None:
+        n = s["queries_measured"]
+        per_q = s.get("overhead_per_query_s")
+        bd = s.get("breakdown") or {}
+        parts = []
+        if bd:
+            parts.append(
+                f"the planner {bd['plan_ms']['median']:.1f} ms, Spark analysing the "
+                f"rewritten SQL {bd['analyze_c_ms']['median']:.0f} ms against "
+                f"{bd['analyze_a_ms']['median']:.0f} ms for the raw text, the "
+                f"plan verification walk {bd['verify_ms']['median']:.1f} ms, "
+                f"optimisation {bd['optimize_ms']['median']:.0f} ms and the audit "
+                f"write {bd['audit_ms']['median']:.2f} ms (medians per query)"
+            )
+        median_a = sorted(q["a_med"] for q in results["tpcds"]["queries"] if q.get("a_med"))
+        med_a = median_a[len(median_a) // 2] if median_a else 0
+        verdict = "met" if s["targets"]["total_c_over_a"]["met"] else "NOT met"
+        verdict_floor = "met" if s["targets"]["total_c_over_floor"]["met"] else "NOT met"
+        delta = (
+            f"costs {per_q * 1000:.0f} ms more per query on average than raw Spark"
+            if per_q >= 0
+            else f"ran {-per_q * 1000:.0f} ms per query faster on average than raw Spark "
+            "(within run-to-run noise at this size: the rewritten plans do the same work "
+            "plus the filters and masks)"
+        )
+        why.append(
+            f"Total C/A {s['c_over_a']:.3f} ({verdict}, target <= {TARGET_C_OVER_A}) and C/A' "
+            f"{s['c_over_floor']:.3f} ({verdict_floor}, target <= {TARGET_C_OVER_FLOOR}; A' "
+            f"has the same filters and masks written in by hand): over {n} queries the "
+            f"governed path {delta}; raw Spark's median query takes {med_a:.2f} s at "
+            f"sf={cfg.get('sf')}"
+            + (f"; fixed per-statement costs are {'; '.join(parts)}" if parts else "")
+            + ". Row filters and masks also run in the plan (the same ones B runs). Fixed "
+            "costs weigh less as the scale factor grows."
+        )
+        verdict = "met" if s["targets"]["total_c_over_b"]["met"] else "NOT met"
+        why.append(
+            f"Total C/B {s['c_over_b']:.3f} ({verdict}, target <= 1.0): B looks group "
+            "membership up at query time (a scalar subquery per group per query, run as its "
+            "own Spark job, and predicates Spark cannot fold), C resolves identity at rewrite "
+            "time so its filters fold to constants before Spark plans them"
+            + (
+                "."
+                if s["targets"]["total_c_over_b"]["met"]
+                else "; here C's fixed per-statement costs outweigh that."
+            )
+        )
+        if s.get("flagged"):
+
+            def one(f: dict[str, Any]) -> str:
+                text = (
+                    f"q{f['id']} ({f['c_over_b']:.2f}; A {f['a']:.2f} s, B {f['b']:.2f} s, "
+                    f"C {f['c']:.2f} s"
+                )
+                if f.get("recheck_c_over_b") is not None:
+                    text += (
+                        f"; re-measured with {f['recheck_rounds']} rounds: C/B "
+                        f"{f['recheck_c_over_b']:.2f}"
+                    )
+                return text + ")"
+
+            confirmed = [
+                f
+                for f in s["flagged"]
+                if f.get("recheck_c_over_b") is None or f["recheck_c_over_b"] > 1.25
+            ]
+            names = ", ".join(f"q{f['id']}" for f in confirmed)
+            why.append(
+                "Queries above 1.25 x B in the main run: "
+                + ", ".join(one(f) for f in s["flagged"])
+                + ". "
+                + (
+                    f"Still above after re-measuring (or not re-measured): {names}. "
+                    if confirmed
+                    else "None stays above 1.25 x B when re-measured: "
+                    "run-to-run noise of sub-second queries. "
+                )
+                + "Short queries are hit hardest by C's fixed per-statement cost; a "
+                "query that loses partition pruning (below) is slower for real."
+            )
+        why += explain_per_query(results["tpcds"])
+        more = s.get("c_reads_more_files") or []
+        if more:
+            by_id = {q["id"]: q for q in results["tpcds"]["queries"]}
+            detail = []
+            for n in more:
+                fa = by_id[n]["files"].get("A", {})
+                fc = by_id[n]["files"].get("C", {})
+                worse = [
+                    f"{t} {fa.get(t, 0)} -> {c}"
+                    for t, c in fc.items()
+                    if isinstance(c, int) and c > fa.get(t, 0)
+                ]
+                detail.append(f"q{n} ({', '.join(worse)})")
+            try:
+                added = report.diagnose_cross_joins(more)
+            except Exception as e:
+                added = {}
+                print(f"cross-join diagnosis failed: {e}", file=sys.stderr)
+            cause = ""
+            if added and all(added.get(n, 0) > 0 for n in more):
+                cause = (
+                    " In every one the governed rewrite turns the query's comma joins into "
+                    "explicit `CROSS JOIN`s (sqlglot's Spark output), which Spark plans as "
+                    "Cross joins, and Spark's dynamic partition pruning does not consider "
+                    "Cross joins: the partition-pruned `inventory` scan becomes a full "
+                    "scan. B (the same filters and masks, the user's own join syntax) "
+                    "keeps the pruning. Product bug: the rewrite must keep comma joins "
+                    "(or emit inner joins)."
+                )
+            why.append(
+                "Files read: C reads more files than A in "
+                + "; ".join(detail)
+                + " (files read, A -> C)."
+                + cause
+            )
+        if s.get("product_bugs"):
+            why.append(
+                f"{len(s['product_bugs'])} queries fail governed but run raw: product "
+                "bugs, listed in the TPC-DS section."
+            )
+    rw = results.get("rewrite")
+    if rw:
+        ok = rw["p50_ms"] < 5 and rw["max_ms"] < 25
+        slowest = max((ms for _, ms in rw.get("slowest", [])), default=0.0)
+        if ok:
+            verdict = "target met."
+        elif rw["p50_ms"] < 5 and slowest < 25:
+            verdict = (
+                f"target NOT met on the max only: it is a single outlier run, since the "
+                f"slowest query's median is {slowest:.1f} ms and p99 "
+                f"{rw['p99_ms']:.1f} ms (most likely a pause of the process: GC or "
+                "scheduling on the shared machine, not a query slow to rewrite)."
+            )
+        else:
+            verdict = (
+                f"target NOT met: the slowest query's median is {slowest:.1f} ms "
+                "(listed in the rewrite section)."
+            )
+        why.append(
+            f"Rewrite latency p50 {rw['p50_ms']:.2f} ms / max {rw['max_ms']:.2f} ms: " + verdict
+        )
+        why.append(
+            f"Rewrite against sqlglot's own parse + generate of the same queries in the "
+            f"same rounds: {rw['over_sqlglot']:.2f} x (sqlglot p50 "
+            f"{rw['sqlglot_p50_ms']:.2f} ms; target <= {TARGET_OVER_SQLGLOT} x, p50 <= "
+            f"{TARGET_P50_MS_14} ms): what the layer adds on top of the parser it is "
+            "built on."
+        )
+    why += explain_connect(results)
+    return why
+
+
+def explain_connect(results: dict[str, Any]) -> list[str]:
+    """Why a Connect target was missed: where the gateway's time goes (benchmarks/README.md,
+    per-step timings of a request through the gateway)."""
+    runs = [
+        part[k]
+        for part in (results, results.get("other_line") or {})
+        for k in ("connect", "connect_tpcds")
+        if part.get(k)
+    ]
+    missed = [
+        f"{r.get('line', '?')} {r.get('data', 'demo')}: {t['target']}"
+        for r in runs
+        for t in r.get("targets", [])
+        if not t["met"]
+    ]
+    if not missed:
+        return []
+    return [
+        "Connect targets not met (" + "; ".join(missed) + "). What the gateway adds per "
+        "request, timed step by step (benchmarks/README.md, Connect): the verifier's "
+        "analysis of the composed plan in the backend session (12-15 ms) and its walk "
+        "(about 2 ms), then Spark Connect analysing the same plan again to run it, the "
+        "Python gRPC hop of every call (Config about 6 ms), the plan walk, cache lookup and "
+        "audit lines (about 3 ms together). Removing the second analysis needs the backend "
+        "to run the verified plan itself (Spark 4's Connect plan cache or a planner hook): "
+        "not done."
+    ]
+
+
+def explain_per_query(tpcds: dict[str, Any]) -> list[str]:
+    """Issue 31's per-query C/A targets split into what the policies cost (A'/A: the same
+    filters and masks written by hand into raw Spark) and what the layer costs (C/A')."""
+    s = tpcds.get("summary") or {}
+    qs = [
+        q
+        for q in tpcds.get("queries", [])
+        if q.get("a_med") and q.get("floor_med") and q.get("c_med")
+    ]
+    if not qs or s.get("p90_query_c_over_a") is None:
+        return []
+
+    policy = [q["floor_med"] / q["a_med"] for q in qs]
+    layer = [q["c_med"] / q["floor_med"] for q in qs]
+    gap_ms = [(q["c_med"] - q["floor_med"]) * 1000 for q in qs]
+    t = s["targets"]
+    pol = tpcds.get("policy") or {}
+    word = {True: "met", False: "NOT met", None: "not measured"}
+    return [
+        f"Per-query C/A median {s['median_query_c_over_a']:.3f} "
+        f"({word[t['median_query_c_over_a']['met']]}, target <= 1.02) and p90 "
+        f"{s['p90_query_c_over_a']:.3f} ({word[t['p90_query_c_over_a']['met']]}, target <= "
+        f"1.10). Split per query: what the policies cost, A'/A (the same "
+        f"{pol.get('row_filters', '?')} filters and {pol.get('column_masks', '?')} masks "
+        f"written by hand into raw Spark), median {statistics.median(policy):.3f}, "
+        f"p90 {harness.percentile(policy, 0.9):.3f}; what the layer costs on top, C/A', "
+        f"median {statistics.median(layer):.3f}, p90 {harness.percentile(layer, 0.9):.3f}, "
+        f"median C - A' {statistics.median(gap_ms):.0f} ms per query. A ratio over target "
+        "that A'/A carries is policy evaluation (every row filtered, every masked value "
+        "computed), which the targets' 'remove what is not policy evaluation' leaves in."
+        + _noise_sentence(s.get("p90_c_over_a_without_difference"))
+    ]
+
+
+def _noise_sentence(nd: dict[str, Any] | None) -> str:
+    """The p90 target read against the run's own resolution (tpcds_summary)."""
+    if not nd:
+        return ""
+    return (
+        f" The same run's resolution: raw Spark's own rounds resampled against each other "
+        f"(no difference at all) give a per-query p90 of {nd['median']:.3f} (90% of "
+        f"{nd['queries']}-query draws {nd['p5']:.3f}-{nd['p95']:.3f}; over 1.10 in "
+        f"{nd['share_over_target']:.0%}), so a p90 under 1.10 is below what "
+        "this many rounds on this machine can tell apart from noise."
+    )
