@@ -60,7 +60,6 @@ docs: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) benchmarks/run_all.py $(BENCH_ARGS)
-	$(PY) benchmarks/mapping.py $(MAPPING_ARGS)
 
 # The issue 14/31 run: TPC-DS at scale factor 1 over all 99 queries, 3 rounds, then the
 # TPC-DS and Connect steps again on the other Spark line (its venv is built first); about

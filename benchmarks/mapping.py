@@ -17,12 +17,18 @@ Four modes, interleaved per round (harness.rotations), medians compared:
 Targets (issue 31): C/L <= 1.10 and C/A <= 1.15.
 
     python benchmarks/mapping.py --sf 1 --rounds 5 --workdir /tmp/lg-mapping --reuse
+        [--json OUT]
+
+`run_all.py` runs it as its `mapping` step over the TPC-DS step's own Delta tables (the same
+`--workdir`); its own files (mapping table, policies, Lakegate state) go under
+`WORKDIR/mapping/`.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import os
 import shutil
 import sys
@@ -35,7 +41,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import harness
-from benchmarks.tpcds_delta import prepare_data
+from benchmarks.tpcds_delta import FACT_FILES, prepare_data, reusable
 
 TARGET_C_OVER_A = 1.15
 TARGET_C_OVER_L = 1.10
@@ -103,16 +109,21 @@ def scenario(args: argparse.Namespace) -> int:
     root = Path(args.workdir or tempfile.mkdtemp(prefix="lakegate-mapping-")).resolve()
     root.mkdir(parents=True, exist_ok=True)
     spark = build_spark(args.master, {"spark.sql.shuffle.partitions": "4"})
-    delta, _ = prepare_data(spark, root, args.sf, 4, args.reuse, ("store_sales", "store"))
+    own = root / "mapping"  # beside the TPC-DS step's tables, never over its files
+    needed = ("store_sales", "store")
+    # the TPC-DS step's tables when they serve; else this benchmark's own, never a rewrite
+    # of a workdir another step's tables live in
+    data = root if reusable(root, args.sf, FACT_FILES, needed) else own
+    delta, _ = prepare_data(spark, data, args.sf, FACT_FILES, args.reuse, needed)
     fact = delta["store_sales"]
     keys = sorted(
         r[0]
         for r in spark.sql(f"SELECT DISTINCT {args.key} FROM delta.`{fact}`").collect()
         if r[0] is not None
     )
-    mapping_path = str(root / "acl" / "user_keys")
+    mapping_path = str(own / "acl" / "user_keys")
     build_mapping(spark, mapping_path, args.users, keys, args.per_user)
-    pol = root / "policies-src"
+    pol = own / "policies-src"
     shutil.rmtree(pol, ignore_errors=True)
     pol.mkdir(parents=True)
     table = f"{CATALOG}.{SCHEMA}.store_sales"
@@ -128,14 +139,14 @@ def scenario(args: argparse.Namespace) -> int:
             mapping=MAPPING,
         )
     )
-    lake = root / "lakegate"
+    lake = own / "lakegate"
     shutil.rmtree(lake, ignore_errors=True)
     cfg_path = write_config(lake, pol)
     lg = Lakegate.open(cfg_path, spark=spark)
     lg.register_table(table, fact)
     lg.register_table(MAPPING, mapping_path)
     # S: the subquery form (what every mapping policy was before issue 31)
-    lake_s = root / "lakegate-subquery"
+    lake_s = own / "lakegate-subquery"
     shutil.rmtree(lake_s, ignore_errors=True)
     cfg_s = dataclasses.replace(Config.load(write_config(lake_s, pol)), mapping_inline_max_keys=0)
     lg_s = Lakegate.open(cfg_s, spark=spark)
@@ -145,6 +156,18 @@ def scenario(args: argparse.Namespace) -> int:
     subquery = lg_s.session(USER)
     literal = lg.session(LITERAL_USER)
     by_hand = f"delta.`{fact}` WHERE {args.key} IN ({listed})"
+    out: dict[str, Any] = {
+        "config": {
+            "sf": args.sf,
+            "rounds": args.rounds,
+            "users": args.users,
+            "per_user": args.per_user,
+            "keys": len(keys),
+            "key": args.key,
+        },
+        "load_before": os.getloadavg()[0],
+        "queries": {},
+    }
     print(
         f"mapping: sf {args.sf}, {args.users} users x {args.per_user} of {len(keys)} "
         f"{args.key} values, {args.rounds} interleaved rounds after one warm-up; "
@@ -184,6 +207,18 @@ def scenario(args: argparse.Namespace) -> int:
         a, lit, c, sub = (harness.percentile(runs[m][1:], 0.5) for m in "ALCS")  # 1st: warm-up
         met_a, met_l = c / a <= TARGET_C_OVER_A, c / lit <= TARGET_C_OVER_L
         ok = ok and met_a and met_l and once == 1 and inlined
+        out["queries"][name] = {
+            "a_ms": a,
+            "l_ms": lit,
+            "c_ms": c,
+            "s_ms": sub,
+            "c_over_a": c / a,
+            "c_over_l": c / lit,
+            "met_c_over_a": met_a,
+            "met_c_over_l": met_l,
+            "c_inlined": inlined,
+            "s_broadcasts": once,
+        }
         print(
             f"{name:10} p50 A {a:8.1f} ms  L {lit:8.1f} ms  C {c:8.1f} ms  S {sub:8.1f} ms\n"
             f"{'':10} C/A {c / a:5.2f} (target <= {TARGET_C_OVER_A:.2f}: "
@@ -194,7 +229,11 @@ def scenario(args: argparse.Namespace) -> int:
             f"S broadcasts of the lookup: {once}",
             flush=True,
         )
-    print(f"load after {os.getloadavg()[0]:.1f} (2 cores shared: figures are noisy)", flush=True)
+    out["load_after"] = os.getloadavg()[0]
+    out["targets"] = {"c_over_a": TARGET_C_OVER_A, "c_over_l": TARGET_C_OVER_L}
+    print(f"load after {out['load_after']:.1f} (2 cores shared: figures are noisy)", flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=1))
     lg.close()
     lg_s.close()
     if not args.workdir:
@@ -212,6 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workdir", help="keep data here (default: a temporary directory)")
     ap.add_argument("--reuse", action="store_true", help="reuse Delta tables in --workdir")
     ap.add_argument("--master", default="local[2]")
+    ap.add_argument("--json", metavar="OUT", help="write the figures as JSON to OUT")
     ap.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
     args = ap.parse_args(argv)
     return harness.main("mapping", lambda: scenario(args))

@@ -30,6 +30,7 @@ from benchmarks.report_sections import (  # noqa: E402
     connect_section,
     decisions_section,
     intro_section,
+    mapping_section,
     rewrite_section,
     steps_section,
 )
@@ -174,6 +175,7 @@ SECTIONS = (
     decisions_section,
     audit_section,
     api_section,
+    mapping_section,
     connect_section,
     cluster_section,
     analysis_section,

@@ -303,3 +303,31 @@ def caveats_section(results: dict[str, Any], add: Add, img: Img) -> None:
         for c in results["caveats"]:
             add(f"- {c}")
         add("")
+
+
+def mapping_section(results: dict[str, Any], add: Add, img: Img) -> None:
+    """A mapping-table row filter against the same keys written by hand (issue 31 item 1)."""
+    mp = results.get("mapping") or {}
+    add("## Mapping-table policies (issue 31)\n")
+    if not mp.get("queries"):
+        add("_not run or failed_\n")
+        return
+    c = mp["config"]
+    add(
+        f"`benchmarks/mapping.py`: `store_sales` at sf {c['sf']} filtered for one user through "
+        f"a {c['users']:,}-user mapping table ({c['per_user']} of {c['keys']:,} "
+        f"`{c['key']}` values each), {c['rounds']} interleaved rounds after a warm-up, "
+        "medians. A raw Spark with the keys written by hand; L a literal policy listing "
+        "them; C the mapping-table policy, read at plan time and inlined; S the same policy "
+        f"in its subquery form (`mapping_inline_max_keys: 0`). Load {mp['load_before']:.1f} "
+        f"before, {mp['load_after']:.1f} after.\n"
+    )
+    add("| query | A ms | L ms | C ms | S ms | C/A | C/L | S/A | C has no lookup | S broadcasts |")
+    add("|---|---|---|---|---|---|---|---|---|---|")
+    for name, q in mp["queries"].items():
+        add(
+            f"| {name} | {q['a_ms']:.0f} | {q['l_ms']:.0f} | {q['c_ms']:.0f} | "
+            f"{q['s_ms']:.0f} | {q['c_over_a']:.3f} | {q['c_over_l']:.3f} | "
+            f"{q['s_ms'] / q['a_ms']:.3f} | {q['c_inlined']} | {q['s_broadcasts']} |"
+        )
+    add("")

@@ -64,6 +64,7 @@ STEPS = (
     "cluster",
     "cli",
     "tpcds",
+    "mapping",
     "connect_tpcds",
 )
 
@@ -312,6 +313,16 @@ def main(argv: list[str] | None = None) -> int:
         if args.workdir:
             tp += ["--dir", args.workdir, "--reuse", "--keep"]
         plan.append(("tpcds", tp, 7200))
+        mp = ["benchmarks/mapping.py", "--json", str(tmpd / "mapping.json")]
+        mp += [
+            "--sf",
+            "0.01" if quick else str(args.sf),
+            "--rounds",
+            "1" if quick else str(args.rounds),
+        ]
+        if args.workdir:  # the mapping filter over the TPC-DS step's own store_sales
+            mp += ["--workdir", args.workdir, "--reuse"]
+        plan.append(("mapping", mp, 3600))
         if args.workdir:  # the gateway on the very TPC-DS tables the step above used
             ct = ["benchmarks/connect.py", "--json", "--tpcds", args.workdir]
             if quick:  # queries whose tables the quick TPC-DS step (queries 1-8) wrote
@@ -434,7 +445,7 @@ def collect(name: str, stdout: str, tmpd: Path, results: dict[str, Any]) -> None
         results["api"] = {"text": stdout, "rows": report.parse_api(stdout)}
     elif name in ("connect", "connect_tpcds"):
         results[name] = json.loads(stdout[stdout.index("\n{") :])
-    elif name in ("cluster", "cli", "analysis"):
+    elif name in ("cluster", "cli", "analysis", "mapping"):
         results[name] = json.loads((tmpd / f"{name}.json").read_text())
         if name == "cli" and set(results[name].get("median") or {}) != {"cli", "gateway", "bare"}:
             raise harness.ScenarioFailed("cli: the cli, gateway and bare medians are not all there")

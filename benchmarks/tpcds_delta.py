@@ -133,6 +133,9 @@ PROBES: list[tuple[str, str, str]] = [
 ]
 
 
+FACT_FILES = 8  # files per fact table; other steps that reuse the tables pass the same
+
+
 def log(msg: str) -> None:
     print(msg, flush=True)
 
@@ -155,16 +158,10 @@ def prepare_data(
     """Parquet from dsdgen, then one Delta table per TPC-DS table in `tables`; returns
     paths, timings."""
     timings: dict[str, float] = {}
-    stamp = {
-        "sf": sf,
-        "fact_files": fact_files,
-        "partitioned": PARTITIONED,
-        "v": 2,
-        "tables": sorted(tables),
-    }
-    marker = root / "delta" / "_lakegate_bench.json"
+    stamp = _stamp(sf, fact_files, tables)
+    marker = root / "delta" / MARKER
     delta_paths = {t: str((root / "delta" / t).resolve()) for t in tables}
-    if reuse and marker.is_file() and _holds(json.loads(marker.read_text()), stamp):
+    if reuse and reusable(root, sf, fact_files, tables):
         log(f"reusing Delta tables under {root / 'delta'} (sf={sf})")
         return delta_paths, timings
     t0 = time.perf_counter()
@@ -190,6 +187,27 @@ def prepare_data(
     marker.write_text(json.dumps(stamp))
     shutil.rmtree(root / "parquet", ignore_errors=True)
     return delta_paths, timings
+
+
+MARKER = "_lakegate_bench.json"  # what the Delta tables under DIR/delta were written as
+
+
+def _stamp(sf: float, fact_files: int, tables: tuple[str, ...]) -> dict[str, Any]:
+    return {
+        "sf": sf,
+        "fact_files": fact_files,
+        "partitioned": PARTITIONED,
+        "v": 2,
+        "tables": sorted(tables),
+    }
+
+
+def reusable(root: Path, sf: float, fact_files: int, tables: tuple[str, ...]) -> bool:
+    """Do the Delta tables under `root` serve a run needing `tables` at this scale?"""
+    marker = root / "delta" / MARKER
+    return marker.is_file() and _holds(
+        json.loads(marker.read_text()), _stamp(sf, fact_files, tables)
+    )
 
 
 def _holds(written: dict[str, Any], wanted: dict[str, Any]) -> bool:
@@ -390,7 +408,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--fact-files",
         type=int,
-        default=8,
+        default=FACT_FILES,
         help="files per fact table (range-partitioned by date key)",
     )
     ap.add_argument("--no-probes", action="store_true", help="skip the file-skipping probes")

@@ -228,6 +228,18 @@ def test_report_writer(tmp_path: Path, scaling: dict) -> None:
                 for i, v in enumerate(("pinned", "path"))
             }
         },
+        "mapping": {
+            "config": {"sf": 1.0, "rounds": 3, "users": 10_000, "per_user": 20, "keys": 7200}
+            | {"key": "ss_hdemo_sk"},
+            "load_before": 2.1,
+            "load_after": 2.4,
+            "targets": {"c_over_a": 1.15, "c_over_l": 1.10},
+            "queries": {
+                "by-key": {"a_ms": 1000.0, "l_ms": 1020.0, "c_ms": 1030.0, "s_ms": 1500.0}
+                | {"c_over_a": 1.03, "c_over_l": 1030 / 1020, "met_c_over_a": True}
+                | {"met_c_over_l": True, "c_inlined": True, "s_broadcasts": 1},
+            },
+        },
         "not_run": ["cluster"],
         "why": ["because"],
         "caveats": ["small"],
@@ -251,4 +263,7 @@ def test_report_writer(tmp_path: Path, scaling: dict) -> None:
     assert "| q1 | 2.0 | 3.0 | 4.0 | 5.0 | 6.0 | 7.0 | 8.0 |" in text  # the breakdown row
     assert "| api | `python benchmarks/api.py` | **FAILED** (exit 2) |" in text
     assert "| path | 2.0 | 4.0 | 5.0 | 1.0 |" in text  # Spark's analysis, read by path
+    mapping = "Mapping-table filter (10,000 users), by-key: C / a literal policy, L (issue 31)"
+    assert f"| {mapping} | <= 1.1 | 1.010 (C 1030 ms) | **met** |" in text
+    assert "| by-key | 1000 | 1020 | 1030 | 1500 | 1.030 | 1.010 | 1.500 | True | 1 |" in text
     assert "not run: cluster." in text  # a partial run says which steps it left out
