@@ -156,7 +156,10 @@ def scenario(args: argparse.Namespace) -> int:
     subquery = lg_s.session(USER)
     literal = lg.session(LITERAL_USER)
     by_hand = f"delta.`{fact}` WHERE {args.key} IN ({listed})"
+    import pyspark
+
     out: dict[str, Any] = {
+        "line": f"Spark {pyspark.__version__}",
         "config": {
             "sf": args.sf,
             "rounds": args.rounds,

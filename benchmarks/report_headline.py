@@ -237,16 +237,24 @@ def connect_targets(results: dict[str, Any]) -> list[Target]:
     return targets
 
 
-def mapping_targets(mp: dict[str, Any]) -> list[Target]:
-    """Issue 31 item 1: a mapping-table policy costs what the same keys written by hand do."""
+def mapping_targets(results: dict[str, Any]) -> list[Target]:
+    """Issue 31 item 1: a mapping-table policy costs what the same keys written by hand
+    do, on every line that ran."""
+    targets: list[Target] = []
+    for mp in (results.get("mapping") or {}, (results.get("other_line") or {}).get("mapping")):
+        targets += _mapping_rows(mp or {})
+    return targets
+
+
+def _mapping_rows(mp: dict[str, Any]) -> list[Target]:
     targets: list[Target] = []
     want = mp.get("targets") or {}
     for name, q in (mp.get("queries") or {}).items():
         for key, against in (("c_over_l", "a literal policy, L"), ("c_over_a", "raw Spark, A")):
             targets.append(
                 (
-                    f"Mapping-table filter ({mp['config']['users']:,} users), {name}: "
-                    f"C / {against} (issue 31)",
+                    f"Mapping-table filter, {mp.get('line', '?')} "
+                    f"({mp['config']['users']:,} users), {name}: C / {against} (issue 31)",
                     f"<= {want.get(key, '?')}",
                     f"{q[key]:.3f} (C {q['c_ms']:.0f} ms)",
                     met(q[f"met_{key}"]),
@@ -265,7 +273,7 @@ def headline_section(results: dict[str, Any], add: Add) -> None:
         + decision_targets(results.get("decisions") or [])
         + audit_targets(results.get("audit") or {})
         + api_targets(results.get("api") or {})
-        + mapping_targets(results.get("mapping") or {})
+        + mapping_targets(results)
         + connect_targets(results)
     )
     if targets:

@@ -307,12 +307,21 @@ def caveats_section(results: dict[str, Any], add: Add, img: Img) -> None:
 
 def mapping_section(results: dict[str, Any], add: Add, img: Img) -> None:
     """A mapping-table row filter against the same keys written by hand (issue 31 item 1)."""
-    mp = results.get("mapping") or {}
     add("## Mapping-table policies (issue 31)\n")
-    if not mp.get("queries"):
+    runs = [
+        mp
+        for mp in (results.get("mapping"), (results.get("other_line") or {}).get("mapping"))
+        if (mp or {}).get("queries")
+    ]
+    if not runs:
         add("_not run or failed_\n")
-        return
+    for mp in runs:
+        _mapping_run(mp, add)
+
+
+def _mapping_run(mp: dict[str, Any], add: Add) -> None:
     c = mp["config"]
+    add(f"**{mp.get('line', '?')}**\n")
     add(
         f"`benchmarks/mapping.py`: `store_sales` at sf {c['sf']} filtered for one user through "
         f"a {c['users']:,}-user mapping table ({c['per_user']} of {c['keys']:,} "

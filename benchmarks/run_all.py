@@ -70,7 +70,7 @@ STEPS = (
 
 
 #: The steps measured again on the other Spark line (issue 26): what differs between lines.
-LINE_STEPS = ("tpcds", "connect")
+LINE_STEPS = ("tpcds", "connect", "mapping")
 
 
 def other_line_python() -> tuple[str, Path]:
@@ -401,7 +401,8 @@ def run_other_line(
         if name == "tpcds":
             at = argv_.index("--rounds") + 1
             argv_ = [*argv_[:at], str(args.other_rounds), *argv_[at + 1 :]]
-        (tmpd / "tpcds.json").unlink(missing_ok=True)  # never this line's figures as that's
+        for out in ("tpcds.json", "mapping.json"):  # never this line's figures as that's
+            (tmpd / out).unlink(missing_ok=True)
         key = f"{name}@{line}"
         print(f"\n##### on Spark {line}: {name}", flush=True)
         st = run_step(key, argv_, timeout, echo=True, python=str(python))

@@ -229,6 +229,7 @@ def test_report_writer(tmp_path: Path, scaling: dict) -> None:
             }
         },
         "mapping": {
+            "line": "Spark 4.2.0",
             "config": {"sf": 1.0, "rounds": 3, "users": 10_000, "per_user": 20, "keys": 7200}
             | {"key": "ss_hdemo_sk"},
             "load_before": 2.1,
@@ -263,7 +264,10 @@ def test_report_writer(tmp_path: Path, scaling: dict) -> None:
     assert "| q1 | 2.0 | 3.0 | 4.0 | 5.0 | 6.0 | 7.0 | 8.0 |" in text  # the breakdown row
     assert "| api | `python benchmarks/api.py` | **FAILED** (exit 2) |" in text
     assert "| path | 2.0 | 4.0 | 5.0 | 1.0 |" in text  # Spark's analysis, read by path
-    mapping = "Mapping-table filter (10,000 users), by-key: C / a literal policy, L (issue 31)"
+    mapping = (
+        "Mapping-table filter, Spark 4.2.0 (10,000 users), by-key: C / a literal policy, L "
+        "(issue 31)"
+    )
     assert f"| {mapping} | <= 1.1 | 1.010 (C 1030 ms) | **met** |" in text
     assert "| by-key | 1000 | 1020 | 1030 | 1500 | 1.030 | 1.010 | 1.500 | True | 1 |" in text
     assert "not run: cluster." in text  # a partial run says which steps it left out
