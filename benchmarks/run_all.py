@@ -33,6 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks import harness, report  # noqa: E402
 from benchmarks.report_explain import explain  # noqa: E402
+from benchmarks.tpcds_summary import summarize  # noqa: E402
 
 # Spark's ivy resolver and log4j start-up lines: noise in a benchmark log
 NOISE = (
@@ -205,6 +206,12 @@ def main(argv: list[str] | None = None) -> int:
         help="TPC-DS interleaved rounds on the other line (default 1)",
     )
     ap.add_argument(
+        "--carry",
+        metavar="RESULTS_JSON",
+        help="a partial run (--only) keeps the steps it does not run from this earlier "
+        "--results-json file, each named in the report's caveats with its date",
+    )
+    ap.add_argument(
         "--regenerate",
         metavar="RESULTS_JSON",
         help="run nothing: rewrite the report from a --results-json file",
@@ -361,6 +368,8 @@ def main(argv: list[str] | None = None) -> int:
             "QUICK smoke run (--quick): tiny scale and few rounds; "
             "these figures are not the benchmark."
         )
+    if args.carry:
+        carry(json.loads(Path(args.carry).read_text()), only, results)
     results["caveats"] += default_caveats(results)
     results["why"] = explain(results)
     out = report.write_report(results, Path(args.report), Path(args.charts))
@@ -374,6 +383,39 @@ def main(argv: list[str] | None = None) -> int:
             f"{len(s['flagged'])} queries over 1.25 x B"
         )
     return verdict(results["steps"])
+
+
+def carry(earlier: dict[str, Any], only: set[str], results: dict[str, Any]) -> None:
+    """The figures of the steps this run left out, from an earlier run, on both lines;
+    TPC-DS's summary is computed again from its per-query figures by this version's code,
+    so every target reads the same way. The report names each carried step and its date."""
+    when = earlier.get("date", "an earlier run")
+    carried = []
+    if (theirs := earlier.get("other_line")) and "other_line" not in results:
+        results["other_line"] = {"line": theirs["line"], "python": theirs.get("python")}
+    for name in STEPS:
+        if name in only:
+            continue
+        for into, src in (
+            (results, earlier),
+            (results.get("other_line"), earlier.get("other_line") or {}),
+        ):
+            if into is None or src.get(name) is None:
+                continue
+            into[name] = src[name]
+            if name == "tpcds":
+                t = into[name]
+                t["summary"] = summarize(t["queries"], t.get("probes", []))
+            suffix = f"@{into['line']}" if into is not results else ""
+            if name + suffix in earlier.get("steps", {}):
+                results["steps"][name + suffix] = earlier["steps"][name + suffix]
+            carried.append(name + suffix)
+    if carried:
+        results["not_run"] = [s for s in results["not_run"] if s not in carried]
+        results["caveats"].append(
+            f"Not measured again in this run; their figures are those of the run of {when}: "
+            f"{', '.join(carried)}."
+        )
 
 
 def run_other_line(
