@@ -51,7 +51,7 @@ DENIED_CALLS: dict[str, str] = {
     "time_diff": "time_diff(region, current_time(), current_time()) = 0",
     "st_geomfromwkb": "st_geomfromwkb(unhex(region)) IS NULL",
     "st_geogfromwkb": "st_geogfromwkb(unhex(region)) IS NULL",
-    "st_setsrid": "st_srid(st_setsrid(NULL, length(region))) = 0",
+    "st_setsrid": "st_setsrid(NULL, length(region)) IS NULL",
     "vector_cosine_similarity": "vector_cosine_similarity(array(1.0F), array(1.0F)) > id",
     "vector_inner_product": "vector_inner_product(array(1.0F), array(1.0F)) > length(region)",
     "vector_l2_distance": "vector_l2_distance(array(1.0F), array(1.0F)) > length(region)",
