@@ -15,6 +15,7 @@ from sqlglot import exp
 
 from governance import spark4_syntax
 from governance.errors import Refused
+from governance.spark_line import LINE, SPARK_4
 
 _RUNS_CODE = "runs arbitrary JVM code"
 _READS_FILES = "reads files or file metadata instead of governed values"
@@ -36,21 +37,69 @@ DENIED_FUNCTIONS: dict[str, str] = {
     "from_avro": _ERROR_CHANNEL,
     "to_avro": _ERROR_CHANNEL,
     "url_decode": _ERROR_CHANNEL,
+    # Spark 4's, reviewed against FunctionRegistry (docs/spark4-syntax.md): each fails on a
+    # row's value with that value (or its length) in the message; the try_ forms that
+    # answer NULL instead (try_validate_utf8, try_to_time) are allowed
+    "validate_utf8": _ERROR_CHANNEL,
+    "to_time": _ERROR_CHANNEL,
+    "make_time": _ERROR_CHANNEL,
+    "time_from_seconds": _ERROR_CHANNEL,
+    "time_from_millis": _ERROR_CHANNEL,
+    "time_from_micros": _ERROR_CHANNEL,
+    "time_trunc": _ERROR_CHANNEL,
+    "time_diff": _ERROR_CHANNEL,
+    "st_geomfromwkb": _ERROR_CHANNEL,
+    "st_geogfromwkb": _ERROR_CHANNEL,
+    "st_setsrid": _ERROR_CHANNEL,
+    "vector_cosine_similarity": _ERROR_CHANNEL,
+    "vector_inner_product": _ERROR_CHANNEL,
+    "vector_l2_distance": _ERROR_CHANNEL,
+    "vector_norm": _ERROR_CHANNEL,
+    "vector_normalize": _ERROR_CHANNEL,
+    "vector_avg": _ERROR_CHANNEL,
+    "vector_sum": _ERROR_CHANNEL,
+    # a protobuf descriptor is read from a file path on the driver
+    "from_protobuf": _READS_FILES,
+    "to_protobuf": _READS_FILES,
     "spark_partition_id": _LAYOUT,
     "monotonically_increasing_id": _LAYOUT,
     "current_database": _SESSION,
     "current_schema": _SESSION,
     "current_catalog": _SESSION,
+    "current_path": _SESSION,
 }
 IDENTITY_USER = frozenset({"current_user", "session_user", "user"})
 IDENTITY_MEMBER = frozenset({"is_member", "is_account_group_member"})
-# Spark's built-in function names; anything else (a UDF registered in the shared session,
-# say) is refused. Generated from FunctionRegistry.builtin; tests check it against Spark.
-SPARK_BUILTINS = frozenset(
-    line.strip().lower()
-    for line in (Path(__file__).parent / "spark_functions.txt").read_text().splitlines()
-    if line.strip() and not line.startswith("#")
-)
+
+
+def builtin_names(listing: str) -> frozenset[str]:
+    """The function names a list beside this module holds (generated from Spark's
+    FunctionRegistry.builtin; tests/security/test_spark_functions.py checks it against the
+    running Spark)."""
+    text = (Path(__file__).parent / listing).read_text()
+    return frozenset(
+        line.strip().lower()
+        for line in text.splitlines()
+        if line.strip() and not line.startswith("#")
+    )
+
+
+# The running line's built-in function names; anything else (a UDF registered in the shared
+# session, say) is refused.
+SPARK_BUILTINS = builtin_names(LINE.builtin_functions)
+# Spark 4's built-ins this line lacks, refused by name instead of failing inside Spark
+# (empty on Spark 4). The variant and collation functions have their own refusal
+# (governance/spark4_syntax.py), denied and identity functions theirs on both lines;
+# percentile_cont/_disc ... WITHIN GROUP is 3.5 grammar; sqlglot reads listagg and
+# string_agg as group_concat.
+NEEDS_SPARK_4 = (
+    builtin_names(SPARK_4.builtin_functions)
+    - SPARK_BUILTINS
+    - spark4_syntax.FUNCTIONS.keys()
+    - DENIED_FUNCTIONS.keys()
+    - IDENTITY_USER
+    - {"percentile_cont", "percentile_disc"}
+) | ({"group_concat"} if "listagg" not in SPARK_BUILTINS else set())
 METADATA_COLUMNS = frozenset(
     {"_metadata", "_row_id", "_change_type", "_commit_version", "_commit_timestamp"}
 )
@@ -68,7 +117,7 @@ def is_unknown_function(node: exp.Expression, name: str) -> bool:
     """A call of something that is not a Spark built-in (a UDF in the shared session, say).
 
     Table functions (a call under a FROM) are resolve.py's to govern."""
-    return (
+    return name in NEEDS_SPARK_4 or (
         isinstance(node, exp.Anonymous)
         and name not in SPARK_BUILTINS
         and name not in IDENTITY_USER
@@ -220,6 +269,11 @@ def govern_nodes(
     replacements: list[tuple[exp.Expression, exp.Expression]] = []
     for node in nodes:  # the kinds checked below, nothing else
         name = function_name(node)
+        if name in NEEDS_SPARK_4:
+            spelled = "listagg" if name == "group_concat" else name
+            raise Refused(
+                f"function {spelled}() needs Spark 4; this Lakegate runs on Spark {LINE.name}"
+            )
         fixed = spark4_syntax.govern_node(node, name)
         if fixed is not None:
             replacements.append((node, fixed))

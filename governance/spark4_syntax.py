@@ -29,6 +29,7 @@ FUNCTIONS: dict[str, str] = {
     "variant_get": "variant",
     "try_variant_get": "variant",
     "is_variant_null": "variant",
+    "is_valid_variant": "variant",
     "schema_of_variant": "variant",
     "schema_of_variant_agg": "variant",
     "to_variant_object": "variant",
@@ -37,7 +38,7 @@ FUNCTIONS: dict[str, str] = {
 }
 #: Table-valued functions Spark 4 added; none is governed (see resolve.SAFE_TABLE_FUNCTIONS).
 TABLE_FUNCTIONS = frozenset(
-    {"variant_explode", "variant_explode_outer", "sql_keywords", "collations"}
+    {"variant_explode", "variant_explode_outer", "sql_keywords", "collations", "python_worker_logs"}
 )
 _FEATURE_NAMES = {"variant": "the VARIANT type", "collation": "collations"}
 
@@ -160,6 +161,9 @@ def govern_node(node: exp.Expression, name: str) -> exp.Expression | None:
             # collate(x, 'c'): Spark parses the function, not `x COLLATE 'c'`
             return exp.Anonymous(this="collate", expressions=[node.this, collation])
         return None
+    spelled = _spark_spelling(node)
+    if spelled is not None:
+        return spelled
     if name == "identifier":
         raise Refused(
             "IDENTIFIER(...) is not governed by Lakegate: the name it makes is only known "
@@ -175,6 +179,23 @@ def govern_node(node: exp.Expression, name: str) -> exp.Expression | None:
     if isinstance(node, exp.ParseJSON):
         # Spark's generator writes parse_json(x) as x: kept as the call the user wrote
         return exp.Anonymous(this="parse_json", expressions=[node.this])
+    return None
+
+
+def _spark_spelling(node: exp.Expression) -> exp.Expression | None:
+    """The aggregate Spark runs for one sqlglot would write as another with other answers
+    (None: sqlglot writes it as read). `listagg(x)` (and `string_agg(x)`) concatenates
+    without a delimiter, but sqlglot writes `LISTAGG(x, ',')`: the default is spelled out
+    as Spark's, NULL. `percentile_cont(p) WITHIN GROUP (ORDER BY x)` is exact (and
+    `percentile_disc` discrete, in the order given), but sqlglot writes both as
+    `PERCENTILE_APPROX(x, p)`: the call is kept as written. The children move into the new
+    node (never copied), so what govern_nodes replaces inside them still lands."""
+    if isinstance(node, exp.GroupConcat) and node.args.get("separator") is None:
+        return exp.GroupConcat(this=node.this, separator=exp.Null())
+    if isinstance(node, exp.PercentileCont | exp.PercentileDisc) and isinstance(
+        node.parent, exp.WithinGroup
+    ):
+        return exp.Anonymous(this=node.sql_name().lower(), expressions=[node.this])
     return None
 
 

@@ -55,6 +55,9 @@ class SparkLine:
     # retries UNAVAILABLE for ten minutes; for a one-shot command it is an answer)
     connect_channel_builder: str
     connect_no_retries: Callable[[Any], None]
+    # the line's built-in function names (FunctionRegistry.builtin), a file beside this
+    # module read by governance/constructs.py; any other function is refused
+    builtin_functions: str
     # the language features Spark 4 added that Lakegate governs on this line (see
     # governance/spark4_syntax.py); on a line without one, it is refused by name
     language: frozenset[str] = frozenset()
@@ -95,6 +98,7 @@ SPARK_35 = SparkLine(
     command_plan_fields=_DELTA_COMMANDS,
     connect_channel_builder="ChannelBuilder",
     connect_no_retries=_no_retries_35,
+    builtin_functions="spark_functions.txt",
 )
 
 SPARK_4 = SparkLine(
@@ -119,6 +123,7 @@ SPARK_4 = SparkLine(
     command_plan_fields=_DELTA_COMMANDS,
     connect_channel_builder="DefaultChannelBuilder",
     connect_no_retries=_no_retries_4,
+    builtin_functions="spark_functions_4.txt",
     language=frozenset({"variant", "collation"}),
 )
 

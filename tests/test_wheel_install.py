@@ -44,6 +44,7 @@ RUN_TIME_DATA = (
     "governance/PlanWalker.java",
     "governance/GovernedSql.java",
     "governance/spark_functions.txt",
+    "governance/spark_functions_4.txt",
     "api/connect/ConnectBackend.java",
     "api/connect/LineSessions35.java",
     "api/connect/LineSessions4.java",

@@ -505,6 +505,7 @@ def test_lateral_subqueries_see_only_the_governed_view(lakehouse) -> None:
         ),
         ("SELECT * FROM sql_keywords()", "sql_keywords"),
         ("SELECT * FROM collations()", "collations"),
+        ("SELECT * FROM python_worker_logs()", "python_worker_logs"),
     ],
 )
 def test_table_valued_functions_spark_4_added_are_refused_naming_the_function(

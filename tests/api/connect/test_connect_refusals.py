@@ -25,6 +25,13 @@ def _input_file(s: Any) -> Any:
     return s.table("main.sales.orders").select(F.input_file_name()).collect()
 
 
+def _spark_4_function(s: Any) -> Any:
+    """A DataFrame call of a function Spark 4 added that fails with a row's value."""
+    from pyspark.sql.connect import functions as F
+
+    return s.table("main.sales.orders").select(F.call_function("validate_utf8", "region")).collect()
+
+
 REFUSALS: list[tuple[str, Callable[[Any], Any], str]] = [
     ("path read parquet", lambda s: s.read.parquet("/tmp").collect(), "path reads"),
     (
@@ -75,6 +82,11 @@ REFUSALS: list[tuple[str, Callable[[Any], Any], str]] = [
         "reflect in an expression string",
         lambda s: s.range(1).selectExpr("reflect('java.lang.System', 'getenv', 'HOME')").collect(),
         "reflect",
+    ),
+    (
+        "Spark 4 function failing with a value",
+        _spark_4_function,
+        "function validate_utf8() is refused through the Lakegate gateway",
     ),
     (
         "global temp view",
