@@ -17,7 +17,7 @@ from itertools import accumulate, repeat
 from sqlglot import exp
 from sqlglot.dialects.spark import Spark
 from sqlglot.errors import ErrorLevel, ParseError, TokenError
-from sqlglot.tokens import TokenType
+from sqlglot.tokens import Token, TokenType
 
 from governance import pipe, spark4_syntax
 from governance.errors import Refused, SqlParseError
@@ -54,7 +54,6 @@ _OPERATORS = frozenset(
 _RECURSION_LIMIT = 10_000
 if sys.getrecursionlimit() < _RECURSION_LIMIT:
     sys.setrecursionlimit(_RECURSION_LIMIT)
-_TOKENIZER = Spark.Tokenizer
 _SPARK = Spark()  # settings only; each statement gets its own tokenizer and parser
 # one C-level scan instead of a Python generator over every character
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -81,6 +80,12 @@ def decode_statement(text: str | bytes) -> str:
     return text
 
 
+def tokenize(text: str) -> list[Token]:
+    """The text's tokens as Spark's dialect reads it. A tokenizer made without its dialect
+    reads with sqlglot's base dialect: `'a\\nb'` loses its newline, `1a` splits in two."""
+    return Spark.Tokenizer(dialect=_SPARK).tokenize(text)
+
+
 def parse_statement(text: str | bytes) -> exp.Expression:
     stmt, cross = _parse(text)
     if not cross:
@@ -104,7 +109,7 @@ def _parse(text: str | bytes) -> tuple[exp.Expression, bool]:
     tokens: list = []
     has_pipe = False
     try:
-        tokens = _TOKENIZER().tokenize(text)
+        tokens = tokenize(text)
         has_cross, has_pipe, forms = _check_nesting(tokens)
         spark4_syntax.refuse_statement_forms(tokens, forms)
         if has_pipe:  # Spark 4's `|>`, read operator by operator (governance/pipe.py)
