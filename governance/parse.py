@@ -54,7 +54,9 @@ _OPERATORS = frozenset(
 _RECURSION_LIMIT = 10_000
 if sys.getrecursionlimit() < _RECURSION_LIMIT:
     sys.setrecursionlimit(_RECURSION_LIMIT)
-_SPARK = Spark()  # settings only; each statement gets its own tokenizer and parser
+#: Spark's dialect settings (no state): each statement gets its own tokenizer and parser, and
+#: `tree.sql(SPARK)` skips the lookup and new dialect object `tree.sql("spark")` costs.
+SPARK = Spark()
 # one C-level scan instead of a Python generator over every character
 _SURROGATE = re.compile("[\ud800-\udfff]")
 # sqlglot warns on stderr before falling back to a Command, which we refuse anyway
@@ -83,7 +85,7 @@ def decode_statement(text: str | bytes) -> str:
 def tokenize(text: str) -> list[Token]:
     """The text's tokens as Spark's dialect reads it. A tokenizer made without its dialect
     reads with sqlglot's base dialect: `'a\\nb'` loses its newline, `1a` splits in two."""
-    return Spark.Tokenizer(dialect=_SPARK).tokenize(text)
+    return Spark.Tokenizer(dialect=SPARK).tokenize(text)
 
 
 def parse_statement(text: str | bytes) -> exp.Expression:
@@ -138,7 +140,7 @@ def _one_statement(tokens: list, text: str) -> exp.Expression:
     """The one statement `tokens` hold (`text` is the statement's, for error positions)."""
     if tokens and tokens[0].token_type == TokenType.TABLE:
         return _table_statement(tokens, text)
-    statements = _SPARK.parser(error_level=ErrorLevel.RAISE).parse(tokens, text)
+    statements = SPARK.parser(error_level=ErrorLevel.RAISE).parse(tokens, text)
     statements = [s for s in statements if s is not None]
     if not statements:
         raise SqlParseError("empty statement")
@@ -155,7 +157,7 @@ def _table_statement(tokens: list, text: str) -> exp.Select:
         rest = rest[:-1]
     if not rest:
         raise SqlParseError("cannot parse statement: TABLE needs a table name")
-    table = _SPARK.parser(error_level=ErrorLevel.RAISE).parse_into(exp.Table, rest, text)[0]
+    table = SPARK.parser(error_level=ErrorLevel.RAISE).parse_into(exp.Table, rest, text)[0]
     if not isinstance(table, exp.Table) or set(table.args) - {"this", "db", "catalog"}:
         raise SqlParseError("cannot parse statement: TABLE takes only a table name")
     return exp.select(exp.Star()).from_(table, copy=False)

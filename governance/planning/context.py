@@ -21,6 +21,7 @@ from governance.columns import (
 )
 from governance.constructs import GOVERNED_NODES, govern_nodes
 from governance.errors import AccessDenied, Refused
+from governance.parse import SPARK
 from governance.planning.planned import Planned
 from governance.policy.enforcer import Identity, PolicyEnforcer, TableAccess, mask_columns
 from governance.resolve import (
@@ -225,7 +226,7 @@ class PlanningContext:
         current = valid(stmt, walked)
         if current is not None and current.reshaped_by_generation():
             current = None  # the words check reads the tree as generation leaves it
-        outer = stmt.sql("spark", copy=False)
+        outer = stmt.sql(SPARK, copy=False)
         words = None
         if query and planned.views:
             words = words_spark_may_resolve(stmt, outer, current)
