@@ -22,11 +22,17 @@ from governance.walk import Walked
 def _plain_dispatch() -> dict[type[exp.Expression], Callable[..., str]] | None:
     """The Spark generator's node -> writer table with SELECT written directly; None when
     this sqlglot keeps no such table (every tree then takes the transforms)."""
-    table = getattr(SPARK.generator(), "_dispatch", None)
+    generator = SPARK.generator()
+    table = getattr(generator, "_dispatch", None)
     writer = getattr(SPARK.generator_class, "select_sql", None)
     if not isinstance(table, dict) or exp.Select not in table or writer is None:
         return None
-    return {**table, exp.Select: writer}
+    plain = {**table, exp.Select: writer}
+    try:
+        generator._dispatch = plain  # settable on this sqlglot's compiled generator
+    except (AttributeError, TypeError):
+        return None
+    return plain
 
 
 #: The table with SELECT written directly (None: this sqlglot has none to replace)
