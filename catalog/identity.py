@@ -52,7 +52,7 @@ def delta_identity(location: str) -> DeltaIdentity:
     root = normalise_location(location)
     if "://" in root:
         return NONE
-    log = Path(root) / "_delta_log"
+    log = os.path.join(root, "_delta_log")  # a string: a Path per call cost more than the listing
     try:
         entries = [(int(m.group(1)), e) for e in os.scandir(log) if (m := _ENTRY.match(e.name))]
     except OSError:
@@ -67,7 +67,7 @@ def delta_identity(location: str) -> DeltaIdentity:
         st = oldest.stat()
     except OSError as e:
         raise IdentityUnreadable(f"{type(e).__name__} on the oldest log entry") from None
-    key = (str(log), oldest.name, st.st_ino, st.st_size, st.st_mtime_ns)
+    key = (log, oldest.name, st.st_ino, st.st_size, st.st_mtime_ns)
     table_id = _ids.get(key)
     if table_id is None:
         table_id = _read_id(Path(oldest.path), root, latest)

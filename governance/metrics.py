@@ -47,6 +47,15 @@ def counted(planner: Any, outcome: str) -> None:
     STATEMENTS.labels(kind, outcome).inc()
 
 
+# (cache, hit) -> its labelled counter: `labels()` per lookup was a measurable share of
+# planning (the access cache is looked up once per table read)
+_LOOKUP_COUNTERS: dict[tuple[str, bool], Any] = {}
+
+
 def cache_lookup(cache: str, hit: bool) -> None:
     """One lookup of a named cache (a closed set: plan, access, tags)."""
-    CACHE_LOOKUPS.labels(cache, "hit" if hit else "miss").inc()
+    counter = _LOOKUP_COUNTERS.get((cache, hit))
+    if counter is None:
+        counter = CACHE_LOOKUPS.labels(cache, "hit" if hit else "miss")
+        _LOOKUP_COUNTERS[(cache, hit)] = counter
+    counter.inc()

@@ -10,14 +10,16 @@ from __future__ import annotations
 import logging
 import re
 import sys
+import threading
 from collections import Counter
 from collections.abc import Iterable
 from itertools import accumulate, repeat
+from operator import attrgetter
 
 from sqlglot import exp
 from sqlglot.dialects.spark import Spark
 from sqlglot.errors import ErrorLevel, ParseError, TokenError
-from sqlglot.tokens import TokenType
+from sqlglot.tokens import Token, TokenType
 
 from governance import pipe, spark4_syntax
 from governance.errors import Refused, SqlParseError
@@ -54,8 +56,10 @@ _OPERATORS = frozenset(
 _RECURSION_LIMIT = 10_000
 if sys.getrecursionlimit() < _RECURSION_LIMIT:
     sys.setrecursionlimit(_RECURSION_LIMIT)
-_TOKENIZER = Spark.Tokenizer
-_SPARK = Spark()  # settings only; each statement gets its own tokenizer and parser
+#: Spark's dialect settings (no state): each statement gets its own tokenizer and parser, and
+#: `tree.sql(SPARK)` skips the lookup and new dialect object `tree.sql("spark")` costs.
+SPARK = Spark()
+_TOKENIZERS = threading.local()  # this thread's Spark tokenizer (see tokenize)
 # one C-level scan instead of a Python generator over every character
 _SURROGATE = re.compile("[\ud800-\udfff]")
 # sqlglot warns on stderr before falling back to a Command, which we refuse anyway
@@ -81,6 +85,18 @@ def decode_statement(text: str | bytes) -> str:
     return text
 
 
+def tokenize(text: str) -> list[Token]:
+    """The text's tokens as Spark's dialect reads it. A tokenizer made without its dialect
+    reads with sqlglot's base dialect: `'a\\nb'` loses its newline, `1a` splits in two.
+    One tokenizer per thread: making one (its settings copied into a new core) cost a
+    measurable share of planning, and each call starts from a reset state and returns a
+    new token list."""
+    tokenizer = getattr(_TOKENIZERS, "spark", None)
+    if tokenizer is None:
+        tokenizer = _TOKENIZERS.spark = Spark.Tokenizer(dialect=SPARK)
+    return tokenizer.tokenize(text)
+
+
 def parse_statement(text: str | bytes) -> exp.Expression:
     stmt, cross = _parse(text)
     if not cross:
@@ -104,7 +120,7 @@ def _parse(text: str | bytes) -> tuple[exp.Expression, bool]:
     tokens: list = []
     has_pipe = False
     try:
-        tokens = _TOKENIZER().tokenize(text)
+        tokens = tokenize(text)
         has_cross, has_pipe, forms = _check_nesting(tokens)
         spark4_syntax.refuse_statement_forms(tokens, forms)
         if has_pipe:  # Spark 4's `|>`, read operator by operator (governance/pipe.py)
@@ -133,7 +149,7 @@ def _one_statement(tokens: list, text: str) -> exp.Expression:
     """The one statement `tokens` hold (`text` is the statement's, for error positions)."""
     if tokens and tokens[0].token_type == TokenType.TABLE:
         return _table_statement(tokens, text)
-    statements = _SPARK.parser(error_level=ErrorLevel.RAISE).parse(tokens, text)
+    statements = SPARK.parser(error_level=ErrorLevel.RAISE).parse(tokens, text)
     statements = [s for s in statements if s is not None]
     if not statements:
         raise SqlParseError("empty statement")
@@ -150,7 +166,7 @@ def _table_statement(tokens: list, text: str) -> exp.Select:
         rest = rest[:-1]
     if not rest:
         raise SqlParseError("cannot parse statement: TABLE needs a table name")
-    table = _SPARK.parser(error_level=ErrorLevel.RAISE).parse_into(exp.Table, rest, text)[0]
+    table = SPARK.parser(error_level=ErrorLevel.RAISE).parse_into(exp.Table, rest, text)[0]
     if not isinstance(table, exp.Table) or set(table.args) - {"this", "db", "catalog"}:
         raise SqlParseError("cannot parse statement: TABLE takes only a table name")
     return exp.select(exp.Star()).from_(table, copy=False)
@@ -172,6 +188,7 @@ def _restore_comma_joins(joins: Iterable[exp.Join]) -> None:
 
 _OPENING = frozenset({TokenType.L_PAREN, TokenType.L_BRACKET})
 _CLOSING = frozenset({TokenType.R_PAREN, TokenType.R_BRACKET})
+_TOKEN_TYPE = attrgetter("token_type")  # read in C over the whole token list
 _DEPTH = {**dict.fromkeys(_OPENING, 1), **dict.fromkeys(_CLOSING, -1)}  # token -> nesting step
 
 
@@ -179,12 +196,14 @@ def _check_nesting(tokens: list) -> tuple[bool, bool, list[int]]:
     """Refuse statements nested or chained too deeply; also says whether a CROSS keyword
     occurs (the same pass over the tokens serves `_restore_comma_joins`), whether a pipe
     `|>` does, and where the tokens spark4_syntax.refuse_statement_forms looks at are.
-    One pass in Python (the token kinds); counting and the running depth run in C."""
-    kinds = [t.token_type for t in tokens]
+    The kinds are read and counted in C; the running depth is only computed when there are
+    more opening brackets than the limit (it can never exceed their number)."""
+    kinds = list(map(_TOKEN_TYPE, tokens))
     counts = Counter(kinds)
-    peak = max(0, max(accumulate(map(_DEPTH.get, kinds, repeat(0))), default=0))
-    if peak > MAX_NESTING:
-        raise SqlParseError(f"statement nests {peak} levels deep; the limit is {MAX_NESTING}")
+    if sum(counts[k] for k in _OPENING) > MAX_NESTING:
+        peak = max(accumulate(map(_DEPTH.get, kinds, repeat(0))))
+        if peak > MAX_NESTING:
+            raise SqlParseError(f"statement nests {peak} levels deep; the limit is {MAX_NESTING}")
     operators = sum(counts[k] for k in _OPERATORS)
     if operators > MAX_OPERATORS:
         raise SqlParseError(f"statement has {operators} operators; the limit is {MAX_OPERATORS}")

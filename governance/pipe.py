@@ -40,12 +40,13 @@ _CLAUSES: dict[str, tuple[str, frozenset[str]]] = {
 # the operator's text starts after its first word for these (the prefix stands for it)
 _DROPS_WORD = frozenset({"EXTEND", "AGGREGATE"})
 
+_SPARK = Spark()  # the tokenizer's dialect settings (escapes, identifiers starting with digits)
 # parses a token list (one statement) into its tree
 ParseTokens = Callable[[list[Token]], exp.Expression]
 
 
 def _tokens(text: str) -> list[Token]:
-    return Spark.Tokenizer().tokenize(text) if text else []
+    return Spark.Tokenizer(dialect=_SPARK).tokenize(text) if text else []
 
 
 def split(tokens: list[Token]) -> list[list[Token]]:

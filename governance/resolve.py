@@ -202,7 +202,7 @@ def _path(node: exp.Expression, root: exp.Expression) -> list[_Step] | None:
     while node is not root:
         parent = node.parent
         held = parent.args.get(node.arg_key) if parent is not None else None
-        if held is not node and not (isinstance(held, list) and any(h is node for h in held)):
+        if held is not node and not (isinstance(held, list) and _holds(held, node)):
             # found under the root, yet its parents do not lead there: fail closed
             raise Refused("internal: the statement's tree is inconsistent; statement refused")
         steps.append((parent, node))
@@ -224,6 +224,14 @@ def _path(node: exp.Expression, root: exp.Expression) -> list[_Step] | None:
         ):
             return None
     return steps
+
+
+def _holds(held: list, node: exp.Expression) -> bool:
+    """Whether the list holds this very node: at its recorded index, else anywhere."""
+    index = node.index
+    if index is not None and index < len(held) and held[index] is node:
+        return True
+    return any(h is node for h in held)
 
 
 def _order(path: list[_Step]) -> tuple[tuple[int, int, int], ...]:

@@ -104,6 +104,7 @@ def collect(root: exp.Expression) -> Walked:
         walked.withs,
         walked.reshaped,
     )
+    appends = [found.append for found in lists]
     slots = _SLOTS
     for node in root.walk():
         kind = type(node)
@@ -112,8 +113,9 @@ def collect(root: exp.Expression) -> Walked:
             found = slots[kind] = tuple(
                 i for i, (_, kinds) in enumerate(LISTS) if issubclass(kind, kinds)
             )
-        for i in found:
-            lists[i].append(node)
+        if found:  # most nodes belong to no list
+            for i in found:
+                appends[i](node)
     return walked
 
 

@@ -32,6 +32,7 @@ from governance.resolve import (
     table_parts,
 )
 from governance.rewrite import PolicySql, replace_reads, splice, view_sql
+from governance.sqlgen import spark_sql
 from governance.walk import Walked, valid
 
 
@@ -225,7 +226,7 @@ class PlanningContext:
         current = valid(stmt, walked)
         if current is not None and current.reshaped_by_generation():
             current = None  # the words check reads the tree as generation leaves it
-        outer = stmt.sql("spark", copy=False)
+        outer = spark_sql(stmt, current)  # a current, unreshaped walk skips SELECT transforms
         words = None
         if query and planned.views:
             words = words_spark_may_resolve(stmt, outer, current)

@@ -6,11 +6,14 @@ the earlier per-step walk visited them (CTE numbering, reads, the first refusal)
 from __future__ import annotations
 
 import pytest
+from sqlglot import exp
 
+from benchmarks.tpcds import spark_queries
 from catalog.catalog import Catalog
-from governance import AccessDenied
-from governance.parse import parse_statement, parse_walked
+from governance import AccessDenied, sqlgen
+from governance.parse import SPARK, parse_statement, parse_walked
 from governance.resolve import Namespace, resolve_tables
+from governance.sqlgen import spark_sql
 from governance.walk import LISTS, collect
 
 STATEMENTS = [
@@ -98,3 +101,33 @@ def test_the_first_refusal_names_the_table_the_walk_meets_first(offline_catalog,
     assert str(e.value) == (
         f"access denied: user alice has no SELECT privilege on table {table} (or it does not exist)"
     )
+
+
+RESHAPING = [
+    "SELECT id FROM orders QUALIFY row_number() OVER (ORDER BY id) = 1",
+    "SELECT id FROM orders WHERE id = ANY(array(1, 2))",
+    "SELECT DISTINCT ON (region) region, id FROM orders",
+    "SELECT * FROM orders, UNNEST(array(1, 2)) AS t(x)",
+    "SELECT (SELECT max(x) FROM (SELECT id x FROM orders QUALIFY rank() OVER (ORDER BY id) = 1))",
+]
+
+
+@pytest.mark.parametrize("sql", STATEMENTS + RESHAPING + [q for _, q in spark_queries()])
+def test_generation_from_the_one_walk_writes_what_sqlglots_spark_generator_writes(sql):
+    """A tree its walk shows free of QUALIFY, DISTINCT ON, UNNEST and ANY skips the SELECT
+    transforms (governance/sqlgen.py); the text is the same either way."""
+    expected = parse_statement(sql).sql("spark")
+    stmt, walked = parse_walked(sql)
+    assert spark_sql(stmt, walked) == expected
+
+
+@pytest.mark.parametrize("sql", RESHAPING)
+def test_a_tree_the_select_transforms_reshape_is_written_through_them(sql):
+    walked = collect(parse_statement(sql))
+    assert walked.reshaped_by_generation()
+
+
+def test_the_pinned_sqlglot_keeps_the_generator_table_the_plain_path_replaces():
+    """Without it every tree would take the transforms: correct, but the speed-up is gone."""
+    assert sqlgen.PLAIN_DISPATCH is not None
+    assert sqlgen.PLAIN_DISPATCH[exp.Select] is SPARK.generator_class.select_sql

@@ -520,3 +520,15 @@ def test_aggregates_over_joined_filtered_tables(lakehouse):
         "ORDER BY c.country",
     )
     assert got == [("DE", 2), ("FR", 1)]
+
+
+@pytest.mark.parametrize(
+    "literal",
+    ["'a\\nb'", "'tab\\there'", "'\\0'", "'50\\%'", "'back\\\\slash'", "'it\\'s'"],
+    ids=["newline", "tab", "nul", "percent", "backslash", "quote"],
+)
+def test_string_escapes_in_a_statement_mean_what_they_mean_to_spark(lakehouse, literal):
+    """The planner tokenizes with Spark's dialect: an escape is read as Spark reads it."""
+    sql = f"SELECT {literal}, id FROM main.sales.orders WHERE id = 1"
+    expected = [tuple(r) for r in lakehouse.spark.sql(f"SELECT {literal}, 1").collect()]
+    assert rows(lakehouse, "root", sql) == expected
