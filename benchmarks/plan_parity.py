@@ -41,9 +41,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import harness
 from benchmarks.tpcds import spark_queries
-from benchmarks.tpcds_delta import qualify, setup_lakegate, tables_of
+from benchmarks.tpcds_delta import setup_lakegate, tables_of
 from benchmarks.tpcds_policies import BENCH_USER
-from benchmarks.tpcds_views import CATALOG, FLOOR_DB, SCHEMA, setup_views
+from benchmarks.tpcds_views import CATALOG, FLOOR_DB, SCHEMA, qualify, setup_views
 
 # What differs between two runs of the same plan and says nothing about its shape.
 _NORMALISE: tuple[tuple[re.Pattern[str], str], ...] = (
