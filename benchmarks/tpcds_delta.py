@@ -66,7 +66,7 @@ from benchmarks.spark_metrics import checksum, files_by_table, partitions_by_tab
 from benchmarks.tpcds import FACT_TABLES, TABLES, generate_parquet, spark_queries, tpcds_tables
 from benchmarks.tpcds_policies import BENCH_USER, tpcds_policy_yaml
 from benchmarks.tpcds_summary import FLAG_RATIO, files_over, print_summary, summarize, total
-from benchmarks.tpcds_views import CATALOG, FLOOR_DB, SCHEMA, VIEW_DB, setup_views
+from benchmarks.tpcds_views import CATALOG, FLOOR_DB, SCHEMA, VIEW_DB, qualify, setup_views
 
 MODES = ("A", "F", "B", "C")  # F: the floor A' (hand-written for the bench user)
 MED_KEY = {"A": "a_med", "F": "floor_med", "B": "b_med", "C": "c_med"}
@@ -278,17 +278,6 @@ class Runner:
             df = self.session.sql(sql)
         rows = df.collect()
         return time.perf_counter() - t0, df, rows
-
-
-def qualify(sql: str, db: str) -> str:
-    """Point a probe's table names at the views in `db`."""
-    tree = sqlglot.parse_one(sql, read="spark")
-    for t in tree.find_all(exp.Table):
-        if t.name.lower() in TABLES and not t.args.get("db"):
-            if not t.alias:
-                t.set("alias", exp.TableAlias(this=exp.to_identifier(t.name)))
-            t.set("db", exp.to_identifier(db))
-    return tree.sql("spark")
 
 
 def measure(

@@ -17,13 +17,37 @@ from typing import Any
 
 import sqlglot
 from sqlglot import exp
+from sqlglot.tokens import TokenType
 
 from benchmarks.tpcds_policies import BENCH_USER
+from benchmarks.tpcds_tables import TABLES
 
 CATALOG, SCHEMA = "tpcds", "sf1"
 VIEW_DB = "lg_dynviews"  # where B's dynamic views live (spark_catalog)
 FLOOR_DB = "global_temp"  # A''s hand-written views for the bench user: over A's DataFrames
 MEMBERSHIP = "lg_membership"  # B's user -> group table (a Delta table)
+
+
+def qualify(sql: str, db: str) -> str:
+    """Point a query's TPC-DS table names at the views in `db` (A' and the probes).
+
+    sqlglot reads Spark's `FROM a, b` as `a CROSS JOIN b`, and Spark skips dynamic
+    partition pruning on an explicit cross join: written so, A' lost it on the partitioned
+    `inventory` (q21, q22, q37, q39, q82) where A and C keep it (benchmarks/plan_parity.py
+    found it). With no CROSS keyword in the text every such join came from a comma and is
+    written back as one, as the governed session does (governance/parse.py)."""
+    tree = sqlglot.parse_one(sql, read="spark")
+    if not any(t.token_type == TokenType.CROSS for t in sqlglot.tokenize(sql, read="spark")):
+        for join in tree.find_all(exp.Join):
+            bare = not join.args.get("on") and not join.args.get("using")
+            if join.args.get("kind") == "CROSS" and bare:
+                join.set("kind", None)
+    for t in tree.find_all(exp.Table):
+        if t.name.lower() in TABLES and not t.args.get("db"):
+            if not t.alias:
+                t.set("alias", exp.TableAlias(this=exp.to_identifier(t.name)))
+            t.set("db", exp.to_identifier(db))
+    return tree.sql("spark")
 
 
 @dataclass

@@ -104,6 +104,19 @@ def test_qualified_queries_name_only_tpcds_tables(tables: list[TableInfo]) -> No
             assert t.alias, (n, t.sql())  # the bare name stays usable as a qualifier
 
 
+def test_floor_text_keeps_comma_joins_as_commas() -> None:
+    """A' (and the probes) must join as A's text does: an explicit CROSS JOIN where the
+    query has a comma turns off Spark's dynamic partition pruning (q21 on `inventory`)."""
+    from benchmarks.tpcds_views import qualify
+
+    texts = {n: qualify(sql, "global_temp") for n, sql in tpcds.spark_queries()}
+    assert [n for n, sql in texts.items() if "CROSS JOIN" in sql.upper()] == []
+    assert "global_temp.inventory AS inventory, global_temp.warehouse AS warehouse" in texts[21]
+    assert qualify("SELECT 1 FROM a CROSS JOIN b, c", "db") == (
+        "SELECT 1 FROM a CROSS JOIN b CROSS JOIN c"
+    )
+
+
 def test_24_tables_with_spark_types(tables: list[TableInfo]) -> None:
     assert len(tables) == 24
     assert [t.name for t in tables] == sorted(tpcds.TABLES)
