@@ -42,7 +42,8 @@ def worker(args: argparse.Namespace) -> int:
     """One governed session on `--master`; reads query ids on stdin, answers JSON lines."""
     from benchmarks.spark_metrics import checksum
     from benchmarks.tpcds import spark_queries
-    from benchmarks.tpcds_delta import prepare_data, setup_lakegate, tables_of
+    from benchmarks.tpcds_data import prepare_data
+    from benchmarks.tpcds_delta import setup_lakegate, tables_of
     from benchmarks.tpcds_policies import BENCH_USER
     from benchmarks.tpcds_views import CATALOG, SCHEMA
     from governance.spark import build_spark

@@ -41,7 +41,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import harness
-from benchmarks.tpcds_delta import FACT_FILES, prepare_data, reusable
+from benchmarks.tpcds_data import FACT_FILES, prepare_data, reusable
 
 TARGET_C_OVER_A = 1.15
 TARGET_C_OVER_L = 1.10
