@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import secrets
 import threading
 import time
 import uuid
@@ -137,10 +138,24 @@ class ConnectService(GatewayCommands, LimitedCalls, base_pb2_grpc.SparkConnectSe
     # the RPCs ---------------------------------------------------------------------------
 
     def ExecutePlan(self, request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
+        """A query runs as the Dataset its verification kept in the backend session, under
+        a fresh unguessable key (`_kept`), forgotten when the call ends however it ends."""
         call = self._begin("executePlan", request, context)
-        plan = request.plan
         if not request.operation_id:  # the gateway must know it to cancel the operation
             request.operation_id = str(uuid.uuid4())
+        kept = None
+        if request.plan.WhichOneof("op_type") == "root" and self.lg.config.verify_plans:
+            kept = f"lakegate-{secrets.token_hex(16)}"
+        try:
+            yield from self._execute(call, request, context, kept)
+        finally:
+            if kept is not None:
+                self.backend.forget(call.user, call.session_id, kept)
+
+    def _execute(
+        self, call: Call, request: Any, context: grpc.ServicerContext, kept: str | None
+    ) -> Iterator[Any]:
+        plan = request.plan
         stmt: Statement | None = None
         try:
             stmt = self._statement(call, request.operation_id, request.tags)
@@ -166,7 +181,12 @@ class ConnectService(GatewayCommands, LimitedCalls, base_pb2_grpc.SparkConnectSe
                 )
             elif op == "root":
                 answers = None
-                request.plan.root.CopyFrom(self._row_limited(self._govern(call, plan.root)))
+                governed = self._govern(call, plan.root, keep=kept)
+                if kept is not None:  # the verified Dataset itself (clients' are refused)
+                    governed = relations_pb2.Relation(
+                        cached_remote_relation=relations_pb2.CachedRemoteRelation(relation_id=kept)
+                    )
+                request.plan.root.CopyFrom(self._row_limited(governed))
             else:
                 raise AccessDenied("an empty plan is refused")
         except Exception as e:
@@ -337,17 +357,18 @@ class ConnectService(GatewayCommands, LimitedCalls, base_pb2_grpc.SparkConnectSe
                 )
         return entry.governed, entry.lock
 
-    def _govern(self, call: Call, rel: Any, *, reads: bool = True) -> Any:
+    def _govern(self, call: Call, rel: Any, *, reads: bool = True, keep: str | None = None) -> Any:
         """The governed, verified copy of a relation (runs in the user's session lock);
         its reads' lines are written before it returns (`reads=False`: the request reads
-        no data, its lines name no column)."""
+        no data, its lines name no column; `keep`: its verified Dataset stays in the backend
+        session under that key)."""
         session, lock = self._session(call)
         with lock:
             gov = PlanGovernor(session, rel.SerializeToString())
             call.seen = gov.seen
             with gov.held_lines(reads=reads):
                 out = gov.relation(rel)
-                gov.verify(out, self.backend, call.session_id)
+                gov.verify(out, self.backend, call.session_id, keep=keep)
         return out
 
     def _govern_fields(self, call: Call, msg: Any) -> None:
