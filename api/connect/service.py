@@ -41,12 +41,7 @@ from api.connect.limits import (
 )
 from api.connect.relations import PlanGovernor
 from api.connect.sessions import SessionRefused, SessionRegistry, Sweeper
-from api.connect.settings import (
-    answered_here,
-    checked_keys,
-    gateway_answers,
-    split_gateway_keys,
-)
+from api.connect.settings import checked_keys, config_answer
 from audit import AuditEvent
 from governance.errors import AccessDenied, AuditUnavailable, LakegateError
 from governance.execute import (
@@ -250,7 +245,8 @@ class ConnectService(GatewayCommands, LimitedCalls, base_pb2_grpc.SparkConnectSe
 
     def Config(self, request: Any, context: grpc.ServicerContext) -> Any:
         """Settings by name through the allow-lists (api/connect/settings.py); the keys the
-        gateway answers itself never reach the backend."""
+        gateway answers itself never reach the backend, nor a read it answered before of
+        keys no caller can set (`config_answer`)."""
         call = self._begin("config", request, context)
         try:
             op = request.operation
@@ -259,15 +255,17 @@ class ConnectService(GatewayCommands, LimitedCalls, base_pb2_grpc.SparkConnectSe
         except Exception as e:
             self._fail(call, context, e)
         self._allow(call, context)
-        defaults = split_gateway_keys(op, kind)
-        answer = base_pb2.ConfigResponse(session_id=call.session_id)
-        if any(not answered_here(k) for k in keys):
+
+        def forward() -> Any:
             try:
                 answer = self.stub.Config(request, metadata=self._meta())
                 compat.answer(answer)
+                return answer
             except grpc.RpcError as e:
                 self._backend_error(call, context, e)
-        return gateway_answers(answer, kind, keys, defaults)
+
+        memo = call.entry.config if call.entry is not None else None
+        return config_answer(op, kind, keys, memo, call.session_id, forward)
 
     def AddArtifacts(self, request_iterator: Any, context: grpc.ServicerContext) -> Any:
         first = next(iter(request_iterator), None)
