@@ -93,6 +93,45 @@ public class ConnectBackend {
         return out;
     }
 
+    /** [drift key or "", Spark's analyzed plan of a relation in the backend session of
+     *  (user, session)], its Dataset kept in that session's DataFrame cache under `id` (the
+     *  gateway's unguessable key): the gateway then forwards a CachedRemoteRelation of `id`,
+     *  so the backend runs the very plan the verifier accepted and analyses nothing again.
+     *  Only the gateway names such a relation (clients' are refused); it forgets `id` when
+     *  the execution ends. */
+    public Object[] keep(byte[] relation, String user, String session, String id)
+            throws Exception {
+        Object[] out = dataset(relation, user, session);
+        if (out[1] != null) {
+            Dataset ds = (Dataset) out[1];
+            LineSessions.holder(user, session).cacheDataFrameById(id, ds);
+            out[1] = ds.queryExecution().analyzed();
+        }
+        return out;
+    }
+
+    /** Drop the Dataset kept under `id` (a session already released has none). */
+    public void forget(String user, String session, String id) {
+        SessionHolder holder = LineSessions.present(user, session);
+        if (holder != null) {
+            holder.removeCachedDataFrame(id);
+        }
+    }
+
+    /** Whether the backend session of (user, session) keeps a Dataset under `id`. */
+    public boolean kept(String user, String session, String id) {
+        SessionHolder holder = LineSessions.present(user, session);
+        if (holder == null) {
+            return false;
+        }
+        try {
+            holder.getDataFrameOrThrow(id);
+            return true;
+        } catch (Exception e) {
+            return false;
+        }
+    }
+
     /** Release the backend session of (user, session): Spark's SessionHolder is dropped
      *  (its running operations interrupted); the gateway calls this when it expires a
      *  session. */
@@ -102,7 +141,7 @@ public class ConnectBackend {
 
     /** Whether the backend holds a session for (user, session). */
     public boolean holds(String user, String session) {
-        return LineSessions.holds(user, session);
+        return LineSessions.present(user, session) != null;
     }
 
     /** Cancel the Spark jobs of one backend operation (they carry Spark Connect's job tag

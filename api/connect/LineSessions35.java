@@ -17,12 +17,12 @@ class LineSessions {
         return service().getOrCreateIsolatedSession(user, session);
     }
 
-    static boolean holds(String user, String session) {
+    /** The session of (user, session) if the backend holds one (none is made), else null. */
+    static SessionHolder present(String user, String session) {
         try {
-            service().getIsolatedSession(user, session);
-            return true;
+            return service().getIsolatedSession(user, session);
         } catch (Exception e) {
-            return false;
+            return null;
         }
     }
 

@@ -31,8 +31,10 @@ class LineSessions {
         return manager().getOrCreateIsolatedSession(key(user, session), scala.Option.empty());
     }
 
-    static boolean holds(String user, String session) {
-        return manager().getIsolatedSessionIfPresent(key(user, session)).isDefined();
+    /** The session of (user, session) if the backend holds one (none is made), else null. */
+    static SessionHolder present(String user, String session) {
+        scala.Option found = manager().getIsolatedSessionIfPresent(key(user, session));
+        return found.isDefined() ? (SessionHolder) found.get() : null;
     }
 
     /** Closed for reconnection as 3.5 drops it: the same id later makes a fresh session

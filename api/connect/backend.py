@@ -65,6 +65,20 @@ class Backend:
         had been changed; they are put back)."""
         return checked(self._java.analyze(bytearray(relation), user, session_id), BACKEND)
 
+    def keep(self, relation: bytes, user: str, session_id: str, key: str) -> Any:
+        """`analyze`, with the relation's Dataset kept in the backend session under `key`
+        (a `CachedRemoteRelation` of `key` runs that very Dataset: no second analysis, and
+        the plan run is the plan verified); `forget` drops it."""
+        return checked(self._java.keep(bytearray(relation), user, session_id, key), BACKEND)
+
+    def forget(self, user: str, session_id: str, key: str) -> None:
+        """Drop the Dataset kept under `key` (after its execution, or when it will not run)."""
+        self._java.forget(user, session_id, key)
+
+    def kept(self, user: str, session_id: str, key: str) -> bool:
+        """Whether the backend session (user, session_id) keeps a Dataset under `key`."""
+        return bool(self._java.kept(user, session_id, key))
+
     def dataset(self, relation: bytes, user: str, session_id: str) -> Any:
         """`relation` as a (JVM) Dataset of the backend session (user, session_id): a
         governed DataFrame write verifies its analyzed plan and writes that same Dataset."""

@@ -458,7 +458,13 @@ class PlanGovernor:
     # verification -----------------------------------------------------------------------
 
     def verify(
-        self, rel: Relation, backend: Backend, session_id: str, *, whole: bool = True
+        self,
+        rel: Relation,
+        backend: Backend,
+        session_id: str,
+        *,
+        whole: bool = True,
+        keep: str | None = None,
     ) -> None:
         """The verifier's guarantee on the composed plan: analysed in the backend session the
         plan will run in, every read must be one of the views placed here. Spark's planner
@@ -466,17 +472,25 @@ class PlanGovernor:
         LocalRelation, which the verifier would see instead of the reads: so each such
         relation's inputs are analysed and verified on their own first, innermost first, and
         no job runs on a plan before it is verified. `whole=False`: only those inputs (the
-        caller analyses the whole plan itself and verifies it later, e.g. a write)."""
+        caller analyses the whole plan itself and verifies it later, e.g. a write). `keep`:
+        the whole plan's Dataset stays in the backend session under this key, for the caller
+        to run as verified (the caller forgets it, whether or not this accepts it)."""
         if not self.session.lg.config.verify_plans:
             backend.secure(self.session.user, session_id)
             return
         for inner in eager_inputs(rel):
             self._verify_one(inner, backend, session_id)
         if whole:
-            self._verify_one(rel, backend, session_id)
+            self._verify_one(rel, backend, session_id, keep)
 
-    def _verify_one(self, rel: Relation, backend: Backend, session_id: str) -> None:
-        plan = backend.analyze(rel.SerializeToString(), self.session.user, session_id)
+    def _verify_one(
+        self, rel: Relation, backend: Backend, session_id: str, keep: str | None = None
+    ) -> None:
+        sent, user = rel.SerializeToString(), self.session.user
+        if keep is None:
+            plan = backend.analyze(sent, user, session_id)
+        else:
+            plan = backend.keep(sent, user, session_id, keep)
         self.note_reads(verify_plan(plan, self.expected, self.session.lg.analyze_view))
 
     def note_reads(self, verified: Verified) -> None:

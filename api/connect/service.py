@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import secrets
 import threading
 import time
 import uuid
@@ -40,12 +41,7 @@ from api.connect.limits import (
 )
 from api.connect.relations import PlanGovernor
 from api.connect.sessions import SessionRefused, SessionRegistry, Sweeper
-from api.connect.settings import (
-    answered_here,
-    checked_keys,
-    gateway_answers,
-    split_gateway_keys,
-)
+from api.connect.settings import checked_keys, config_answer
 from audit import AuditEvent
 from governance.errors import AccessDenied, AuditUnavailable, LakegateError
 from governance.execute import (
@@ -137,10 +133,24 @@ class ConnectService(GatewayCommands, LimitedCalls, base_pb2_grpc.SparkConnectSe
     # the RPCs ---------------------------------------------------------------------------
 
     def ExecutePlan(self, request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
+        """A query runs as the Dataset its verification kept in the backend session, under
+        a fresh unguessable key (`_kept`), forgotten when the call ends however it ends."""
         call = self._begin("executePlan", request, context)
-        plan = request.plan
         if not request.operation_id:  # the gateway must know it to cancel the operation
             request.operation_id = str(uuid.uuid4())
+        kept = None
+        if request.plan.WhichOneof("op_type") == "root" and self.lg.config.verify_plans:
+            kept = f"lakegate-{secrets.token_hex(16)}"
+        try:
+            yield from self._execute(call, request, context, kept)
+        finally:
+            if kept is not None:
+                self.backend.forget(call.user, call.session_id, kept)
+
+    def _execute(
+        self, call: Call, request: Any, context: grpc.ServicerContext, kept: str | None
+    ) -> Iterator[Any]:
+        plan = request.plan
         stmt: Statement | None = None
         try:
             stmt = self._statement(call, request.operation_id, request.tags)
@@ -166,7 +176,12 @@ class ConnectService(GatewayCommands, LimitedCalls, base_pb2_grpc.SparkConnectSe
                 )
             elif op == "root":
                 answers = None
-                request.plan.root.CopyFrom(self._row_limited(self._govern(call, plan.root)))
+                governed = self._govern(call, plan.root, keep=kept)
+                if kept is not None:  # the verified Dataset itself (clients' are refused)
+                    governed = relations_pb2.Relation(
+                        cached_remote_relation=relations_pb2.CachedRemoteRelation(relation_id=kept)
+                    )
+                request.plan.root.CopyFrom(self._row_limited(governed))
             else:
                 raise AccessDenied("an empty plan is refused")
         except Exception as e:
@@ -230,7 +245,8 @@ class ConnectService(GatewayCommands, LimitedCalls, base_pb2_grpc.SparkConnectSe
 
     def Config(self, request: Any, context: grpc.ServicerContext) -> Any:
         """Settings by name through the allow-lists (api/connect/settings.py); the keys the
-        gateway answers itself never reach the backend."""
+        gateway answers itself never reach the backend, nor a read it answered before of
+        keys no caller can set (`config_answer`)."""
         call = self._begin("config", request, context)
         try:
             op = request.operation
@@ -239,15 +255,17 @@ class ConnectService(GatewayCommands, LimitedCalls, base_pb2_grpc.SparkConnectSe
         except Exception as e:
             self._fail(call, context, e)
         self._allow(call, context)
-        defaults = split_gateway_keys(op, kind)
-        answer = base_pb2.ConfigResponse(session_id=call.session_id)
-        if any(not answered_here(k) for k in keys):
+
+        def forward() -> Any:
             try:
                 answer = self.stub.Config(request, metadata=self._meta())
                 compat.answer(answer)
+                return answer
             except grpc.RpcError as e:
                 self._backend_error(call, context, e)
-        return gateway_answers(answer, kind, keys, defaults)
+
+        memo = call.entry.config if call.entry is not None else None
+        return config_answer(op, kind, keys, memo, call.session_id, forward)
 
     def AddArtifacts(self, request_iterator: Any, context: grpc.ServicerContext) -> Any:
         first = next(iter(request_iterator), None)
@@ -337,17 +355,18 @@ class ConnectService(GatewayCommands, LimitedCalls, base_pb2_grpc.SparkConnectSe
                 )
         return entry.governed, entry.lock
 
-    def _govern(self, call: Call, rel: Any, *, reads: bool = True) -> Any:
+    def _govern(self, call: Call, rel: Any, *, reads: bool = True, keep: str | None = None) -> Any:
         """The governed, verified copy of a relation (runs in the user's session lock);
         its reads' lines are written before it returns (`reads=False`: the request reads
-        no data, its lines name no column)."""
+        no data, its lines name no column; `keep`: its verified Dataset stays in the backend
+        session under that key)."""
         session, lock = self._session(call)
         with lock:
             gov = PlanGovernor(session, rel.SerializeToString())
             call.seen = gov.seen
             with gov.held_lines(reads=reads):
                 out = gov.relation(rel)
-                gov.verify(out, self.backend, call.session_id)
+                gov.verify(out, self.backend, call.session_id, keep=keep)
         return out
 
     def _govern_fields(self, call: Call, msg: Any) -> None:

@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from governance.errors import LakegateError
 from governance.execute import ERROR_LOG
@@ -44,6 +44,7 @@ class Entry:
     lock: threading.RLock = field(default_factory=threading.RLock)
     last_used: float = 0.0
     running: int = 0
+    config: dict[bytes, Any] = field(default_factory=dict)  # settings.config_answer's memo
 
 
 class SessionRegistry:

@@ -10,6 +10,7 @@ token), is answered by the gateway and never reaches the backend.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 from pyspark.sql.connect.proto import base_pb2
@@ -74,6 +75,9 @@ READABLE_CONF = (
     | frozenset(LOCAL_ANSWERS)
 )
 _VALUES = {_BOOL: "true or false", _COUNT: "a whole number"}
+#: Distinct read requests a session remembers the answer of (the readable prefixes admit
+#: many keys; past this, reads are forwarded every time).
+MAX_REMEMBERED = 32
 
 
 def checked_keys(kind: str | None, sub: Any) -> list[str]:
@@ -151,4 +155,37 @@ def gateway_answers(backend: Any, kind: str, keys: list[str], defaults: dict[str
             out.pairs.add(key=k, value=defaults[k])
         else:
             out.pairs.add(key=k)
+    return out
+
+
+def config_answer(
+    op: Any,
+    kind: str,
+    keys: list[str],
+    memo: dict[bytes, Any] | None,
+    session_id: str,
+    forward: Callable[[], Any],
+) -> Any:
+    """The answer to an allowed Config operation: the gateway's own keys answered here, the
+    rest by the backend (`forward`). A read of keys no caller can set (none of
+    SETTABLE_CONF) is answered from the session's `memo` when the same read was answered
+    before: nothing a caller does changes those values in its backend session (the guard
+    pins other families), so the remembered answer is the backend's, without the hop
+    (the stock client reads the same keys around every collect)."""
+    remembered = None
+    if memo is not None and kind in ("get", "get_with_default"):
+        sub = getattr(op, kind)
+        names = [p.key for p in sub.pairs] if kind == "get_with_default" else list(sub.keys)
+        if not any(k in SETTABLE_CONF for k in names):
+            remembered = kind.encode() + b"\0" + sub.SerializeToString(deterministic=True)
+            hit = memo.get(remembered)
+            if hit is not None:
+                return hit
+    defaults = split_gateway_keys(op, kind)
+    answer = base_pb2.ConfigResponse(session_id=session_id)
+    if any(not answered_here(k) for k in keys):
+        answer = forward()
+    out = gateway_answers(answer, kind, keys, defaults)
+    if remembered is not None and memo is not None and len(memo) < MAX_REMEMBERED:
+        memo[remembered] = out
     return out

@@ -135,3 +135,58 @@ def test_a_backend_session_whose_settings_changed_is_refused(remote, connect_lak
     assert [tuple(r) for r in s.sql("SELECT '${lg.injected}' AS a").collect()] == [
         ("${lg.injected}",)
     ]
+
+
+def test_a_read_of_settings_no_caller_can_set_reaches_the_backend_once_per_session(
+    remote, gateway, monkeypatch
+) -> None:
+    """The stock client reads the same settings around every collect; the gateway answers a
+    repeated read of keys no caller can set from the session's first answer (the backend's),
+    while a settable key is read from the backend every time and shows what was set."""
+    asked: list[str] = []
+    real = gateway.service.stub.Config
+
+    def counting(request: Any, **kw: Any) -> Any:
+        asked.append(request.session_id)
+        return real(request, **kw)
+
+    monkeypatch.setattr(gateway.service.stub, "Config", counting)
+    s, other = remote("erin"), remote("erin")
+    sid, other_sid = s.client._session_id, other.client._session_id
+    zone = "spark.sql.session.timeZone"
+    first = s.conf.get(zone)
+    assert first and sid in asked
+    after_first = asked.count(sid)
+    assert [s.conf.get(zone) for _ in range(3)] == [first] * 3
+    assert asked.count(sid) == after_first  # answered from the session's first answer
+    assert other.conf.get(zone) == first and other_sid in asked  # its own backend session
+    batch = "spark.sql.execution.arrow.maxRecordsPerBatch"
+    for value in ("1000", "2000"):
+        s.conf.set(batch, value)
+        assert s.conf.get(batch) == value
+    assert asked.count(sid) == after_first + 4  # two sets, two reads of a settable key
+
+
+def test_a_session_remembers_at_most_max_remembered_reads() -> None:
+    """The readable prefixes admit endless keys: past MAX_REMEMBERED distinct reads a
+    session's reads are forwarded every time, so a client cannot grow the gateway's memory."""
+    from pyspark.sql.connect.proto import base_pb2
+
+    from api.connect.settings import MAX_REMEMBERED, checked_keys, config_answer
+
+    memo: dict[bytes, Any] = {}
+    forwarded: list[str] = []
+
+    def backend(key: str) -> Any:
+        forwarded.append(key)
+        return base_pb2.ConfigResponse(session_id="s", pairs=[base_pb2.KeyValue(key=key)])
+
+    for _ in range(2):
+        for i in range(MAX_REMEMBERED + 5):
+            key = f"spark.sql.repl.k{i}"
+            op = base_pb2.ConfigRequest.Operation(get=base_pb2.ConfigRequest.Get(keys=[key]))
+            keys = checked_keys("get", op.get)
+            answer = config_answer(op, "get", keys, memo, "s", lambda k=key: backend(k))
+            assert [p.key for p in answer.pairs] == [key]
+    assert len(memo) == MAX_REMEMBERED
+    assert len(forwarded) == MAX_REMEMBERED + 5 * 2
