@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from connect_testkit import PERSONAS, kept, make_tls, token_of
+from connect_testkit import PERSONAS, close_clients, kept, make_tls, token_of
 from stock_clients import CLIENT_LINES, ensure_clients
 
 MAPPING_POLICY = """
@@ -36,6 +36,14 @@ row_filters:
       region IN (SELECT m.region FROM main.acl.user_regions m
                  WHERE m.user_name = current_user())
 """
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_client_left_open() -> Iterator[None]:
+    """Set up first, torn down last: every stock client closed before the run exits."""
+    yield
+    close_clients()
+
 
 #: `wes` writes orders without seeing customer_id (test_connect_writes: hidden columns)
 WRITER_POLICY = """

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,22 @@ def kept(session: Any) -> Any:
     """The session, referenced until the test run ends (see _KEPT)."""
     _KEPT.append(session)
     return session
+
+
+def close_clients() -> None:
+    """Close every stock Connect client of this process that is still open (no RPC: the
+    channel only). A client left open runs its exit hook at interpreter exit, which sends
+    an ML cache clean-up to a gateway that has stopped by then and retries for minutes
+    (pyspark 4's `SparkConnectClient._on_exit`): the test run would hang before exiting.
+    A session whose `stop()` failed (a test that stopped its gateway, say) is one such."""
+    import gc
+
+    from pyspark.sql.connect.client.core import SparkConnectClient
+
+    for obj in gc.get_objects():
+        if isinstance(obj, SparkConnectClient) and not obj.is_closed:
+            with contextlib.suppress(Exception):
+                obj.close()
 
 
 def make_tls(directory: Path) -> tuple[Path, Path, Path]:
