@@ -286,21 +286,11 @@ def main(argv: list[str] | None = None) -> int:
         )
         grew = [(n, a, c) for n, a, c in analyzed if c != a]
         print(f"analyzed plans of another size (query, A' nodes, C nodes): {len(grew)} {grew}")
-        by_id = dict(plain)
+        pairs = [(n, sql, qualify(sql, FLOOR_DB)) for n, sql in plain]
         if args.phases:
-            phases(
-                spark,
-                session,
-                [(n, by_id[n], qualify(by_id[n], FLOOR_DB)) for n, _ in plain],
-                args.phases,
-            )
+            phases(spark, session, pairs, args.phases)
         if args.time_rounds:
-            time_pairs(
-                spark,
-                session,
-                [(n, by_id[n], qualify(by_id[n], FLOOR_DB)) for n, _ in plain],
-                args.time_rounds,
-            )
+            time_pairs(spark, session, pairs, args.time_rounds)
         if args.json:
             harness.write_json(
                 args.json, {"differ": differ, "analyzed_nodes": analyzed, "queries": results}
