@@ -10,19 +10,18 @@ from __future__ import annotations
 import logging
 import re
 import sys
-import threading
 from collections import Counter
 from collections.abc import Iterable
 from itertools import accumulate, repeat
 from operator import attrgetter
 
 from sqlglot import exp
-from sqlglot.dialects.spark import Spark
 from sqlglot.errors import ErrorLevel, ParseError, TokenError
-from sqlglot.tokens import Token, TokenType
+from sqlglot.tokens import TokenType
 
 from governance import pipe, spark4_syntax
 from governance.errors import Refused, SqlParseError
+from governance.spark_dialect import SPARK, tokenize
 from governance.walk import Walked, collect
 
 MAX_STATEMENT_CHARS = 1_000_000
@@ -56,10 +55,6 @@ _OPERATORS = frozenset(
 _RECURSION_LIMIT = 10_000
 if sys.getrecursionlimit() < _RECURSION_LIMIT:
     sys.setrecursionlimit(_RECURSION_LIMIT)
-#: Spark's dialect settings (no state): each statement gets its own tokenizer and parser, and
-#: `tree.sql(SPARK)` skips the lookup and new dialect object `tree.sql("spark")` costs.
-SPARK = Spark()
-_TOKENIZERS = threading.local()  # this thread's Spark tokenizer (see tokenize)
 # one C-level scan instead of a Python generator over every character
 _SURROGATE = re.compile("[\ud800-\udfff]")
 # sqlglot warns on stderr before falling back to a Command, which we refuse anyway
@@ -83,18 +78,6 @@ def decode_statement(text: str | bytes) -> str:
             f"statement is {len(text)} characters long; the limit is {MAX_STATEMENT_CHARS}"
         )
     return text
-
-
-def tokenize(text: str) -> list[Token]:
-    """The text's tokens as Spark's dialect reads it. A tokenizer made without its dialect
-    reads with sqlglot's base dialect: `'a\\nb'` loses its newline, `1a` splits in two.
-    One tokenizer per thread: making one (its settings copied into a new core) cost a
-    measurable share of planning, and each call starts from a reset state and returns a
-    new token list."""
-    tokenizer = getattr(_TOKENIZERS, "spark", None)
-    if tokenizer is None:
-        tokenizer = _TOKENIZERS.spark = Spark.Tokenizer(dialect=SPARK)
-    return tokenizer.tokenize(text)
 
 
 def parse_statement(text: str | bytes) -> exp.Expression:

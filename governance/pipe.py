@@ -15,10 +15,10 @@ import secrets
 from collections.abc import Callable
 
 from sqlglot import exp
-from sqlglot.dialects.spark import Spark
 from sqlglot.tokens import Token, TokenType
 
 from governance.errors import Refused
+from governance.spark_dialect import tokenize
 
 _OPENING = frozenset({TokenType.L_PAREN, TokenType.L_BRACKET})
 _CLOSING = frozenset({TokenType.R_PAREN, TokenType.R_BRACKET})
@@ -40,13 +40,12 @@ _CLAUSES: dict[str, tuple[str, frozenset[str]]] = {
 # the operator's text starts after its first word for these (the prefix stands for it)
 _DROPS_WORD = frozenset({"EXTEND", "AGGREGATE"})
 
-_SPARK = Spark()  # the tokenizer's dialect settings (escapes, identifiers starting with digits)
 # parses a token list (one statement) into its tree
 ParseTokens = Callable[[list[Token]], exp.Expression]
 
 
 def _tokens(text: str) -> list[Token]:
-    return Spark.Tokenizer(dialect=_SPARK).tokenize(text) if text else []
+    return tokenize(text) if text else []
 
 
 def split(tokens: list[Token]) -> list[list[Token]]:

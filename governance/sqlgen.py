@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from sqlglot import exp
 
-from governance.parse import SPARK
+from governance.spark_dialect import SPARK
 from governance.walk import Walked
 
 

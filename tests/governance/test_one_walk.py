@@ -11,8 +11,9 @@ from sqlglot import exp
 from benchmarks.tpcds import spark_queries
 from catalog.catalog import Catalog
 from governance import AccessDenied, sqlgen
-from governance.parse import SPARK, parse_statement, parse_walked
+from governance.parse import parse_statement, parse_walked
 from governance.resolve import Namespace, resolve_tables
+from governance.spark_dialect import SPARK
 from governance.sqlgen import spark_sql
 from governance.walk import LISTS, collect
 
