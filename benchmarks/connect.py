@@ -12,7 +12,11 @@ Two data sets:
   default   the demo's `main.sales.orders` as alice: one governed aggregate (plain: `orders`);
   --tpcds   TPC-DS queries on the Delta tables under DIR/delta (benchmarks/tpcds_delta.py's
             layout; its policies, as user `bench`), gateway text qualified with tpcds.sf1,
-            plain text over temp views of the same Delta paths (tpcds_delta's mode A).
+            plain text over temp views of the same Delta paths (tpcds_delta's mode A), and a
+            third mode, floor: the plain service reading tpcds_delta's A' views (the same
+            filters and masks written in by hand for `bench`), which splits gateway / plain
+            into what the policies cost (floor / plain) and what the gateway adds
+            (gateway / floor).
 Each round times every query to its last row (`collect`) and the first row of a small
 query (`toLocalIterator`). Targets (issue 31 item 4), printed MET / NOT MET:
   first row   gateway p50 within 50 ms of plain p50;
@@ -116,7 +120,7 @@ def tpcds_spec(root: Path, data: Path, wanted: str) -> tuple[dict[str, Any], con
     from benchmarks.tpcds import spark_queries
     from benchmarks.tpcds_delta import setup_lakegate, tables_of
     from benchmarks.tpcds_policies import BENCH_USER
-    from benchmarks.tpcds_views import CATALOG, SCHEMA
+    from benchmarks.tpcds_views import CATALOG, FLOOR_DB, SCHEMA, qualify, setup_floor_views
     from governance.spark import build_spark
 
     ids = harness.parse_ids(wanted)
@@ -141,15 +145,21 @@ def tpcds_spec(root: Path, data: Path, wanted: str) -> tuple[dict[str, Any], con
     (root / "delta").symlink_to((data / "delta").resolve(), target_is_directory=True)
     lg = setup_lakegate(spark, root, paths)
     stack.callback(lg.close)
+    setup_floor_views(spark, lg, paths)  # global temp views: the plain service reads them
     _, urls, ca = stack.enter_context(gateway(lg, BENCH_USER, root))
+    urls["floor"] = urls["plain"]
     spec = {
         "urls": urls,
         "ca": str(ca),
         "plain_views": paths,
-        "queries": {f"q{n}": {"gateway": qualified[n], "plain": sql} for n, sql in plain},
+        "queries": {
+            f"q{n}": {"gateway": qualified[n], "plain": sql, "floor": qualify(sql, FLOOR_DB)}
+            for n, sql in plain
+        },
         "first_row": {
             "gateway": TPCDS_SMALL.format(t=f"{CATALOG}.{SCHEMA}.store_sales"),
             "plain": TPCDS_SMALL.format(t="store_sales"),
+            "floor": TPCDS_SMALL.format(t=f"{FLOOR_DB}.store_sales"),
         },
     }
     return spec, stack
@@ -197,6 +207,24 @@ def targets(result: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
+def split(result: dict[str, Any]) -> dict[str, float] | None:
+    """gateway / plain as two factors, when the run had the floor (TPC-DS): floor / plain,
+    what the bench user's policies cost through Spark Connect, and gateway / floor, what
+    the gateway adds on top (sums of per-query p50s)."""
+    q = result["query"]
+    if not q or not all("floor" in v for v in q.values()):
+        return None
+    gw, pl, fl = (sum(v[m]["p50"] for v in q.values()) for m in ("gateway", "plain", "floor"))
+    return {
+        "gateway_ms": gw,
+        "plain_ms": pl,
+        "floor_ms": fl,
+        "policies_ratio": fl / pl,
+        "gateway_over_floor": gw / fl,
+        "gateway_minus_floor_ms_per_query": (gw - fl) / len(q),
+    }
+
+
 def scenario(args: argparse.Namespace) -> None:
     import pyspark
 
@@ -218,10 +246,14 @@ def scenario(args: argparse.Namespace) -> None:
         v["plain"]["p50"] for v in q.values()
     )
     result["targets"] = targets(result)
+    result["split"] = split(result)
     print(f"{result['line']}, {result['data']} data, {args.rounds} interleaved rounds")
     for name, v in q.items():
         g, p = v["gateway"]["p50"], v["plain"]["p50"]
-        print(f"  {name:<18} gateway p50 {g:7.0f} ms, plain p50 {p:7.0f} ms, ratio {g / p:.2f}")
+        floor = f", floor p50 {v['floor']['p50']:7.0f} ms" if "floor" in v else ""
+        print(
+            f"  {name:<18} gateway p50 {g:7.0f} ms, plain p50 {p:7.0f} ms{floor}, ratio {g / p:.2f}"
+        )
     f = result["first_row"]
     print(
         f"  first row          gateway p50 {f['gateway']['p50']:7.0f} ms "
@@ -237,6 +269,16 @@ def scenario(args: argparse.Namespace) -> None:
             f"target {t['target']}: {'MET' if t['met'] else 'NOT MET'} (gateway "
             f"{t['gateway_ms']:.0f} ms, plain {t['plain_ms']:.0f} ms, {figures})"
         )
+    sp = result["split"]
+    if sp:
+        print(
+            f"split: floor / plain {sp['policies_ratio']:.3f} (the policies, written in by "
+            f"hand), gateway / floor {sp['gateway_over_floor']:.3f} (the gateway, "
+            f"{sp['gateway_minus_floor_ms_per_query']:+.0f} ms per query)"
+        )
+        differ = [n for n, same in result["floor_same_answer"].items() if not same]
+        if differ:
+            print(f"warning: the floor's answer differs from the gateway's on {', '.join(differ)}")
     if args.json:
         print(json.dumps(result, indent=1))
 

@@ -45,10 +45,13 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         times: dict[str, dict[str, list[float]]] = {q: {m: [] for m in modes} for q in queries}
         first: dict[str, list[float]] = {m: [] for m in modes}
         rows: dict[str, dict[str, int]] = {q: {} for q in queries}
+        answers: dict[str, dict[str, list[str]]] = {q: {} for q in queries}
         for mode in modes:  # warm-up: JIT, plan caches, Delta logs, first session set-up
             first_row(sessions[mode], small[mode])
             for q, texts in queries.items():
-                rows[q][mode] = len(sessions[mode].sql(texts[mode]).collect())
+                out = sessions[mode].sql(texts[mode]).collect()
+                rows[q][mode] = len(out)
+                answers[q][mode] = sorted(repr(tuple(r)) for r in out)
         for order in harness.rotations(modes, spec["rounds"]):
             for mode in order:
                 s = sessions[mode]
@@ -66,6 +69,10 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         "query": {q: {m: harness.summary(v) for m, v in t.items()} for q, t in times.items()},
         "first_row": {m: harness.summary(v) for m, v in first.items()},
         "rows": rows,
+        # the floor writes the gateway's policies in by hand: its answer must be the same
+        "floor_same_answer": {
+            q: a["floor"] == a["gateway"] for q, a in answers.items() if "floor" in a
+        },
     }
 
 

@@ -199,16 +199,36 @@ def connect_section(results: dict[str, Any], add: Add, img: Img) -> None:
     )
     for sc in runs:
         add(f"**{sc.get('line', '?')}, {sc.get('data', 'demo')} data, {sc['rounds']} rounds**\n")
-        add("| | gateway p50 ms | gateway p99 ms | plain p50 ms | plain p99 ms | ratio p50 |")
-        add("|---|---|---|---|---|---|")
         rows = [*sc["query"].items(), ("first row", sc["first_row"])]
+        floor = all("floor" in v for _, v in rows)
+        fh, fs = (" floor p50 ms | gateway / floor |", "---|---|") if floor else ("", "")
+        add(f"| | gateway p50 ms | gateway p99 ms | plain p50 ms | plain p99 ms | ratio p50 |{fh}")
+        add(f"|---|---|---|---|---|---|{fs}")
         for name, v in rows:
             g, p = v["gateway"], v["plain"]
+            fc = f" {v['floor']['p50']:.0f} | {g['p50'] / v['floor']['p50']:.2f} |" if floor else ""
             add(
                 f"| {name} | {g['p50']:.0f} | {g['p99']:.0f} | {p['p50']:.0f} | "
-                f"{p['p99']:.0f} | {g['p50'] / p['p50']:.2f} |"
+                f"{p['p99']:.0f} | {g['p50'] / p['p50']:.2f} |{fc}"
             )
         add("")
+        sp = sc.get("split")
+        if sp:
+            differ = [n for n, same in (sc.get("floor_same_answer") or {}).items() if not same]
+            add(
+                "Floor: the plain service reading the TPC-DS scenario's A' views (the bench "
+                "user's filters and masks written in by hand), interleaved with the other two. "
+                f"gateway / plain {sp['gateway_ms'] / sp['plain_ms']:.3f} = floor / plain "
+                f"**{sp['policies_ratio']:.3f}** (what the policies cost) x gateway / floor "
+                f"**{sp['gateway_over_floor']:.3f}** (what the gateway adds, "
+                f"{sp['gateway_minus_floor_ms_per_query']:+.0f} ms per query). "
+                + (
+                    f"The floor's answer differs from the gateway's on {', '.join(differ)}."
+                    if differ
+                    else "The floor's answers equal the gateway's."
+                )
+                + "\n"
+            )
         for t in sc.get("targets", []):
             figures = (
                 f"difference {t['difference_ms']:+.0f} ms"

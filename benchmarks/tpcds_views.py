@@ -190,9 +190,7 @@ def setup_views(spark: Any, lg: Any, root: Path, delta_paths: dict[str, str]) ->
     """A: temp views over the Delta tables. B: the membership table and dynamic views.
     A': the bench user's hand-written views (global temp views in FLOOR_DB over A's temp
     views, so A' reads the very DataFrames A reads: A' - A is the policies' cost alone)."""
-    for t in delta_paths:
-        spark.read.format("delta").load(delta_paths[t]).createOrReplaceTempView(t)
-    spark_user = spark.sql("SELECT current_user()").collect()[0][0]
+    spark_user = setup_floor_views(spark, lg, delta_paths)
     enforcer = lg.enforcer
     ps = enforcer.policy_set
     users = {BENCH_USER}
@@ -208,14 +206,31 @@ def setup_views(spark: Any, lg: Any, root: Path, delta_paths: dict[str, str]) ->
         "overwrite"
     ).save(mpath)
     dv = DynamicViews(spark_user, mpath, alias)
-    floor = DynamicViews(
-        spark_user, mpath, alias, frozenset(g.lower() for g in enforcer.identity(BENCH_USER).groups)
-    )
     spark.sql(f"CREATE DATABASE IF NOT EXISTS {VIEW_DB}")
     for t in delta_paths:
-        info = lg.catalog.table(CATALOG, SCHEMA, t)
-        if info is None:
-            raise LookupError(f"{CATALOG}.{SCHEMA}.{t} is not registered")
+        info = _registered(lg, t)
         spark.sql(f"CREATE OR REPLACE VIEW {VIEW_DB}.{t} AS {dv.view_sql(enforcer, info)}")
-        spark.sql(floor.view_sql(enforcer, info, source=t)).createOrReplaceGlobalTempView(t)
     return dv
+
+
+def setup_floor_views(spark: Any, lg: Any, delta_paths: dict[str, str]) -> str:
+    """A: temp views over the Delta tables; A': the bench user's hand-written views over
+    them, global temp views (so any session of this Spark application reads them, a plain
+    Spark Connect session included). Spark's current_user(), which B's views test."""
+    for t in delta_paths:
+        spark.read.format("delta").load(delta_paths[t]).createOrReplaceTempView(t)
+    spark_user: str = spark.sql("SELECT current_user()").collect()[0][0]
+    enforcer = lg.enforcer
+    groups = frozenset(g.lower() for g in enforcer.identity(BENCH_USER).groups)
+    floor = DynamicViews(spark_user, "", {BENCH_USER: spark_user}, groups)  # no lookups
+    for t in delta_paths:
+        sql = floor.view_sql(enforcer, _registered(lg, t), source=t)
+        spark.sql(sql).createOrReplaceGlobalTempView(t)
+    return spark_user
+
+
+def _registered(lg: Any, table: str) -> Any:
+    info = lg.catalog.table(CATALOG, SCHEMA, table)
+    if info is None:
+        raise LookupError(f"{CATALOG}.{SCHEMA}.{table} is not registered")
+    return info
