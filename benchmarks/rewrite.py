@@ -64,10 +64,13 @@ the warm max is a full garbage collection, 40-300 ms, landing on whichever step 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
+import resource
 import statistics
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -80,6 +83,7 @@ from benchmarks.tpcds import spark_queries, tpcds_tables
 from benchmarks.tpcds_policies import BENCH_USER, tpcds_policy_yaml
 from catalog.catalog import Catalog
 from catalog.store import SqliteStore
+from governance.heap import settle_heap
 from governance.planning.cache import PlanCache, plan_key
 from governance.planning.dispatch import Planner
 from governance.policy.enforcer import PolicyEnforcer
@@ -164,10 +168,35 @@ def cache_timer(catalog: Catalog, enforcer: PolicyEnforcer) -> Callable[[str], f
     return plan
 
 
-def run(rounds: int) -> dict:
+class Collections:
+    """The collector's pauses while it is installed, by generation (gc.callbacks): count,
+    total and longest in ms. Load moves their duration little and their count not at all."""
+
+    def __init__(self) -> None:
+        self.pauses: dict[int, list[float]] = {0: [], 1: [], 2: []}
+        self._t0 = 0.0
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._t0 = time.perf_counter()
+        else:
+            self.pauses[info["generation"]].append((time.perf_counter() - self._t0) * 1000)
+
+    def summary(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for g, d in self.pauses.items():
+            out[f"gen{g}_n"] = len(d)
+            out[f"gen{g}_total_ms"] = sum(d)
+            out[f"gen{g}_max_ms"] = max(d, default=0.0)
+        return out
+
+
+def run(rounds: int, settle: bool = True) -> dict:
     queries = spark_queries()
     with tempfile.TemporaryDirectory() as tmp:
         catalog, enforcer = setup(Path(tmp))
+        # what `lakegate serve` and `lakegate connect` do once started, before serving
+        frozen = settle_heap() if settle else 0
         plan = planner_timer(catalog, enforcer)
         cached = cache_timer(catalog, enforcer)
         cold = [plan(sql) for _, sql in queries]
@@ -176,12 +205,16 @@ def run(rounds: int) -> dict:
         glot: dict[int, list[float]] = {n: [] for n, _ in queries}
         hits: dict[int, list[float]] = {n: [] for n, _ in queries}
         timers = {"rewrite": (plan, warm), "sqlglot": (sqlglot_ms, glot), "hit": (cached, hits)}
+        collections = Collections()
+        gc.callbacks.append(collections)
         for r, order in enumerate(harness.rotations(list(timers), rounds)):
             for n, sql in queries:
                 for name in order:
                     fn, into = timers[name]
                     into[n].append(fn(sql))
             print(f"  round {r + 1}/{rounds} done", file=sys.stderr)
+        gc.callbacks.remove(collections)
+        tracked = len(gc.get_objects())
         medians = {n: statistics.median(v) for n, v in warm.items()}
         glot_medians = {n: statistics.median(v) for n, v in glot.items()}
         all_warm = [x for v in warm.values() for x in v]
@@ -202,6 +235,13 @@ def run(rounds: int) -> dict:
         "over_sqlglot": sum(medians.values()) / sum(glot_medians.values()),
         "over_sqlglot_median": statistics.median(ratios),
         "slowest": sorted(medians.items(), key=lambda kv: -kv[1])[:5],
+        "settled": settle,
+        "gc": {
+            **collections.summary(),
+            "tracked_after": tracked,
+            "frozen": frozen,
+            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        },
     }
 
 
@@ -219,8 +259,14 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument(
+        "--unsettled",
+        action="store_true",
+        help="skip the servers' start-up heap settling (governance/heap.py): what a process "
+        "that does not freeze its start-up objects pays",
+    )
     args = ap.parse_args(argv)
-    r = run(args.rounds)
+    r = run(args.rounds, settle=not args.unsettled)
     r["targets"] = targets(r)
     if args.json:
         print(json.dumps(r, indent=1))
@@ -243,6 +289,15 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"  repeated statement through the plan cache: hit p50 {r['cache_hit_p50_us']:.0f} us, "
         f"miss p50 {r['cache_miss_p50_us']:.0f} us (plan + key; warm, after the cold pass)"
+    )
+    g = r["gc"]
+    print(
+        f"  collector over the warm rounds: full (gen 2) {g['gen2_n']:.0f} collections, "
+        f"{g['gen2_total_ms']:.0f} ms, longest {g['gen2_max_ms']:.1f} ms; gen 1 "
+        f"{g['gen1_n']:.0f}, longest {g['gen1_max_ms']:.1f} ms; gen 0 {g['gen0_n']:.0f}, longest "
+        f"{g['gen0_max_ms']:.1f} ms; {g['tracked_after']} objects tracked, {g['frozen']} frozen "
+        f"at start-up ({'settled as a server' if r['settled'] else 'unsettled'}); "
+        f"peak RSS {g['peak_rss_mb']:.0f} MB"
     )
     t = r["targets"]
     for ok, what in (
