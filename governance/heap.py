@@ -2,16 +2,18 @@
 connect`): what start-up loaded is frozen, so a full collection walks only what serving made.
 
 A full (generation 2) collection stops every thread for as long as it takes to walk every
-tracked object. After start-up a server holds about 135,000 of them (sqlglot's and the
-web/gRPC stacks' modules, classes and functions, the catalog, the policies), none of which
-will ever be garbage, and planning a statement makes enough cyclic garbage (sqlglot trees
-link each node to its parent) that a full collection comes every second or so of planning:
-each one cost 100-260 ms (benchmarks/rewrite.py, 2026-11-27), a pause every statement in
-flight paid. `gc.freeze()` moves what is alive at start-up to a generation the collector
-never walks. Reference counting still frees a frozen object nothing refers to; only a frozen
-cycle that becomes garbage is never freed, so the freeze is done once, after a collection,
-before the first statement, when nothing a cache may later drop is alive yet (a policy set
-replaced by a reload, if its objects form cycles, stays: one set, once).
+tracked object. After start-up `lakegate serve` holds about 234,000 of them (the modules,
+classes and functions of sqlglot, PySpark and the web stack, the catalog, the policies), none
+of which will ever be garbage, and its start-up collection took 264 ms (2026-11-27, 2 loaded
+cores); planning statements makes enough cyclic garbage (sqlglot trees link each node to its
+parent) that a full collection comes every second or so of planning, each a pause every
+statement in flight paid (benchmarks/rewrite.py: 100-300 ms).
+
+`gc.freeze()` moves what is alive to a generation the collector never walks. Reference
+counting still frees a frozen object nothing refers to; only a frozen cycle that becomes
+garbage is never freed, so the freeze is done once, after a collection, before the first
+statement, when nothing a cache may later drop is alive yet (a policy set replaced by a
+reload, if its objects form cycles, stays: one set, once).
 
 The collector's thresholds stay Python's: raising them makes each collection free larger
 batches of garbage at once (gen0 at 50,000: pauses of 165-266 ms, measured the same way).
