@@ -33,6 +33,7 @@ def connect(host: str | None, port: int | None, metrics_port: int | None) -> int
     Needs connect.tls_cert and connect.tls_key; tokens are api.tokens / api.secret. Spark
     starts and the policies load before the port opens; grpc.health.v1 answers SERVING
     from then on."""
+    from governance.heap import settle_heap
     from governance.session import Lakegate
 
     config = config_path()
@@ -49,6 +50,7 @@ def connect(host: str | None, port: int | None, metrics_port: int | None) -> int
             from prometheus_client import start_http_server
 
             start_http_server(metrics_port, addr=gateway.host)
+        settle_heap()  # start-up's objects out of every full collection (governance/heap.py)
         gateway.start()
         click.echo(f"lakegate: Spark Connect on {gateway.host}:{gateway.port} (TLS)", err=True)
         done = threading.Event()

@@ -48,6 +48,7 @@ def serve(
 
     from api.app import create_app
     from governance.config import Config
+    from governance.heap import settle_heap
     from governance.session import Lakegate
 
     cfg = Config.load(config_path())
@@ -90,6 +91,7 @@ def serve(
     logging.basicConfig(level=log_level.upper(), handlers=[handler])
     app = create_app(lg)
     _settle(app)
+    settle_heap()  # start-up's objects out of every full collection (governance/heap.py)
     try:
         uvicorn.run(
             app,

@@ -1,7 +1,7 @@
 """Prometheus metrics (served at `/metrics` by `lakegate serve`): statements by kind and
 outcome, how long planning, verification and execution take, audit lines written and lost,
-policy reloads, cache lookups (the hit ratio of the plan, access and tag caches) and open
-Connect sessions.
+policy reloads, cache lookups (the hit ratio of the plan, access and tag caches), open
+Connect sessions and the garbage collector's pauses (governance/heap.py).
 
 Every label value comes from a closed set (statement kinds are the planner's command names,
 outcomes are ok/denied/failed), never from what a caller sent, so a caller cannot grow the
@@ -36,6 +36,17 @@ CACHE_LOOKUPS = Counter(
     ["cache", "result"],
 )
 CONNECT_SESSIONS = Gauge("lakegate_connect_sessions", "Open Spark Connect sessions")
+GC_PAUSE_SECONDS = Histogram(
+    "lakegate_gc_pause_seconds",
+    "Garbage collector pauses by generation (2: full collections), timed from the "
+    "collector's own callbacks once a server settled its heap (governance/heap.py)",
+    ["generation"],
+    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1),
+)
+GC_FROZEN = Gauge(
+    "lakegate_gc_frozen_objects",
+    "Objects alive at a server's start-up, frozen out of every collection (governance/heap.py)",
+)
 
 #: The outcome label of a statement.
 OK, DENIED, FAILED = "ok", "denied", "failed"

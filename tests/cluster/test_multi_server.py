@@ -124,6 +124,16 @@ def load(servers: dict) -> dict:
     return {"work": work, "responses": responses}
 
 
+def test_each_server_froze_its_start_up_objects_before_serving(servers: dict) -> None:
+    """governance/heap.py: what start-up left alive is out of every full collection, and the
+    collector's pauses are timed (a collection has run since: the servers answered)."""
+    for base in servers["bases"]:
+        text = httpx.get(f"{base}/metrics", timeout=60).text
+        frozen = [ln for ln in text.splitlines() if ln.startswith("lakegate_gc_frozen_objects ")]
+        assert len(frozen) == 1 and float(frozen[0].split()[1]) > 0, base
+        assert 'lakegate_gc_pause_seconds_count{generation="0"}' in text, base
+
+
 def test_every_concurrent_statement_succeeded_on_both_servers(load: dict) -> None:
     statuses = [
         (w[1], w[2][:20], r.status_code, r.text[:200])

@@ -271,6 +271,29 @@ def test_a_hit_shares_no_mutable_state_with_the_cached_plan(lg) -> None:
     assert s.last_planned is not None and s.last_planned.views
 
 
+def test_a_cached_plan_keeps_no_part_of_the_statements_tree(lg) -> None:
+    """A node's parent links reach the whole parsed statement, which a full cache would keep
+    alive by the million for every full garbage collection to walk: each view the cached
+    plan keeps has a table node of its own, whose every descendant leads back to it alone
+    (the rewrite reuses a table's identifiers as the alias of its placeholder)."""
+    small = PlanCache()
+    s = lg.session("ann")
+    sql = "SELECT t.id, m.id FROM p.s.t AS t JOIN p.s.moved m ON t.id = m.id WHERE t.id > 0"
+    small.plan(s._planner(), sql, _key(s, sql))
+    (entry,) = small._entries.values()
+    nodes = [v.ref.node for v in entry.planned.views]
+    assert sorted(n.name for n in nodes) == ["moved", "t"]
+    for node in nodes:
+        assert node.parent is None
+        for below in node.walk():
+            top = below
+            while top.parent is not None:
+                top = top.parent
+            assert top is node
+    hit = small.plan(s._planner(), sql, _key(s, sql))
+    assert small.hits == 1 and hit.sql == entry.planned.sql
+
+
 def test_the_cache_is_bounded_least_recently_used_first(lg) -> None:
     small = PlanCache(size=2)
 
