@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-import secrets
 import threading
 import time
 import uuid
@@ -25,10 +24,11 @@ import grpc
 from google.protobuf import any_pb2
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
-from pyspark.sql.connect.proto import base_pb2, base_pb2_grpc, relations_pb2
+from pyspark.sql.connect.proto import base_pb2, base_pb2_grpc
 
 from api.auth import TokenAuth, Unauthenticated
 from api.connect import compat
+from api.connect.analyze import GatewayAnalysis, kept_key, kept_relation
 from api.connect.backend import MAX_MESSAGE_BYTES, Backend
 from api.connect.call import Call
 from api.connect.commands import GatewayCommands
@@ -68,12 +68,6 @@ REFUSED_COMMANDS = {
     "extension": "command extensions are refused",
 }
 _UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
-#: AnalyzePlan requests refused: Spark's cache is one for every user of the backend, so a
-#: user would see (storageLevel) and drop (unpersist) another user's cached DataFrame.
-_CACHE_REFUSED = (
-    "persist/cache, unpersist and storageLevel are refused through the gateway: Spark's "
-    "cache is shared by every user of the backend"
-)
 _INTERRUPTS = {
     base_pb2.InterruptRequest.INTERRUPT_TYPE_ALL: "all",
     base_pb2.InterruptRequest.INTERRUPT_TYPE_TAG: "tag",
@@ -89,7 +83,9 @@ class _Refusal(Exception):
         self.code = code
 
 
-class ConnectService(GatewayCommands, LimitedCalls, base_pb2_grpc.SparkConnectServiceServicer):
+class ConnectService(
+    GatewayAnalysis, GatewayCommands, LimitedCalls, base_pb2_grpc.SparkConnectServiceServicer
+):
     """The governed Spark Connect endpoint in front of the in-JVM backend."""
 
     def __init__(self, lg: Lakegate, backend: Backend) -> None:
@@ -134,13 +130,14 @@ class ConnectService(GatewayCommands, LimitedCalls, base_pb2_grpc.SparkConnectSe
 
     def ExecutePlan(self, request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
         """A query runs as the Dataset its verification kept in the backend session, under
-        a fresh unguessable key (`_kept`), forgotten when the call ends however it ends."""
+        a fresh unguessable key (analyze.py's `kept_key`), forgotten when the call ends
+        however it ends."""
         call = self._begin("executePlan", request, context)
         if not request.operation_id:  # the gateway must know it to cancel the operation
             request.operation_id = str(uuid.uuid4())
         kept = None
         if request.plan.WhichOneof("op_type") == "root" and self.lg.config.verify_plans:
-            kept = f"lakegate-{secrets.token_hex(16)}"
+            kept = kept_key()
         try:
             yield from self._execute(call, request, context, kept)
         finally:
@@ -178,9 +175,7 @@ class ConnectService(GatewayCommands, LimitedCalls, base_pb2_grpc.SparkConnectSe
                 answers = None
                 governed = self._govern(call, plan.root, keep=kept)
                 if kept is not None:  # the verified Dataset itself (clients' are refused)
-                    governed = relations_pb2.Relation(
-                        cached_remote_relation=relations_pb2.CachedRemoteRelation(relation_id=kept)
-                    )
+                    governed = kept_relation(kept)
                 request.plan.root.CopyFrom(self._row_limited(governed))
             else:
                 raise AccessDenied("an empty plan is refused")
@@ -202,46 +197,6 @@ class ConnectService(GatewayCommands, LimitedCalls, base_pb2_grpc.SparkConnectSe
         yield from self._stream(
             call, context, stmt, self.stub.ExecutePlan(request, metadata=self._meta())
         )
-
-    def AnalyzePlan(self, request: Any, context: grpc.ServicerContext) -> Any:
-        call = self._begin("analyzePlan", request, context)
-        stmt: Statement | None = None
-        try:
-            kind = request.WhichOneof("analyze")
-            if kind is None:
-                raise AccessDenied("an empty analyze request is refused")
-            if kind in ("persist", "unpersist", "get_storage_level"):
-                raise AccessDenied(_CACHE_REFUSED)
-            if kind == "explain":
-                raise AccessDenied(
-                    "explain is refused through the gateway: it shows the "
-                    "governed views' storage locations and policy expressions"
-                )
-            if kind == "input_files":
-                raise AccessDenied("input_files is refused: it shows storage locations")
-            if kind == "ddl_parse":  # Spark parses the schema text: its settings first
-                self.backend.secure(call.user, call.session_id)
-            elif kind != "spark_version":
-                stmt = self._statement(call, str(uuid.uuid4()), ())
-                self._govern_fields(call, getattr(request, kind))
-        except Exception as e:
-            self._fail(call, context, self._ended(stmt, e))
-        finally:
-            self._clear_group()
-        try:
-            self._allow(call, context)
-            answer = self.stub.AnalyzePlan(
-                request, metadata=self._meta(), timeout=self.limits.timeout
-            )
-            compat.answer(answer)
-            return answer
-        except grpc.RpcError as e:
-            if e.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
-                self._fail(call, context, self.limits.timed_out())
-            self._backend_error(call, context, e)
-        finally:
-            if stmt is not None:
-                self.limits.finish(stmt)
 
     def Config(self, request: Any, context: grpc.ServicerContext) -> Any:
         """Settings by name through the allow-lists (api/connect/settings.py); the keys the
@@ -368,21 +323,6 @@ class ConnectService(GatewayCommands, LimitedCalls, base_pb2_grpc.SparkConnectSe
                 out = gov.relation(rel)
                 gov.verify(out, self.backend, call.session_id, keep=keep)
         return out
-
-    def _govern_fields(self, call: Call, msg: Any) -> None:
-        """Every plan or relation an analyze request carries, governed in place."""
-        for fd, value in msg.ListFields():
-            if isinstance(value, base_pb2.Plan):
-                if value.WhichOneof("op_type") != "root":
-                    raise AccessDenied("only query plans can be analysed")
-                value.root.CopyFrom(self._govern(call, value.root, reads=False))
-            elif isinstance(value, relations_pb2.Relation):
-                value.CopyFrom(self._govern(call, value, reads=False))
-            elif fd.message_type is not None and fd.message_type.name not in (
-                "DataType",
-                "StorageLevel",
-            ):
-                raise AccessDenied(f"analyze field {fd.name} is not governed; refused")
 
     # calls, audit, errors ---------------------------------------------------------------
 
