@@ -125,13 +125,13 @@ def test_a_query_failing_mid_stream_is_still_audited_failed_and_logged(
     since = len(audit_lines(audit_dir))
     failing = _wide(s).selectExpr("id", "pad", "element_at(array(1), IF(id < 8000, 1, 0)) AS ok")
     rows = failing.toLocalIterator()
-    with pytest.raises(SparkConnectGrpcException, match=r"^statement failed: \[") as e:
+    with pytest.raises(SparkConnectGrpcException, match=r"statement failed: \[") as e:
         for _ in rows:
             pass
     rows.close()
     end = _call_end(audit_dir, since, "erin")
     assert end["phase"] == "null"
-    assert end["reason"] == str(e.value).split("\n")[0]
+    assert end["reason"] in str(e.value)  # what the client was told (3.5 prefixes the type)
     assert end["reason"].startswith("statement failed: [")
     assert end["reason"].endswith(f"] (query {end['queryId']})")
     logged = _errors_of(caplog, end["queryId"])
