@@ -355,7 +355,7 @@ class LimitedCalls:
             call,
             allowed=True,
             succeeded=False,
-            reason=f"abandoned by the client after {stmt.rows} rows: {how}",
+            reason=f"abandoned by the client after {stmt.rows} rows were sent: {how}",
             phase="abandoned",
         )
 

@@ -79,7 +79,7 @@ def test_a_stream_released_after_its_first_row_is_audited_abandoned_not_failed(
     assert end["phase"] == "abandoned"
     assert end["allowed"] == "true"
     assert end["reason"] in {
-        f"abandoned by the client after {n} rows: {how}"
+        f"abandoned by the client after {n} rows were sent: {how}"
         for how in (RELEASED, HUNG_UP)
         for n in range(1, 9001)
     }
@@ -106,7 +106,7 @@ def test_a_stream_whose_call_the_client_cancelled_is_audited_abandoned_not_faile
     end = _call_end(audit_dir, since, "frank")
     assert end["phase"] == "abandoned"
     assert end["reason"].startswith("abandoned by the client after ")
-    assert end["reason"].endswith(f" rows: {HUNG_UP}")
+    assert end["reason"].endswith(f" rows were sent: {HUNG_UP}")
     assert _errors_of(caplog, end["queryId"]) == []
     assert not any(
         ln["cmd"] == "releaseExecute" and ln["ugi"].startswith("frank ")
