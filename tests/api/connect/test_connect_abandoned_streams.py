@@ -16,7 +16,7 @@ from typing import Any
 
 import grpc
 import pytest
-from connect_testkit import audit_lines
+from connect_testkit import active_jobs, audit_lines
 from google.protobuf import any_pb2
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 
@@ -57,6 +57,15 @@ def _call_end(audit_dir: Path, since: int, user: str) -> dict[str, str]:
     raise AssertionError(f"{user}'s executePlan call never ended")
 
 
+def _no_jobs_left(spark: Any) -> None:
+    """An abandoned statement's Spark jobs are cancelled (bounded wait)."""
+    for _ in range(600):
+        if not active_jobs(spark):
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"Spark jobs still running: {active_jobs(spark)}")
+
+
 def _errors_of(caplog: pytest.LogCaptureFixture, query_id: str) -> list[str]:
     return [
         r.getMessage()
@@ -67,7 +76,7 @@ def _errors_of(caplog: pytest.LogCaptureFixture, query_id: str) -> list[str]:
 
 @bounded
 def test_a_stream_released_after_its_first_row_is_audited_abandoned_not_failed(
-    remote: Callable[..., Any], audit_dir: Path, caplog: pytest.LogCaptureFixture
+    remote: Callable[..., Any], spark: Any, audit_dir: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, logger="lakegate.errors")
     s = remote("dana")
@@ -91,12 +100,13 @@ def test_a_stream_released_after_its_first_row_is_audited_abandoned_not_failed(
         if ln["queryId"] == end["queryId"] and ln["succeeded"] == "true"
     ]
     assert [ln["cmd"] for ln in opened] == ["executePlan"]  # allowed before its answer
+    _no_jobs_left(spark)
     assert s.range(3).count() == 3  # the session goes on
 
 
 @bounded
 def test_a_stream_whose_call_the_client_cancelled_is_audited_abandoned_not_failed(
-    remote: Callable[..., Any], audit_dir: Path, caplog: pytest.LogCaptureFixture
+    remote: Callable[..., Any], spark: Any, audit_dir: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, logger="lakegate.errors")
     s = remote("frank")
@@ -108,6 +118,7 @@ def test_a_stream_whose_call_the_client_cancelled_is_audited_abandoned_not_faile
     assert end["reason"].startswith("abandoned by the client after ")
     assert end["reason"].endswith(f" rows were sent: {HUNG_UP}")
     assert _errors_of(caplog, end["queryId"]) == []
+    _no_jobs_left(spark)
     assert not any(
         ln["cmd"] == "releaseExecute" and ln["ugi"].startswith("frank ")
         for ln in audit_lines(audit_dir)[since:]
