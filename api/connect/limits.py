@@ -7,7 +7,10 @@ is cancelled, its Spark jobs with it; a query returns at most `connect.row_limit
 (default `api.row_limit`), more is refused. Cancelling a statement, by its timeout, by the
 client's interrupt or by the client going away, cancels its Spark jobs in the gateway's
 thread (a job group) and in the backend (the operation's job tag, and Spark Connect's own
-interrupt), so the cores are free at once.
+interrupt), so the cores are free at once. A result its client stops reading (it releases
+the operation, or drops its call) is audited `phase=abandoned`, not as a backend failure,
+when the gateway saw the release or the dropped call and then the backend's error that this
+makes (`abandonment`).
 """
 
 from __future__ import annotations
