@@ -9,6 +9,7 @@ release never turns another error into an abandonment."""
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -87,11 +88,11 @@ def test_a_stream_released_after_its_first_row_is_audited_abandoned_not_failed(
     # gateway saw first is named
     assert end["phase"] == "abandoned"
     assert end["allowed"] == "true"
-    assert end["reason"] in {
-        f"abandoned by the client after {n} rows were sent: {how}"
-        for how in (RELEASED, HUNG_UP)
-        for n in range(1, 9001)
-    }
+    assert re.fullmatch(
+        rf"abandoned by the client after [1-9][0-9]* rows were sent: "
+        rf"({re.escape(RELEASED)}|{re.escape(HUNG_UP)})",
+        end["reason"],
+    ), end["reason"]
     assert "INVALID_CURSOR" not in end["reason"]
     assert _errors_of(caplog, end["queryId"]) == []
     opened = [
