@@ -7,7 +7,10 @@ is cancelled, its Spark jobs with it; a query returns at most `connect.row_limit
 (default `api.row_limit`), more is refused. Cancelling a statement, by its timeout, by the
 client's interrupt or by the client going away, cancels its Spark jobs in the gateway's
 thread (a job group) and in the backend (the operation's job tag, and Spark Connect's own
-interrupt), so the cores are free at once.
+interrupt), so the cores are free at once. A result its client stops reading (it releases
+the operation, or drops its call) is audited `phase=abandoned`, not as a backend failure,
+when the gateway saw the release or the dropped call and then the backend's error that this
+makes (`abandonment`).
 """
 
 from __future__ import annotations
@@ -18,10 +21,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import grpc
+from google.rpc import error_details_pb2
+from grpc_status import rpc_status
 from pyspark.sql.connect.proto import base_pb2, relations_pb2
 
 from api.connect import compat
-from governance.errors import LakegateError
+from governance.errors import AuditUnavailable, LakegateError
 from governance.execute import ERROR_LOG
 
 if TYPE_CHECKING:
@@ -59,6 +64,8 @@ class Statement:
     rows: int = 0
     seen: set[str] = field(default_factory=set)  # response ids counted (reattach resends)
     timer: threading.Timer | None = None
+    released: bool = False  # the gateway forwarded its client's ReleaseExecute(release_all)
+    hung_up: bool = False  # its client's call ended before the result's end
 
     @property
     def job_group(self) -> str:
@@ -180,6 +187,22 @@ class LimitedCalls:
     ) -> NoReturn:
         raise NotImplementedError
 
+    def _forward_call(
+        self, call: Any, method: Any, request: Any, context: grpc.ServicerContext
+    ) -> Any:
+        raise NotImplementedError
+
+    def _audit(
+        self,
+        call: Any,
+        *,
+        allowed: bool,
+        succeeded: bool,
+        reason: str | None = None,
+        phase: str | None = None,
+    ) -> None:
+        raise NotImplementedError
+
     def _statement(self, call: Any, op_id: str, tags: Any) -> Statement:
         """Admit a statement: a concurrency slot, a timeout that cancels its
         Spark jobs here (this thread's job group) and in the backend (Spark Connect's
@@ -245,6 +268,7 @@ class LimitedCalls:
             if complete[0]:  # the client has its result and hung up
                 self.limits.finish(stmt)
             else:
+                stmt.hung_up = True
                 self.limits.cancel(stmt)
 
         context.add_callback(gone)
@@ -269,7 +293,24 @@ class LimitedCalls:
                 self.limits.finish(stmt)
                 if stmt.timed_out:
                     self._fail(call, context, self.limits.timed_out())
+                how = abandonment(stmt, e)
+                if how is not None:
+                    self._abandoned(call, context, stmt, how)
             self._backend_error(call, context, e)
+        except GeneratorExit:  # gRPC dropped the call (its client cancelled) mid-result
+            settled[0] = True
+            if stmt is not None and not complete[0] and not stmt.timed_out:
+                stmt.hung_up = True
+                if not stmt.done:
+                    self.limits.cancel(stmt)
+                how = RELEASED if stmt.released else HUNG_UP
+                try:
+                    self._abandoned_line(call, stmt, how)
+                except AuditUnavailable as ae:  # no one is left to refuse
+                    ERROR_LOG.error(
+                        "connect query %s abandoned, not on record: %s", call.query_id, ae
+                    )
+            raise
         finally:
             # A stream this gateway stops reading (the client went away, a limit refused it)
             # is cancelled on the backend's connection now, not when it is garbage-collected:
@@ -280,3 +321,82 @@ class LimitedCalls:
         settled[0] = True
         if stmt is not None and complete[0]:
             self.limits.finish(stmt)
+
+    def _released(self, call: Any, request: Any, context: grpc.ServicerContext) -> Any:
+        """Forward a ReleaseExecute; a `release_all` of a running statement marks it
+        released first (the backend ends its stream as soon as it takes the release, maybe
+        before the answer is back), and unmarks it if the backend refused the release."""
+        stmt = None
+        if request.WhichOneof("release") == "release_all":
+            stmt = self.limits.get((call.user, call.session_id, request.operation_id))
+        if stmt is not None:
+            stmt.released = True
+        try:
+            return self._forward_call(call, self.stub.ReleaseExecute, request, context)
+        except BaseException:
+            if stmt is not None:
+                stmt.released = False
+            raise
+
+    def _abandoned(
+        self, call: Any, context: grpc.ServicerContext, stmt: Statement, how: str
+    ) -> NoReturn:
+        """End the stream of a statement its client stopped reading, after its line."""
+        code, message = grpc.StatusCode.CANCELLED, f"statement abandoned by the client: {how}"
+        try:
+            self._abandoned_line(call, stmt, how)
+        except AuditUnavailable as e:
+            code, message = grpc.StatusCode.UNAVAILABLE, str(e)
+        context.abort(code, message)
+        raise AssertionError("unreachable")  # abort raises
+
+    def _abandoned_line(self, call: Any, stmt: Statement, how: str) -> None:
+        """The call's closing line when its client stopped reading the result:
+        `phase=abandoned` (audit/README.md), no backend failure, so nothing goes to
+        `lakegate.errors`."""
+        self._audit(
+            call,
+            allowed=True,
+            succeeded=False,
+            reason=f"abandoned by the client after {stmt.rows} rows were sent: {how}",
+            phase="abandoned",
+        )
+
+
+#: The backend's error classes for a stream its client stopped reading: Spark Connect ends
+#: the stream of a released operation with INVALID_CURSOR.DISCONNECTED (its response sender
+#: interrupted), and an operation the gateway cancelled with OPERATION_CANCELED. A query's
+#: own failure never carries either.
+_RELEASED_CLASSES = frozenset({"INVALID_CURSOR.DISCONNECTED"})
+_HUNG_UP_CLASSES = frozenset({"INVALID_CURSOR.DISCONNECTED", "OPERATION_CANCELED"})
+RELEASED = "it released the operation (ReleaseExecute) before the result's end"
+HUNG_UP = "it cancelled its call before the result's end"
+
+
+def abandonment(stmt: Statement, e: grpc.RpcError) -> str | None:
+    """How the client abandoned the statement whose stream ended with `e`, or None (a real
+    failure). Decided from what the gateway itself did and saw: the release it forwarded
+    or its client's call ending, and then the backend's error class being the one that
+    this (and no query failure) makes. A client claims nothing here: a release sent while
+    the backend reports another error leaves that error a failure."""
+    cls = backend_class(e)
+    if stmt.released and cls in _RELEASED_CLASSES:
+        return RELEASED
+    if stmt.hung_up and cls in _HUNG_UP_CLASSES:
+        return HUNG_UP
+    return None
+
+
+def backend_class(e: grpc.RpcError) -> str | None:
+    """The Spark error class the backend's status carries (ErrorInfo's `errorClass`);
+    None for a status it cannot read (which is then no abandonment)."""
+    try:
+        status = rpc_status.from_call(e)  # type: ignore[arg-type]
+    except ValueError:
+        return None
+    for d in status.details if status else ():
+        if d.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
+            info = error_details_pb2.ErrorInfo()
+            d.Unpack(info)
+            return info.metadata.get("errorClass") or None
+    return None

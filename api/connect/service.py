@@ -287,7 +287,7 @@ class ConnectService(
             return base_pb2.ReleaseExecuteResponse(
                 session_id=call.session_id, operation_id=request.operation_id
             )
-        return self._forward_call(call, self.stub.ReleaseExecute, request, context)
+        return self._released(call, request, context)
 
     # governing --------------------------------------------------------------------------
 
@@ -368,7 +368,13 @@ class ConnectService(
         return call
 
     def _audit(
-        self, call: Call, *, allowed: bool, succeeded: bool, reason: str | None = None
+        self,
+        call: Call,
+        *,
+        allowed: bool,
+        succeeded: bool,
+        reason: str | None = None,
+        phase: str | None = None,
     ) -> None:
         write_or_refuse(
             self.lg.audit,
@@ -387,6 +393,7 @@ class ConnectService(
                     reason=reason,
                     duration_ms=int((time.perf_counter() - call.started) * 1000),
                     policy_version=self.lg.policy_version,
+                    phase=phase,
                 )
             ],
         )

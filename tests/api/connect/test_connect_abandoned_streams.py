@@ -1,0 +1,195 @@
+"""A stream its client stops reading is recorded as abandoned, not as a failure: a stock
+client that reads one row and closes its iterator (benchmarks/connect_client.py's
+`first_row`) releases the operation (ReleaseExecute) or cancels its call, and the backend
+ends the gateway's stream with INVALID_CURSOR.DISCONNECTED / OPERATION_CANCELED. The gateway
+audits that call's end with `phase=abandoned` (audit/README.md) and writes nothing to
+`lakegate.errors`; a real failure mid-stream is still audited failed and logged, and a
+release never turns another error into an abandonment."""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from connect_testkit import active_jobs, audit_lines
+from google.protobuf import any_pb2
+from google.rpc import code_pb2, error_details_pb2, status_pb2
+
+from api.connect.limits import HUNG_UP, RELEASED, Statement, abandonment
+
+bounded = pytest.mark.timeout(300)
+
+
+def _wide(s: Any, rows: int = 9000) -> Any:
+    """A result of ~18 MB in 9 partitions: far more than gRPC sends before it is read."""
+    return s.range(0, rows, 1, 9).selectExpr("id", "repeat('x', 2000) AS pad")
+
+
+def _first_row(df: Any) -> Any:
+    """benchmarks/connect_client.py's `first_row`: one row, then the iterator closed."""
+    rows = df.toLocalIterator()
+    try:
+        return next(rows)
+    finally:
+        rows.close()
+
+
+def _call_end(audit_dir: Path, since: int, user: str) -> dict[str, str]:
+    """The closing line of `user`'s one executePlan call after line `since` (bounded wait:
+    the gateway writes it when the backend ends the stream, after the client has left)."""
+    for _ in range(600):
+        ends = [
+            ln
+            for ln in audit_lines(audit_dir)[since:]
+            if ln["cmd"] == "executePlan"
+            and ln["ugi"].startswith(f"{user} ")
+            and ln["succeeded"] == "false"
+        ]
+        if ends:
+            assert len(ends) == 1, ends
+            return ends[0]
+        time.sleep(0.2)
+    raise AssertionError(f"{user}'s executePlan call never ended")
+
+
+def _no_jobs_left(spark: Any) -> None:
+    """An abandoned statement's Spark jobs are cancelled (bounded wait)."""
+    for _ in range(600):
+        if not active_jobs(spark):
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"Spark jobs still running: {active_jobs(spark)}")
+
+
+def _errors_of(caplog: pytest.LogCaptureFixture, query_id: str) -> list[str]:
+    return [
+        r.getMessage()
+        for r in caplog.records
+        if r.name == "lakegate.errors" and query_id in r.getMessage()
+    ]
+
+
+@bounded
+def test_a_stream_released_after_its_first_row_is_audited_abandoned_not_failed(
+    remote: Callable[..., Any], spark: Any, audit_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="lakegate.errors")
+    s = remote("dana")
+    since = len(audit_lines(audit_dir))
+    assert _first_row(_wide(s)).id == 0
+    end = _call_end(audit_dir, since, "dana")
+    # the stock client both releases the operation and drops its call; whichever the
+    # gateway saw first is named
+    assert end["phase"] == "abandoned"
+    assert end["allowed"] == "true"
+    assert re.fullmatch(
+        rf"abandoned by the client after [1-9][0-9]* rows were sent: "
+        rf"({re.escape(RELEASED)}|{re.escape(HUNG_UP)})",
+        end["reason"],
+    ), end["reason"]
+    assert "INVALID_CURSOR" not in end["reason"]
+    assert _errors_of(caplog, end["queryId"]) == []
+    opened = [
+        ln
+        for ln in audit_lines(audit_dir)[since:]
+        if ln["queryId"] == end["queryId"] and ln["succeeded"] == "true"
+    ]
+    assert [ln["cmd"] for ln in opened] == ["executePlan"]  # allowed before its answer
+    _no_jobs_left(spark)
+    assert s.range(3).count() == 3  # the session goes on
+
+
+@bounded
+def test_a_stream_whose_call_the_client_cancelled_is_audited_abandoned_not_failed(
+    remote: Callable[..., Any], spark: Any, audit_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="lakegate.errors")
+    s = remote("frank")
+    s.client.disable_reattachable_execute()  # no ReleaseExecute: the call is only dropped
+    since = len(audit_lines(audit_dir))
+    assert _first_row(_wide(s)).id == 0
+    end = _call_end(audit_dir, since, "frank")
+    assert end["phase"] == "abandoned"
+    assert end["reason"].startswith("abandoned by the client after ")
+    assert end["reason"].endswith(f" rows were sent: {HUNG_UP}")
+    assert _errors_of(caplog, end["queryId"]) == []
+    _no_jobs_left(spark)
+    assert not any(
+        ln["cmd"] == "releaseExecute" and ln["ugi"].startswith("frank ")
+        for ln in audit_lines(audit_dir)[since:]
+    )
+
+
+@bounded
+def test_a_query_failing_mid_stream_is_still_audited_failed_and_logged(
+    remote: Callable[..., Any], audit_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from pyspark.errors.exceptions.connect import SparkConnectGrpcException
+
+    caplog.set_level(logging.INFO, logger="lakegate.errors")
+    s = remote("erin")
+    since = len(audit_lines(audit_dir))
+    failing = _wide(s).selectExpr("id", "pad", "element_at(array(1), IF(id < 8000, 1, 0)) AS ok")
+    rows = failing.toLocalIterator()
+    with pytest.raises(SparkConnectGrpcException, match=r"statement failed: \[") as e:
+        for _ in rows:
+            pass
+    rows.close()
+    end = _call_end(audit_dir, since, "erin")
+    assert end["phase"] == "null"
+    assert end["reason"] in str(e.value)  # what the client was told (3.5 prefixes the type)
+    assert end["reason"].startswith("statement failed: [")
+    assert end["reason"].endswith(f"] (query {end['queryId']})")
+    logged = _errors_of(caplog, end["queryId"])
+    assert len(logged) == 1 and "failed in the backend" in logged[0]
+
+
+class _BackendError(grpc.RpcError):
+    """A backend stream's end as grpc raises it: a status with Spark's ErrorInfo."""
+
+    def __init__(self, error_class: str) -> None:
+        info = error_details_pb2.ErrorInfo(
+            reason="org.apache.spark.SparkException", domain="org.apache.spark"
+        )
+        info.metadata["errorClass"] = error_class
+        packed = any_pb2.Any()
+        packed.Pack(info)
+        status = status_pb2.Status(code=code_pb2.INTERNAL, message=error_class, details=[packed])
+        self._message = error_class
+        self._trailers = (("grpc-status-details-bin", status.SerializeToString()),)
+
+    def code(self) -> grpc.StatusCode:
+        return grpc.StatusCode.INTERNAL
+
+    def details(self) -> str:
+        return self._message
+
+    def trailing_metadata(self) -> Any:
+        return self._trailers
+
+
+def _stmt(*, released: bool = False, hung_up: bool = False) -> Statement:
+    return Statement(("erin", "s", "op"), frozenset(), released=released, hung_up=hung_up)
+
+
+def test_a_release_never_turns_a_real_backend_error_into_an_abandonment() -> None:
+    for cls in ("DIVIDE_BY_ZERO", "USER_RAISED_EXCEPTION", "OPERATION_CANCELED"):
+        assert abandonment(_stmt(released=True), _BackendError(cls)) is None
+    assert abandonment(_stmt(hung_up=True), _BackendError("DIVIDE_BY_ZERO")) is None
+    assert abandonment(_stmt(released=True), _BackendError("INVALID_CURSOR.DISCONNECTED")) == (
+        RELEASED
+    )
+    assert abandonment(_stmt(hung_up=True), _BackendError("OPERATION_CANCELED")) == HUNG_UP
+
+
+def test_a_disconnect_the_client_did_not_cause_is_still_a_failure() -> None:
+    """Only the gateway's own observations count: the release it forwarded, the call it
+    saw end. A disconnect without either (a session the gateway expired) is a failure."""
+    for cls in ("INVALID_CURSOR.DISCONNECTED", "OPERATION_CANCELED"):
+        assert abandonment(_stmt(), _BackendError(cls)) is None
