@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +37,9 @@ if TYPE_CHECKING:
     from governance.session import GovernedSession
 
 #: DataFrame write settings that are refused, with the line the caller reads.
+#: operations answered here whose ReleaseExecute is awaited (a client releases each at once)
+LOCAL_OPS_KEPT = 10_000
+
 _WRITE_REFUSED = {
     "path": "path writes (df.write.save(path), option('path')) are refused; write a governed "
     "table with insertInto, saveAsTable or writeTo",
@@ -58,7 +62,7 @@ class GatewayCommands:
     backend: Backend
     limits: StatementLimits
     _lock: threading.Lock
-    _local_ops: set[tuple[str, str, str]]
+    _local_ops: OrderedDict[tuple[str, str, str], None]
     _session: Callable[[Call], tuple[GovernedSession, threading.RLock]]
     _govern: Callable[[Call, Any], Any]
 
@@ -197,12 +201,22 @@ class GatewayCommands:
                     call.query_id = session.last_query_id
         return self._answers(call, request, None)
 
+    def _answered_here(self, call: Call, op_id: str) -> None:
+        """The operation never reached the backend (answered or refused here): its
+        ReleaseExecute is answered here too. The oldest of more than LOCAL_OPS_KEPT are
+        dropped, so clients that never release cannot grow the set; a release that comes
+        later than that is forwarded, and the backend's answer is that it has no such
+        operation."""
+        with self._lock:
+            self._local_ops[(call.user, call.session_id, op_id)] = None
+            while len(self._local_ops) > LOCAL_OPS_KEPT:
+                self._local_ops.popitem(last=False)
+
     def _answers(self, call: Call, request: Any, result: Any) -> list[Any]:
         """A command answered here: its result (if any) and completion; the operation id is
         remembered so that ReleaseExecute is answered here too."""
         op_id = request.operation_id or str(uuid.uuid4())
-        with self._lock:
-            self._local_ops.add((call.user, call.session_id, op_id))
+        self._answered_here(call, op_id)
         head = dict(session_id=call.session_id, operation_id=op_id)
         out = []
         if result is not None:

@@ -17,6 +17,7 @@ import re
 import threading
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from typing import Any, NoReturn
 
@@ -116,7 +117,7 @@ class ConnectService(
         )
         self._sweeper = Sweeper(self.sessions, min(cfg.session_idle_timeout / 2, 60.0))
         self._sweeper.start()
-        self._local_ops: set[tuple[str, str, str]] = set()
+        self._local_ops: OrderedDict[tuple[str, str, str], None] = OrderedDict()
         self._lock = threading.Lock()
         CONNECT_SESSIONS.set_function(self.sessions.count)
         #: the front's relay: its loopback port -> the client's address (server.py)
@@ -180,6 +181,7 @@ class ConnectService(
             else:
                 raise AccessDenied("an empty plan is refused")
         except Exception as e:
+            self._answered_here(call, request.operation_id)  # refused: never in the backend
             self._fail(call, context, self._ended(stmt, e))
         finally:
             self._clear_group()
@@ -279,8 +281,7 @@ class ConnectService(
         call = self._begin("releaseExecute", request, context, admit=False)
         key = (call.user, call.session_id, request.operation_id)
         with self._lock:
-            local = key in self._local_ops
-            self._local_ops.discard(key)
+            local = self._local_ops.pop(key, False) is None
         if local or call.entry is None:  # answered here, or its session expired: nothing
             # to release in the backend
             self._allow(call, context)

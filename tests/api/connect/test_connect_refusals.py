@@ -257,3 +257,50 @@ def test_verifier_refuses_a_composed_plan_reading_outside_its_views(
     smuggled.set_op.set_op_type = relations_pb2.SetOperation.SET_OP_TYPE_UNION
     with pytest.raises(Refused, match="plan verification"):
         gov.verify(smuggled, gateway.backend, str(uuid.uuid4()))
+
+
+def test_release_of_a_refused_statement_is_answered_by_the_gateway(gateway, audit_dir) -> None:
+    """A refused statement never reached the backend: the client's ReleaseExecute of its
+    operation (every reattachable client sends one) is answered here, not forwarded to a
+    backend that has no such operation (Spark 3.5 answers that with an error the client
+    prints as a warning)."""
+    import uuid
+
+    import grpc
+    from pyspark.sql.connect.proto import base_pb2, base_pb2_grpc
+
+    session_id, op_id = str(uuid.uuid4()), str(uuid.uuid4())
+    creds = grpc.ssl_channel_credentials(
+        root_certificates=(audit_dir.parent / "tls" / "ca.pem").read_bytes()
+    )
+    meta = [("authorization", f"Bearer {token_of('carol')}")]
+    with grpc.secure_channel(f"127.0.0.1:{gateway.port}", creds) as ch:
+        stub = base_pb2_grpc.SparkConnectServiceStub(ch)
+        run = base_pb2.ExecutePlanRequest(session_id=session_id, operation_id=op_id)
+        run.user_context.user_id = "carol"
+        run.plan.root.read.data_source.format = "json"  # a path read: refused
+        run.plan.root.read.data_source.paths.append("/etc/passwd")
+        with pytest.raises(grpc.RpcError) as refused:
+            list(stub.ExecutePlan(run, metadata=meta))
+        assert refused.value.code() == grpc.StatusCode.PERMISSION_DENIED
+        release = base_pb2.ReleaseExecuteRequest(session_id=session_id, operation_id=op_id)
+        release.user_context.user_id = "carol"
+        release.release_all.SetInParent()
+        answer = stub.ReleaseExecute(release, metadata=meta)
+    assert (answer.session_id, answer.operation_id) == (session_id, op_id)
+
+
+def test_operations_answered_here_are_remembered_up_to_a_bound(gateway, monkeypatch) -> None:
+    """A client that never releases its refused or locally answered operations cannot
+    grow the gateway's memory: past the bound the oldest are dropped."""
+    from api.connect import commands
+    from api.connect.call import Call
+
+    monkeypatch.setattr(commands, "LOCAL_OPS_KEPT", 3)
+    service = gateway.service
+    call = Call("executePlan", "mallory", "127.0.0.1", "00000000-0000-4000-8000-00000000000a")
+    ops = [f"op-{i}" for i in range(5)]
+    for op in ops:
+        service._answered_here(call, op)
+    mine = [k[2] for k in service._local_ops if k[0] == "mallory"]
+    assert mine == ops[-3:]
