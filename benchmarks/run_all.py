@@ -390,7 +390,8 @@ def carry(earlier: dict[str, Any], only: set[str], results: dict[str, Any]) -> N
     TPC-DS's summary is computed again from its per-query figures by this version's code,
     so every target reads the same way. The report names each carried step and its date."""
     when = earlier.get("date", "an earlier run")
-    carried = []
+    origin = earlier.get("carried_from") or {}  # steps the earlier run carried in turn
+    carried: dict[str, str] = {}
     if (theirs := earlier.get("other_line")) and "other_line" not in results:
         results["other_line"] = {"line": theirs["line"], "python": theirs.get("python")}
     for name in STEPS:
@@ -409,12 +410,17 @@ def carry(earlier: dict[str, Any], only: set[str], results: dict[str, Any]) -> N
             suffix = f"@{into['line']}" if into is not results else ""
             if name + suffix in earlier.get("steps", {}):
                 results["steps"][name + suffix] = earlier["steps"][name + suffix]
-            carried.append(name + suffix)
+            carried[name + suffix] = origin.get(name + suffix, when)
     if carried:
         results["not_run"] = [s for s in results["not_run"] if s not in carried]
+        results["carried_from"] = carried
+        by_date: dict[str, list[str]] = {}
+        for step, date in carried.items():
+            by_date.setdefault(date, []).append(step)
         results["caveats"].append(
-            f"Not measured again in this run; their figures are those of the run of {when}: "
-            f"{', '.join(carried)}."
+            "Not measured again in this run; their figures are those of earlier runs: "
+            + "; ".join(f"{', '.join(steps)} of {date}" for date, steps in by_date.items())
+            + "."
         )
 
 

@@ -42,8 +42,8 @@ def test_steps_left_out_are_carried_with_their_date_named() -> None:
     assert results["other_line"]["line"] == "3.5"
     assert "tpcds" in results["other_line"]
     assert results["caveats"] == [
-        "Not measured again in this run; their figures are those of the run of "
-        "2026-11-27T03:36:21+00:00: rewrite, tpcds, tpcds@3.5."
+        "Not measured again in this run; their figures are those of earlier runs: "
+        "rewrite, tpcds, tpcds@3.5 of 2026-11-27T03:36:21+00:00."
     ]
     assert "rewrite" not in results["not_run"] and "scaling" in results["not_run"]
 
@@ -61,3 +61,15 @@ def test_carried_tpcds_summary_is_computed_again_by_this_code() -> None:
     assert "stale" not in summary
     assert summary["queries_measured"] == 0
     assert summary["targets"]["p90_query_c_over_a"]["met"] is None
+
+
+def test_a_step_the_earlier_run_carried_keeps_its_own_date() -> None:
+    earlier = _earlier() | {"carried_from": {"tpcds": "2026-11-26T22:00:00+00:00"}}
+    results = _this_run({"mapping"})
+    carry(earlier, {"mapping"}, results)
+    assert results["carried_from"]["tpcds"] == "2026-11-26T22:00:00+00:00"
+    assert results["carried_from"]["rewrite"] == "2026-11-27T03:36:21+00:00"
+    assert results["caveats"] == [
+        "Not measured again in this run; their figures are those of earlier runs: "
+        "rewrite, tpcds@3.5 of 2026-11-27T03:36:21+00:00; tpcds of 2026-11-26T22:00:00+00:00."
+    ]
