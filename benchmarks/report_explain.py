@@ -160,13 +160,23 @@ def explain(results: dict[str, Any]) -> list[str]:
         why.append(
             f"Rewrite latency p50 {rw['p50_ms']:.2f} ms / max {rw['max_ms']:.2f} ms: " + verdict
         )
-        why.append(
+        text = (
             f"Rewrite against sqlglot's own parse + generate of the same queries in the "
             f"same rounds: {rw['over_sqlglot']:.2f} x (sqlglot p50 "
             f"{rw['sqlglot_p50_ms']:.2f} ms; target <= {TARGET_OVER_SQLGLOT} x, p50 <= "
             f"{TARGET_P50_MS_14} ms): what the layer adds on top of the parser it is "
             "built on."
         )
+        if rw["p50_ms"] > TARGET_P50_MS_14:
+            room = TARGET_P50_MS_14 / rw["sqlglot_p50_ms"]
+            text += (
+                f" Issue 14's p50 <= {TARGET_P50_MS_14} ms is not met ({rw['p50_ms']:.2f} "
+                f"ms): sqlglot alone takes {rw['sqlglot_p50_ms']:.2f} ms at the median on "
+                f"this machine, so that target leaves the layer {room:.2f} x sqlglot, "
+                "tighter than the ratio target it meets; it is bound by the parser's own "
+                "speed here."
+            )
+        why.append(text)
     why += explain_connect(results)
     return why
 
@@ -200,6 +210,21 @@ def explain_connect(results: dict[str, Any]) -> list[str]:
         "call, the plan walk, cache lookup and audit lines (about 3 ms together): tens of "
         "milliseconds. The gateway's text is governed where the plain text is raw."
     )
+    for r in runs:
+        if r.get("data", "demo") != "demo" or all(t["met"] for t in r.get("targets", [])):
+            continue
+        q = next(iter(r["query"].values()))
+        g, p = q["gateway"]["p50"], q["plain"]["p50"]
+        f = r["first_row"]
+        text += (
+            f" On {r.get('line', '?')}'s demo data the gateway adds {g - p:+.0f} ms per query "
+            f"(p50 {g:.0f} ms against {p:.0f} ms) and "
+            f"{f['gateway']['p50'] - f['plain']['p50']:+.0f} ms to the first row: that fixed "
+            f"cost is {g / p - 1:.0%} of a query plain Spark Connect answers in {p:.0f} ms, "
+            "where it is a few percent of a TPC-DS query (above). Repeated runs of the "
+            "same code on a quiet machine put the demo ratio at 0.98-1.14 and the first row "
+            "at +33 to +56 ms (benchmarks/README.md, Connect)."
+        )
     splits = [r for r in runs if r.get("split") and any(not t["met"] for t in r["targets"])]
     for r in splits:
         sp = r["split"]

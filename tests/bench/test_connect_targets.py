@@ -114,3 +114,11 @@ def test_report_shows_the_floor_column_and_the_split() -> None:
     split_line = next(ln for ln in lines if ln.startswith("Floor:"))
     assert "floor / plain **1.180**" in split_line and "gateway / floor **1.017**" in split_line
     assert "The floor's answers equal the gateway's." in split_line
+
+
+def test_missed_demo_ratio_is_explained_with_the_gateways_fixed_cost_per_query() -> None:
+    result = _figures((201.0, 145.0), {"orders aggregate": (283.0, 255.0)})
+    result.update(line="Spark 4.2.0", data="demo", rounds=20, targets=targets(result))
+    why = " ".join(explain_connect({"connect": result}))
+    assert "On Spark 4.2.0's demo data the gateway adds +28 ms per query" in why
+    assert "+56 ms to the first row" in why and "11% of a query" in why

@@ -208,3 +208,19 @@ def stock_clients() -> dict[str, Path]:
     for line, (_, secs) in got.items():
         print(f"stock client {line}: " + (f"installed in {secs:.0f} s" if secs else "cached"))
     return {line: py for line, (py, _) in got.items()}
+
+
+@pytest.fixture
+def keys(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[str, str, str]]]:
+    """Every (user, session id, key) the gateway kept a verified Dataset under."""
+    from api.connect.backend import Backend
+
+    seen: list[tuple[str, str, str]] = []
+    real = Backend.keep
+
+    def keep(self: Backend, relation: bytes, user: str, session_id: str, key: str) -> Any:
+        seen.append((user, session_id, key))
+        return real(self, relation, user, session_id, key)
+
+    monkeypatch.setattr(Backend, "keep", keep)
+    yield seen

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -82,3 +83,16 @@ def active_jobs(spark: Any) -> list[int]:
     """The Spark jobs running now, after the listener bus has caught up."""
     spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty()
     return list(spark.sparkContext._jsc.statusTracker().getActiveJobIds())
+
+
+def swap_governed_views(spark: Any, retype: Callable[[Any], Any]) -> list[str]:
+    """Replace every pinned source and governed view (global temp views `__lg_*`) by an
+    empty one of the schema `retype` makes of its own: a concurrent re-pin between a
+    statement's check and its run. The names replaced."""
+    swapped = []
+    for t in spark.catalog.listTables("global_temp"):
+        if t.name.startswith("__lg_"):
+            schema = retype(spark.table(f"global_temp.{t.name}").schema)
+            spark.createDataFrame([], schema).createOrReplaceGlobalTempView(t.name)
+            swapped.append(t.name)
+    return swapped

@@ -13,28 +13,12 @@ from typing import Any
 
 import grpc
 import pytest
-from connect_testkit import token_of
+from connect_testkit import swap_governed_views, token_of
 
 from api.connect.backend import Backend
 
 ORDERS = "SELECT id, region, amount FROM main.sales.orders"
 REFUSED = "server-side cached DataFrames are refused through the Lakegate gateway"
-
-Keys = list[tuple[str, str, str]]
-
-
-@pytest.fixture
-def keys(monkeypatch: pytest.MonkeyPatch) -> Iterator[Keys]:
-    """Every (user, session id, key) the gateway kept a verified Dataset under."""
-    seen: Keys = []
-    real = Backend.keep
-
-    def keep(self: Backend, relation: bytes, user: str, session_id: str, key: str) -> Any:
-        seen.append((user, session_id, key))
-        return real(self, relation, user, session_id, key)
-
-    monkeypatch.setattr(Backend, "keep", keep)
-    yield seen
 
 
 @pytest.fixture
@@ -88,13 +72,11 @@ def test_analyzed_schema_is_the_verified_plans(
     def keep_then_swap(self: Backend, relation: bytes, user: str, sid: str, key: str) -> Any:
         from pyspark.sql.types import StringType, StructField, StructType
 
+        def as_text(schema: StructType) -> StructType:
+            return StructType([StructField(f.name, StringType()) for f in schema])
+
         plan = real(self, relation, user, sid, key)
-        for t in spark.catalog.listTables("global_temp"):
-            if t.name.startswith("__lg_"):
-                schema = spark.table(f"global_temp.{t.name}").schema
-                text = StructType([StructField(f.name, StringType()) for f in schema])
-                spark.createDataFrame([], text).createOrReplaceGlobalTempView(t.name)
-                swapped.append(t.name)
+        swapped.extend(swap_governed_views(spark, as_text))
         return plan
 
     s = remote("carol")

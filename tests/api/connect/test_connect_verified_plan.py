@@ -7,31 +7,16 @@ execution does."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import grpc
 import pytest
-from connect_testkit import rows, token_of
+from connect_testkit import rows, swap_governed_views, token_of
 
 from api.connect.backend import Backend
 
 ORDERS = "SELECT id, region, amount FROM main.sales.orders"
 REFUSED = "server-side cached DataFrames are refused through the Lakegate gateway"
-
-
-@pytest.fixture
-def keys(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[str, str, str]]]:
-    """Every (user, session id, key) the gateway kept a verified Dataset under."""
-    seen: list[tuple[str, str, str]] = []
-    real = Backend.keep
-
-    def keep(self: Backend, relation: bytes, user: str, session_id: str, key: str) -> Any:
-        seen.append((user, session_id, key))
-        return real(self, relation, user, session_id, key)
-
-    monkeypatch.setattr(Backend, "keep", keep)
-    yield seen
 
 
 def _raw_execute(gateway: Any, ca: Any, user: str, rel: Any) -> grpc.RpcError:
@@ -82,11 +67,7 @@ def test_verified_plan_is_the_plan_executed(
 
     def keep_then_swap(self: Backend, relation: bytes, user: str, sid: str, key: str) -> Any:
         plan = real(self, relation, user, sid, key)
-        for t in spark.catalog.listTables("global_temp"):
-            if t.name.startswith("__lg_"):
-                schema = spark.table(f"global_temp.{t.name}").schema
-                spark.createDataFrame([], schema).createOrReplaceGlobalTempView(t.name)
-                swapped.append(t.name)
+        swapped.extend(swap_governed_views(spark, lambda schema: schema))
         return plan
 
     s = remote("carol")
