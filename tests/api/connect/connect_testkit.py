@@ -96,3 +96,21 @@ def swap_governed_views(spark: Any, retype: Callable[[Any], Any]) -> list[str]:
             spark.createDataFrame([], schema).createOrReplaceGlobalTempView(t.name)
             swapped.append(t.name)
     return swapped
+
+
+def hand_made_cached_relations() -> tuple[Any, Any]:
+    """A CachedRemoteRelation a client made up, as the plan and inside one (under a limit):
+    what the gateway must refuse wherever it appears, whatever key it names."""
+    import uuid
+
+    from pyspark.sql.connect.proto import relations_pb2
+
+    cached = relations_pb2.Relation(
+        cached_remote_relation=relations_pb2.CachedRemoteRelation(
+            relation_id=f"lakegate-{uuid.uuid4().hex}"
+        )
+    )
+    inside = relations_pb2.Relation()
+    inside.limit.input.CopyFrom(cached)
+    inside.limit.limit = 1
+    return cached, inside

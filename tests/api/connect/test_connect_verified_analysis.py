@@ -13,7 +13,7 @@ from typing import Any
 
 import grpc
 import pytest
-from connect_testkit import swap_governed_views, token_of
+from connect_testkit import hand_made_cached_relations, swap_governed_views, token_of
 
 from api.connect.backend import Backend
 
@@ -174,16 +174,9 @@ def test_kept_analysis_entries_removed_after_a_backend_failure(
 def test_client_cannot_analyze_a_cached_remote_relation(gateway, connect_lakegate, keys) -> None:
     """A hand-made schema request naming a CachedRemoteRelation, as the plan or inside it,
     is refused before anything is analysed or kept."""
-    from pyspark.sql.connect.proto import base_pb2, base_pb2_grpc, relations_pb2
+    from pyspark.sql.connect.proto import base_pb2, base_pb2_grpc
 
-    cached = relations_pb2.Relation(
-        cached_remote_relation=relations_pb2.CachedRemoteRelation(
-            relation_id=f"lakegate-{uuid.uuid4().hex}"
-        )
-    )
-    inside = relations_pb2.Relation()
-    inside.limit.input.CopyFrom(cached)
-    inside.limit.limit = 1
+    cached, inside = hand_made_cached_relations()
     creds = grpc.ssl_channel_credentials(root_certificates=connect_lakegate.ca.read_bytes())
     with grpc.secure_channel(f"127.0.0.1:{gateway.port}", creds) as ch:
         stub = base_pb2_grpc.SparkConnectServiceStub(ch)

@@ -11,7 +11,7 @@ from typing import Any
 
 import grpc
 import pytest
-from connect_testkit import rows, swap_governed_views, token_of
+from connect_testkit import hand_made_cached_relations, rows, swap_governed_views, token_of
 
 from api.connect.backend import Backend
 
@@ -37,16 +37,7 @@ def _raw_execute(gateway: Any, ca: Any, user: str, rel: Any) -> grpc.RpcError:
 def test_client_cannot_send_cached_remote_relation(gateway, connect_lakegate, keys) -> None:
     """Neither as the plan nor inside one, and whatever key it names: a client never reaches
     a Dataset the gateway kept (nor one Spark's own caching would have made)."""
-    from pyspark.sql.connect.proto import relations_pb2
-
-    cached = relations_pb2.Relation(
-        cached_remote_relation=relations_pb2.CachedRemoteRelation(
-            relation_id=f"lakegate-{uuid.uuid4().hex}"
-        )
-    )
-    inside = relations_pb2.Relation()
-    inside.limit.input.CopyFrom(cached)
-    inside.limit.limit = 1
+    cached, inside = hand_made_cached_relations()
     for rel in (cached, inside):
         e = _raw_execute(gateway, connect_lakegate.ca, "erin", rel)
         assert e.code() == grpc.StatusCode.PERMISSION_DENIED
