@@ -390,13 +390,19 @@ def abandonment(stmt: Statement, e: grpc.RpcError) -> str | None:
 def backend_class(e: grpc.RpcError) -> str | None:
     """The Spark error class the backend's status carries (ErrorInfo's `errorClass`);
     None for a status it cannot read (which is then no abandonment)."""
+    return backend_error_info(e).metadata.get("errorClass") or None
+
+
+def backend_error_info(e: grpc.RpcError) -> error_details_pb2.ErrorInfo:
+    """The ErrorInfo detail of the backend's status (empty when it has none, or a status
+    that cannot be read)."""
+    info = error_details_pb2.ErrorInfo()
     try:
         status = rpc_status.from_call(e)  # type: ignore[arg-type]
     except ValueError:
-        return None
+        return info
     for d in status.details if status else ():
         if d.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
-            info = error_details_pb2.ErrorInfo()
             d.Unpack(info)
-            return info.metadata.get("errorClass") or None
-    return None
+            break
+    return info

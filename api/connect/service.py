@@ -39,6 +39,7 @@ from api.connect.limits import (
     Statement,
     StatementLimits,
     StatementRefused,
+    backend_error_info,
 )
 from api.connect.relations import PlanGovernor
 from api.connect.sessions import SessionRefused, SessionRegistry, Sweeper
@@ -437,11 +438,7 @@ class ConnectService(
     ) -> NoReturn:
         """A backend failure as error class + query id; its exception type kept (class names
         only) so the client raises the same kind of error."""
-        status = rpc_status.from_call(e)  # type: ignore[arg-type]
-        info = error_details_pb2.ErrorInfo()
-        for d in status.details if status else ():
-            if d.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
-                d.Unpack(info)
+        info = backend_error_info(e)
         ERROR_LOG.error(
             "connect query %s (user %s) failed in the backend: %s %s",
             call.query_id,
