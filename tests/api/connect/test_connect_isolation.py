@@ -6,6 +6,7 @@ else's); an idle session expires and its backend SessionHolder is released."""
 from __future__ import annotations
 
 import time
+import uuid
 from typing import Any
 
 import pytest
@@ -139,3 +140,39 @@ def test_a_session_with_a_running_statement_is_not_expired(limited_gateway) -> N
     assert registry.expire_idle() == []
     registry.finished(entry)
     assert _expired_a_minute_later(registry) == [("erin", erin.client._session_id)]
+
+
+def _guava_segment(jvm: Any, user: str, session_id: str) -> int:
+    """Which of the four segments of Spark 3.5's session cache (user, session_id) hashes to:
+    Guava's rehash of the scala.Tuple2 key's hashCode, top two bits."""
+    h = int(jvm.scala.Tuple2(user, session_id).hashCode()) & 0xFFFFFFFF
+    for step in (
+        lambda h: h + (((h << 15) & 0xFFFFFFFF) ^ 0xFFFFCD7D),
+        lambda h: h ^ (h >> 10),
+        lambda h: h + (h << 3),
+        lambda h: h ^ (h >> 6),
+        lambda h: h + (h << 2) + (h << 14),
+        lambda h: h ^ (h >> 16),
+    ):
+        h = step(h) & 0xFFFFFFFF
+    return h >> 30
+
+
+def test_the_backend_keeps_every_session_the_gateway_admits(gateway) -> None:
+    """Spark 3.5's cache of 100 sessions is four segments that each evict past 25: 30 open
+    sessions in one segment lost live ones (temp views, running operations) while the
+    gateway admits up to 96. The backend's cache is made one segment (LineSessions35)."""
+    backend = gateway.backend
+    jvm = backend.spark.sparkContext._jvm
+    keys: list[tuple[str, str]] = []
+    while len(keys) < 30:
+        key = (f"segment-user-{len(keys) % 3}", str(uuid.uuid4()))
+        if _guava_segment(jvm, *key) == 0:
+            keys.append(key)
+    try:
+        for key in keys:
+            backend.secure(*key)
+        assert [k for k in keys if not backend.holds(*k)] == []
+    finally:
+        for key in keys:
+            backend.release(*key)
