@@ -19,6 +19,7 @@ import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, NoReturn
 
 import grpc
@@ -247,6 +248,10 @@ class ConnectService(
         """Forwarded to the backend, and every statement it names is cancelled here too:
         its Spark jobs (gateway job group, backend job tag) and its concurrency slot."""
         call = self._begin("interrupt", request, context, admit=False)
+        with self._held(call):
+            return self._interrupt(call, request, context)
+
+    def _interrupt(self, call: Call, request: Any, context: grpc.ServicerContext) -> Any:
         if call.entry is None:  # an expired session: its operations were interrupted then
             self._allow(call, context)
             return base_pb2.InterruptResponse(session_id=call.session_id)
@@ -262,6 +267,10 @@ class ConnectService(
 
     def ReattachExecute(self, request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
         call = self._begin("reattachExecute", request, context, admit=False)
+        with self._held(call):
+            yield from self._reattach(call, request, context)
+
+    def _reattach(self, call: Call, request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
         if call.entry is None:
             self._fail(
                 call,
@@ -280,6 +289,10 @@ class ConnectService(
 
     def ReleaseExecute(self, request: Any, context: grpc.ServicerContext) -> Any:
         call = self._begin("releaseExecute", request, context, admit=False)
+        with self._held(call):
+            return self._release(call, request, context)
+
+    def _release(self, call: Call, request: Any, context: grpc.ServicerContext) -> Any:
         key = (call.user, call.session_id, request.operation_id)
         with self._lock:
             local = self._local_ops.pop(key, False) is None
@@ -328,6 +341,16 @@ class ConnectService(
 
     # calls, audit, errors ---------------------------------------------------------------
 
+    @contextmanager
+    def _held(self, call: Call) -> Iterator[None]:
+        """A call about an operation keeps its session from expiry until it ends (found with
+        `hold` in `_begin`)."""
+        try:
+            yield
+        finally:
+            if call.entry is not None:
+                self.sessions.finished(call.entry)
+
     def _begin(
         self, cmd: str, request: Any, context: grpc.ServicerContext, *, admit: bool = True
     ) -> Call:
@@ -361,7 +384,7 @@ class ConnectService(
         request.user_context.user_id = principal.user
         request.user_context.user_name = principal.user
         if not admit:
-            call.entry = self.sessions.find(call.user, call.session_id)
+            call.entry = self.sessions.find(call.user, call.session_id, hold=True)
             return call
         try:
             call.entry = self.sessions.admit(call.user, call.session_id)

@@ -106,12 +106,17 @@ class SessionRegistry:
             )
         return closed
 
-    def find(self, user: str, session_id: str) -> Entry | None:
-        """The admitted session's entry (touched), or None; never admits one."""
+    def find(self, user: str, session_id: str, *, hold: bool = False) -> Entry | None:
+        """The admitted session's entry (touched), or None; never admits one. `hold`: the
+        entry counts as running until `finished`, so it is not expired while a call about
+        one of its operations is in the backend (3.5's backend answers such a call for a
+        session it no longer has by making a new one)."""
         with self._lock:
             entry = self._entries.get((user, session_id))
             if entry is not None:
                 entry.last_used = self.clock()
+                if hold:
+                    entry.running += 1
             return entry
 
     def started(self, entry: Entry) -> None:
