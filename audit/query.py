@@ -73,6 +73,16 @@ def table_matches(name: str | None, wanted: str) -> bool:
     return name == wanted or name.endswith("." + wanted)
 
 
+def _outcome_is(record: AuditRecord, outcome: str) -> bool:
+    """``succeeded``: ``succeeded=true``; ``abandoned``: ``phase=abandoned`` (the client
+    stopped reading, audit/README.md); ``failed``: every other ``succeeded=false`` line, so an
+    auditor asking for failures is not handed streams a client chose to drop."""
+    if outcome == "succeeded":
+        return record.succeeded
+    abandoned = record.phase == "abandoned"
+    return abandoned if outcome == "abandoned" else not record.succeeded and not abandoned
+
+
 class Filters:
     """What ``audit query`` keeps; every set filter must match (``None``: any).
 
@@ -80,7 +90,8 @@ class Filters:
     ``column``, ``policy_version``, ``caller_context``: each matched as its row says), and
     those that span fields: ``users``, a set of acting users (``--group``, expanded by the
     caller); ``table``, ``src`` or ``dst``; ``denied``; ``outcome``, one of ``succeeded``,
-    ``failed``; ``since`` (inclusive) and ``until`` (exclusive).
+    ``failed``, ``abandoned`` (see `_outcome_is`); ``since`` (inclusive) and ``until``
+    (exclusive).
     """
 
     __slots__ = ("denied", "fields", "outcome", "since", "table", "until", "users")
@@ -115,7 +126,7 @@ class Filters:
             return False
         if self.denied and record.allowed:
             return False
-        if self.outcome is not None and record.succeeded != (self.outcome == "succeeded"):
+        if self.outcome is not None and not _outcome_is(record, self.outcome):
             return False
         if self.table is not None and not (
             table_matches(record.src, self.table) or table_matches(record.dst, self.table)

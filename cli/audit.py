@@ -153,7 +153,11 @@ def field_filter_options(command: Callable[..., int]) -> Callable[..., int]:
 @click.option("--group", help="acting user in this policy group (today's membership)")
 @click.option("--table", help="table read or written (src or dst)")
 @click.option("--denied", is_flag=True, help="only denied/refused accesses")
-@click.option("--outcome", type=click.Choice(["succeeded", "failed"]), help="ran to completion?")
+@click.option(
+    "--outcome",
+    type=click.Choice(["succeeded", "failed", "abandoned"]),
+    help="ran to completion, failed, or its client stopped reading (abandoned)?",
+)
 @click.option("--pending", is_flag=True, help="only intents of effects with no outcome on record")
 @click.option("--since", help="ISO-8601 time (inclusive, UTC unless zoned)")
 @click.option("--until", help="ISO-8601 time (exclusive)")

@@ -194,3 +194,28 @@ def test_cli_question_and_group_filter(
     assert run_cli(audit, argv, prog="lakegate audit") == EXIT_OK
     users = [json.loads(line)["user"] for line in capsys.readouterr().out.splitlines()]
     assert users == ["alice", "bob", "alice"]
+
+
+def test_outcome_failed_leaves_out_streams_a_client_abandoned(tmp_path: Path, capsys) -> None:
+    """`phase=abandoned` lines (succeeded=false: the statement did not run to completion)
+    are what `--outcome abandoned` asks for; `--outcome failed` means real failures."""
+    with AuditLog(tmp_path) as log:
+        gone = "abandoned by the client after 3 rows were sent"
+        log.write([
+            ev("a1", "erin", "executePlan", ORDERS, T0, succeeded=False, phase="abandoned",
+               reason=gone),
+            ev("f1", "erin", "executePlan", ORDERS, T0 + H, succeeded=False,
+               reason="statement failed: [DIVIDE_BY_ZERO] (query f1)"),
+            ev("s1", "erin", "executePlan", ORDERS, T0 + 2 * H),
+        ])  # fmt: skip
+
+    def ids(outcome: str) -> list[str | None]:
+        return [r.query_id for r in query(tmp_path, filters=Filters(outcome=outcome)).records]
+
+    assert ids("abandoned") == ["a1"]
+    assert ids("failed") == ["f1"]
+    assert ids("succeeded") == ["s1"]
+    argv = ["query", "--dir", str(tmp_path), "--outcome", "abandoned", "-o", "jsonl"]
+    assert run_cli(audit, argv, prog="lakegate audit") == EXIT_OK
+    lines = capsys.readouterr().out.splitlines()
+    assert [json.loads(line)["queryId"] for line in lines] == ["a1"]
