@@ -392,16 +392,17 @@ def carry(earlier: dict[str, Any], only: set[str], results: dict[str, Any]) -> N
     when = earlier.get("date", "an earlier run")
     origin = earlier.get("carried_from") or {}  # steps the earlier run carried in turn
     carried: dict[str, str] = {}
+    # a step is measured again on a line only if this run ran that line: `--only tpcds`
+    # without --other-line keeps the other line's TPC-DS figures
+    other_measured = only if "other_line" in results else set()
     if (theirs := earlier.get("other_line")) and "other_line" not in results:
         results["other_line"] = {"line": theirs["line"], "python": theirs.get("python")}
     for name in STEPS:
-        if name in only:
-            continue
-        for into, src in (
-            (results, earlier),
-            (results.get("other_line"), earlier.get("other_line") or {}),
+        for into, src, measured in (
+            (results, earlier, only),
+            (results.get("other_line"), earlier.get("other_line") or {}, other_measured),
         ):
-            if into is None or src.get(name) is None:
+            if name in measured or into is None or src.get(name) is None:
                 continue
             into[name] = src[name]
             if name == "tpcds":

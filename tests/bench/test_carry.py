@@ -73,3 +73,23 @@ def test_a_step_the_earlier_run_carried_keeps_its_own_date() -> None:
         "Not measured again in this run; their figures are those of earlier runs: "
         "rewrite, tpcds@3.5 of 2026-11-27T03:36:21+00:00; tpcds of 2026-11-26T22:00:00+00:00."
     ]
+
+
+def test_a_step_run_on_one_line_keeps_the_other_lines_figures() -> None:
+    """`--only tpcds` without --other-line measures TPC-DS on the default line alone: the
+    other line's TPC-DS figures are carried, not dropped."""
+    results = _this_run({"tpcds"})
+    results["tpcds"] = {"queries": [], "probes": []}
+    carry(_earlier(), {"tpcds"}, results)
+    assert results["tpcds"] == {"queries": [], "probes": []}
+    assert results["other_line"]["tpcds"]["queries"] == []
+    assert results["steps"]["tpcds@3.5"] == {"ok": True}
+    assert "tpcds@3.5" in results["carried_from"] and "tpcds" not in results["carried_from"]
+
+
+def test_a_step_run_on_both_lines_is_carried_on_neither() -> None:
+    results = _this_run({"tpcds"})
+    results["other_line"] = {"line": "3.5", "python": "py35", "tpcds": {"queries": ["new"]}}
+    carry(_earlier(), {"tpcds"}, results)
+    assert results["other_line"]["tpcds"] == {"queries": ["new"]}
+    assert "tpcds@3.5" not in results.get("carried_from", {})
