@@ -78,6 +78,9 @@ class PinnedSources:
         self._governed: dict[str, str] = {}
         self._bodies: dict[str, tuple[str, str, str]] = {}
         self._made: set[str] = set()  # pins and governed views that exist in Spark
+        #: how many times pins were dropped: a plan analysed before a drop holds the old
+        #: DataFrames, so what keeps analysed plans (api/connect/verified.py) keys on it
+        self.epoch = 0
         self._lock = threading.Lock()
 
     def name(self, table: TableInfo, table_id: str | None) -> str:
@@ -178,6 +181,7 @@ class PinnedSources:
         them (they hold the pin's plan): the next statement that names them makes them
         again, loading the table afresh."""
         with self._lock:
+            self.epoch += 1
             if pins is None:
                 self._made.clear()
                 return

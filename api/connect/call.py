@@ -25,3 +25,4 @@ class Call:
     stmt_hash: str | None = None
     entry: Entry | None = None  # the admitted session (sessions.py)
     seen: Callable[[], Seen] | None = None  # what an error may name (governance/readable.py)
+    kept: str | None = None  # the backend key of the verified Dataset it runs (service.py)

@@ -17,6 +17,7 @@ import grpc
 from pyspark.sql.connect.proto import base_pb2, commands_pb2, relations_pb2
 from sqlglot import exp
 
+from api.connect.analyze import kept_key
 from api.connect.call import Call
 from api.connect.limits import LimitExceeded
 from api.connect.relations import PlanGovernor, WriteSourceGovernor, checked_write
@@ -34,7 +35,7 @@ from governance.verify import verify_plan
 if TYPE_CHECKING:
     from api.connect.backend import Backend
     from api.connect.limits import StatementLimits
-    from governance.session import GovernedSession
+    from governance.session import GovernedSession, Lakegate
 
 #: DataFrame write settings that are refused, with the line the caller reads.
 #: operations answered here whose ReleaseExecute is awaited (a client releases each at once)
@@ -64,7 +65,8 @@ class GatewayCommands:
     _lock: threading.Lock
     _local_ops: OrderedDict[tuple[str, str, str], None]
     _session: Callable[[Call], tuple[GovernedSession, threading.RLock]]
-    _govern: Callable[[Call, Any], Any]
+    _govern: Callable[..., Any]
+    lg: Lakegate
 
     def _sql_command(self, call: Call, request: Any) -> list[Any]:
         """spark.sql(text): queries become a `sql` relation governed on every later use;
@@ -81,7 +83,7 @@ class GatewayCommands:
         with lock:
             if is_query:
                 query = relations_pb2.Relation(sql=relations_pb2.SQL(query=cmd.sql))
-                self._govern(call, query, reads=False)  # read when the client runs it
+                self._verify_query(call, query)
                 result.relation.sql.query = cmd.sql
             else:
                 df = session.sql(cmd.sql)
@@ -92,6 +94,22 @@ class GatewayCommands:
                     result.relation.local_relation.data = data
                 result.relation.local_relation.schema = df.schema.json()
         return self._answers(call, request, result)
+
+    def _verify_query(self, call: Call, query: Any) -> None:
+        """spark.sql(query) is governed and analysed now (a refusal reads here, as Spark's
+        own analysis errors do), reading nothing yet; its verified Dataset is kept for the
+        client's run of the same query (verified.py)."""
+        if not self.lg.config.verify_plans:
+            self._govern(call, query, reads=False)
+            return
+        key = kept_key()
+        try:
+            self._govern(call, query, reads=False, keep=key, remember=True, reuse=True)
+        except BaseException:
+            self.backend.forget(call.user, call.session_id, key)
+            raise
+        if call.kept != key:  # the same query's earlier Dataset is kept, or none is
+            self.backend.forget(call.user, call.session_id, key)
 
     def _create_view(self, call: Call, request: Any) -> list[Any]:
         """df.createOrReplaceTempView / createTempView: the view is kept in this user's

@@ -27,6 +27,7 @@ from pyspark.sql.connect.proto import expressions_pb2, relations_pb2
 from sqlglot import exp
 
 from api.connect.eager import eager_inputs, message_children
+from api.connect.verified import Columns
 from governance.constructs import (
     DENIED_FUNCTIONS,
     IDENTITY_MEMBER,
@@ -152,6 +153,7 @@ class PlanGovernor:
         self._planned: list[Planned] = []
         # parallel to `expected.views[location]`: the read's plan and its view's index
         self._owners: dict[str, list[tuple[Planned, int]]] = {}
+        self.noted: list[Columns] = []  # the columns each verification found, in order
 
     # the read lines ---------------------------------------------------------------------
 
@@ -496,7 +498,13 @@ class PlanGovernor:
     def note_reads(self, verified: Verified) -> None:
         """The columns a verified plan reads of each view placed here, to each read's plan
         (added to what other verifications of this request found)."""
-        for loc, i, positions in columns_used(verified):
+        self.note_columns(tuple(columns_used(verified)))
+
+    def note_columns(self, columns: Columns) -> None:
+        """`note_reads` from columns found before: a verified query run again
+        (api/connect/verified.py) whose governed plan is this one."""
+        self.noted.append(columns)
+        for loc, i, positions in columns:
             planned, k = self._owners[loc][i]
             planned.add_read(k, self.expected.views[loc][i][1], positions)
 

@@ -34,6 +34,7 @@ from api.connect.analyze import GatewayAnalysis, kept_key, kept_relation
 from api.connect.backend import MAX_MESSAGE_BYTES, Backend
 from api.connect.call import Call
 from api.connect.commands import GatewayCommands
+from api.connect.eager import eager_inputs
 from api.connect.limits import (
     LimitedCalls,
     LimitExceeded,
@@ -45,6 +46,7 @@ from api.connect.limits import (
 from api.connect.relations import PlanGovernor
 from api.connect.sessions import SessionRefused, SessionRegistry, Sweeper
 from api.connect.settings import checked_keys, config_answer
+from api.connect.verified import VerifiedQuery, identity
 from audit import AuditEvent
 from governance.errors import AccessDenied, AuditUnavailable, LakegateError
 from governance.execute import (
@@ -176,9 +178,9 @@ class ConnectService(
                 )
             elif op == "root":
                 answers = None
-                governed = self._govern(call, plan.root, keep=kept)
-                if kept is not None:  # the verified Dataset itself (clients' are refused)
-                    governed = kept_relation(kept)
+                governed = self._govern(call, plan.root, keep=kept, reuse=True)
+                if call.kept is not None:  # the verified Dataset itself (clients' are refused)
+                    governed = kept_relation(call.kept)
                 request.plan.root.CopyFrom(self._row_limited(governed))
             else:
                 raise AccessDenied("an empty plan is refused")
@@ -293,9 +295,15 @@ class ConnectService(
             return self._release(call, request, context)
 
     def _release(self, call: Call, request: Any, context: grpc.ServicerContext) -> Any:
+        """A `release_until` is answered here: it only lets the backend drop responses
+        already read, which Spark's own retry buffer bounds without it, and forwarding one
+        per response batch cost a gRPC round trip each (about 5 per query). A `release_all`
+        ends the backend's operation and is forwarded, unless the operation was answered
+        here or its session expired."""
         key = (call.user, call.session_id, request.operation_id)
+        until = request.WhichOneof("release") == "release_until"
         with self._lock:
-            local = self._local_ops.pop(key, False) is None
+            local = until or self._local_ops.pop(key, False) is None
         if local or call.entry is None:  # answered here, or its session expired: nothing
             # to release in the backend
             self._allow(call, context)
@@ -325,18 +333,58 @@ class ConnectService(
                 )
         return entry.governed, entry.lock
 
-    def _govern(self, call: Call, rel: Any, *, reads: bool = True, keep: str | None = None) -> Any:
+    def _govern(
+        self,
+        call: Call,
+        rel: Any,
+        *,
+        reads: bool = True,
+        keep: str | None = None,
+        remember: bool = False,
+        reuse: bool = False,
+    ) -> Any:
         """The governed, verified copy of a relation (runs in the user's session lock);
         its reads' lines are written before it returns (`reads=False`: the request reads
         no data, its lines name no column; `keep`: its verified Dataset stays in the backend
-        session under that key)."""
+        session under that key; `call.kept` names the Dataset to run). `reuse` (with `keep`):
+        a governed plan this session's `spark.sql` verified before (verified.py) is not
+        verified again, and `call.kept` names the Dataset kept then. `remember` (with
+        `keep`): this verification is kept for such later uses."""
         session, lock = self._session(call)
+        entry = call.entry
         with lock:
             gov = PlanGovernor(session, rel.SerializeToString())
             call.seen = gov.seen
             with gov.held_lines(reads=reads):
                 out = gov.relation(rel)
+                ident = None
+                if (
+                    (reuse or remember)
+                    and keep is not None
+                    and entry is not None
+                    and not eager_inputs(out)
+                ):
+                    sources = self.lg.sources
+                    ident = identity(
+                        out,
+                        session.lg.policy_version,
+                        (self.lg.catalog.store.generation(), sources.epoch if sources else 0),
+                    )
+                    found = entry.verified.get(ident) if reuse else None
+                    if found is not None:
+                        gov.note_columns(found.columns)
+                        call.kept = found.key
+                        return out
                 gov.verify(out, self.backend, call.session_id, keep=keep)
+                call.kept = keep
+                if remember and keep is not None:
+                    if ident is None or entry is None:  # not kept for later: nothing runs it
+                        self.backend.forget(call.user, call.session_id, keep)
+                        call.kept = None
+                    else:
+                        query = VerifiedQuery(keep, gov.noted[-1] if gov.noted else ())
+                        for key in entry.verified.remember(ident, query):
+                            self.backend.forget(call.user, call.session_id, key)
         return out
 
     # calls, audit, errors ---------------------------------------------------------------

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from api.connect.verified import VerifiedQueries
 from governance.errors import LakegateError
 from governance.execute import ERROR_LOG
 
@@ -45,6 +46,7 @@ class Entry:
     last_used: float = 0.0
     running: int = 0
     config: dict[bytes, Any] = field(default_factory=dict)  # settings.config_answer's memo
+    verified: VerifiedQueries = field(default_factory=VerifiedQueries)  # verified.py
 
 
 class SessionRegistry:

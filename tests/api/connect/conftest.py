@@ -212,15 +212,30 @@ def stock_clients() -> dict[str, Path]:
 
 @pytest.fixture
 def keys(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[str, str, str]]]:
-    """Every (user, session id, key) the gateway kept a verified Dataset under."""
+    """Every (user, session id, key) the gateway kept a verified Dataset under for one call
+    (forgotten when the call ends); not those `spark.sql` keeps for the session's later
+    runs of its query (api/connect/verified.py)."""
+    import threading
+
     from api.connect.backend import Backend
+    from api.connect.commands import GatewayCommands
 
     seen: list[tuple[str, str, str]] = []
-    real = Backend.keep
+    real, real_query = Backend.keep, GatewayCommands._verify_query
+    in_spark_sql = threading.local()
 
     def keep(self: Backend, relation: bytes, user: str, session_id: str, key: str) -> Any:
-        seen.append((user, session_id, key))
+        if not getattr(in_spark_sql, "on", False):
+            seen.append((user, session_id, key))
         return real(self, relation, user, session_id, key)
 
+    def verify_query(self: Any, call: Any, query: Any) -> None:
+        in_spark_sql.on = True
+        try:
+            real_query(self, call, query)
+        finally:
+            in_spark_sql.on = False
+
     monkeypatch.setattr(Backend, "keep", keep)
+    monkeypatch.setattr(GatewayCommands, "_verify_query", verify_query)
     yield seen

@@ -45,9 +45,13 @@ def test_spark_sql_collect_plans_once_and_runs_nothing_embedded(
     new = audit_lines(audit_dir)[before:]
     assert calls["plan"] == 1  # the SqlCommand planned it; the client's execution hit
     assert calls["embedded"] == 0
-    assert calls["verify"] == 2  # each use verified in the backend before it ran
+    # spark.sql verified it in the backend; the collect ran that verified Dataset
+    # (api/connect/verified.py), its governed plan being the same
+    assert calls["verify"] == 1
     selects = [ln for ln in new if ln["cmd"] == "select" and ln["src"] == "main.sales.orders"]
     assert len(selects) == 2 and all(ln["proto"] == "connect" for ln in selects)
+    # spark.sql read nothing yet; the run names the columns the verification found
+    assert [ln["columns"] for ln in selects] == ["null", "id,region"]
     assert got == embedded("carol", QUERY)
 
 
@@ -58,3 +62,57 @@ def test_a_repeated_table_read_is_not_planned_again_but_verified_again(remote, c
     second = s.table("main.sales.customers").select("id").collect()
     assert first == second
     assert calls == {"plan": 0, "embedded": 0, "verify": 1}
+
+
+def test_a_spark_sql_query_run_later_reads_the_rows_written_meanwhile(remote, embedded) -> None:
+    """The Dataset verified at spark.sql(q) is the one its collect runs (verified.py): data
+    written between the two is read, as plain Spark Connect analysing q again would."""
+    s = remote("carol")
+    df = s.sql("SELECT id, amount FROM main.sales.orders WHERE id >= 93")
+    assert df.collect() == []
+    s.sql("INSERT INTO main.sales.orders VALUES (93, 1, 'EMEA', 5.00, DATE'2026-05-03', false)")
+    try:
+        assert [tuple(r) for r in df.collect()] == [(93, 5.0)]
+    finally:
+        s.sql("DELETE FROM main.sales.orders WHERE id = 93")
+    assert df.collect() == []
+
+
+def test_a_kept_query_is_verified_again_once_pinned_sources_are_dropped(
+    remote, gateway, calls
+) -> None:
+    """A schema change behind the catalog's back drops the pins (governance/sources.py) and
+    they are made again under the same names: a Dataset analysed before holds the old ones,
+    so it is not run again."""
+    s = remote("carol")
+    df = s.sql(QUERY.replace("-4242", "-4243"))
+    gateway.service.lg.sources.forget()
+    calls.update(verify=0)
+    df.collect()
+    assert calls["verify"] == 1
+    calls.update(verify=0)
+    df.collect()  # only spark.sql keeps what it verified; a run verifies its own
+    assert calls["verify"] == 1
+
+
+def test_a_spark_sql_query_runs_the_dataset_spark_sql_kept_and_keeps_it(
+    remote, gateway, monkeypatch
+) -> None:
+    """Its runs name the Dataset spark.sql kept (no key of their own), which stays kept for
+    the session's next run."""
+    from api.connect.backend import Backend
+
+    kept: list[tuple[str, str, str]] = []
+    real = Backend.keep
+
+    def keep(self: Backend, relation: bytes, user: str, sid: str, key: str) -> Any:
+        kept.append((user, sid, key))
+        return real(self, relation, user, sid, key)
+
+    monkeypatch.setattr(Backend, "keep", keep)
+    s = remote("dana")
+    df = s.sql(QUERY.replace("-4242", "-4244"))
+    assert len(kept) == 1
+    first = sorted(map(tuple, df.collect()), key=repr)
+    assert sorted(map(tuple, df.collect()), key=repr) == first
+    assert len(kept) == 1 and gateway.backend.kept(*kept[0])

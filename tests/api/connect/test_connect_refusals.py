@@ -304,3 +304,26 @@ def test_operations_answered_here_are_remembered_up_to_a_bound(gateway, monkeypa
         service._answered_here(call, op)
     mine = [k[2] for k in service._local_ops if k[0] == "mallory"]
     assert mine == ops[-3:]
+
+
+def test_only_release_all_reaches_the_backend(remote, gateway, monkeypatch) -> None:
+    """The stock client sends a `release_until` after every batch of a result; the gateway
+    answers those itself (Spark bounds what it keeps for a reattach on its own) and forwards
+    the operation's `release_all`, which ends it in the backend."""
+    import time
+
+    forwarded: list[str] = []
+    real = gateway.service.stub.ReleaseExecute
+
+    def counting(request, **kw):  # type: ignore[no-untyped-def]
+        forwarded.append(request.WhichOneof("release"))
+        return real(request, **kw)
+
+    monkeypatch.setattr(gateway.service.stub, "ReleaseExecute", counting)
+    s = remote("carol")
+    s.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "1")  # a batch per row
+    assert len(s.sql("SELECT id FROM main.sales.orders").collect()) > 1
+    deadline = time.monotonic() + 10  # the client releases in the background
+    while "release_all" not in forwarded and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert forwarded == ["release_all"]
