@@ -85,7 +85,8 @@ class Backend:
         return checked(self._java.dataset(bytearray(relation), user, session_id), BACKEND)
 
     def secure(self, user: str, session_id: str) -> None:
-        """The backend session's governed settings in place (when plans are not verified)."""
+        """The backend session's governed settings in place (when plans are not verified,
+        or a verified query runs again: api/connect/verified.py)."""
         refuse_drift(str(self._java.secure(user, session_id)), BACKEND)
 
     def release(self, user: str, session_id: str) -> None:

@@ -108,7 +108,7 @@ class GatewayCommands:
         except BaseException:
             self.backend.forget(call.user, call.session_id, key)
             raise
-        if call.kept != key:  # the same query's earlier Dataset is kept, or none is
+        if call.entry is None or key not in call.entry.verified:  # not kept for later
             self.backend.forget(call.user, call.session_id, key)
 
     def _create_view(self, call: Call, request: Any) -> list[Any]:

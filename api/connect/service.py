@@ -349,7 +349,8 @@ class ConnectService(
         session under that key; `call.kept` names the Dataset to run). `reuse` (with `keep`):
         a governed plan this session's `spark.sql` verified before (verified.py) is not
         verified again, and `call.kept` names the Dataset kept then. `remember` (with
-        `keep`): this verification is kept for such later uses."""
+        `keep`): this verification is kept for such later uses (the caller forgets `keep`
+        when it is not: see `_verify_query`)."""
         session, lock = self._session(call)
         entry = call.entry
         with lock:
@@ -358,10 +359,12 @@ class ConnectService(
             with gov.held_lines(reads=reads):
                 out = gov.relation(rel)
                 ident = None
+                # only spark.sql's queries are remembered: a bare `sql` relation
                 if (
                     (reuse or remember)
                     and keep is not None
                     and entry is not None
+                    and out.WhichOneof("rel_type") == "sql"
                     and not eager_inputs(out)
                 ):
                     sources = self.lg.sources
@@ -372,19 +375,17 @@ class ConnectService(
                     )
                     found = entry.verified.get(ident) if reuse else None
                     if found is not None:
+                        # the run's session is checked as a verification checks it
+                        self.backend.secure(call.user, call.session_id)
                         gov.note_columns(found.columns)
                         call.kept = found.key
                         return out
                 gov.verify(out, self.backend, call.session_id, keep=keep)
                 call.kept = keep
-                if remember and keep is not None:
-                    if ident is None or entry is None:  # not kept for later: nothing runs it
-                        self.backend.forget(call.user, call.session_id, keep)
-                        call.kept = None
-                    else:
-                        query = VerifiedQuery(keep, gov.noted[-1] if gov.noted else ())
-                        for key in entry.verified.remember(ident, query):
-                            self.backend.forget(call.user, call.session_id, key)
+                if remember and keep is not None and entry is not None and ident is not None:
+                    query = VerifiedQuery(keep, gov.noted[-1] if gov.noted else ())
+                    for key in entry.verified.remember(ident, query):
+                        self.backend.forget(call.user, call.session_id, key)
         return out
 
     # calls, audit, errors ---------------------------------------------------------------

@@ -81,3 +81,7 @@ class VerifiedQueries:
 
     def __len__(self) -> int:
         return len(self._kept)
+
+    def __contains__(self, key: str) -> bool:
+        """Whether the backend key `key` is kept here."""
+        return any(q.key == key for q in self._kept.values())

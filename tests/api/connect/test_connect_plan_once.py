@@ -109,10 +109,20 @@ def test_a_spark_sql_query_runs_the_dataset_spark_sql_kept_and_keeps_it(
         kept.append((user, sid, key))
         return real(self, relation, user, sid, key)
 
+    secured: list[tuple[str, str]] = []
+    real_secure = Backend.secure
+
+    def secure(self: Backend, user: str, sid: str) -> None:
+        secured.append((user, sid))
+        real_secure(self, user, sid)
+
     monkeypatch.setattr(Backend, "keep", keep)
+    monkeypatch.setattr(Backend, "secure", secure)
     s = remote("dana")
     df = s.sql(QUERY.replace("-4242", "-4244"))
-    assert len(kept) == 1
+    assert len(kept) == 1 and secured == []
     first = sorted(map(tuple, df.collect()), key=repr)
     assert sorted(map(tuple, df.collect()), key=repr) == first
     assert len(kept) == 1 and gateway.backend.kept(*kept[0])
+    # each run checks the session's governed settings, as a verification does
+    assert secured == [kept[0][:2]] * 2

@@ -55,6 +55,7 @@ def test_a_session_keeps_at_most_kept_queries_forgetting_the_least_recently_used
     gone += kept.remember(b"new", VerifiedQuery("knew", ()))
     assert gone == ["k1"] and len(kept) == KEPT
     assert kept.get(bytes([1])) is None
+    assert "k0" in kept and "knew" in kept and "k1" not in kept
 
 
 def test_a_query_verified_again_replaces_its_dataset_and_the_old_one_is_forgotten() -> None:
