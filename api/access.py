@@ -58,7 +58,7 @@ def table_readers(svc: Service, caller: Caller, full_name: str) -> dict[str, Any
     if "manage" in access.privileges:
         rows = [reader_view(u, a, full=True) for u, a in policy_who_can_see(enf, table)]
         return {"table": table.full_name, "scope": "managers", "readers": rows}
-    own = effective_access(enf, caller.user, table)
+    own = effective_access(enf, caller.user, table, caller.principal.claims.groups)
     return {
         "table": table.full_name,
         "scope": "self",
@@ -80,7 +80,7 @@ def person_access(svc: Service, caller: Caller, user: str) -> dict[str, Any]:
     if target == caller.user:
         for t in tables:
             if svc.discovery.can_see(caller, t):
-                acc = effective_access(enf, target, t)
+                acc = effective_access(enf, target, t, caller.principal.claims.groups)
                 out.append(
                     {"table": t.full_name, **reader_view(target, acc, full=manages(caller, t))}
                 )

@@ -14,18 +14,36 @@ import time
 from dataclasses import dataclass
 
 from governance.config import ApiConfig
-from governance.identity import InvalidName, canonical_user
+from governance.identity import NO_CLAIMS, IdpClaims, InvalidName, canonical_user
 
 
 @dataclass(frozen=True, slots=True)
 class Principal:
     user: str
-    method: str  # "token" (hashed) or "signed"
+    method: str  # "token" (hashed), "signed" or "oidc" (an identity provider's JWT)
     expires: int | None = None
+    # what the identity provider said: groups (mapped to policy groups), issuer, subject
+    claims: IdpClaims = NO_CLAIMS
+
+    @property
+    def audit_method(self) -> str:
+        """The method in the audit line's ugi (`alice (auth:OIDC)`)."""
+        return "OIDC" if self.method == "oidc" else "TOKEN"
 
 
 class Unauthenticated(Exception):
     """No usable bearer token; the message says why without echoing the token."""
+
+
+def bearer(header: str | None) -> str:
+    """The token of an `Authorization: Bearer <token>` header."""
+    if not header:
+        raise Unauthenticated("missing bearer token (Authorization: Bearer <token>)")
+    scheme, _, token = header.strip().partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token:
+        raise Unauthenticated("the Authorization header must be 'Bearer <token>'")
+    return token
 
 
 def token_hash(token: str) -> str:
@@ -42,18 +60,18 @@ def sign_token(secret: str, user: str, ttl_seconds: int = 3600, *, now: float | 
 
 
 class TokenAuth:
+    """Lakegate's own tokens, for service accounts: hashed ones from the config and signed
+    ones (`user.expiry.signature`)."""
+
     def __init__(self, cfg: ApiConfig) -> None:
         # Canonical again here, not only in Config.load: an ApiConfig may be built in code.
         self._by_hash = {t.sha256: canonical_user(t.user) for t in cfg.tokens}
         self._secret = cfg.secret.encode() if cfg.secret else None
 
     def authenticate(self, header: str | None) -> Principal:
-        if not header:
-            raise Unauthenticated("missing bearer token (Authorization: Bearer <token>)")
-        scheme, _, token = header.strip().partition(" ")
-        token = token.strip()
-        if scheme.lower() != "bearer" or not token:
-            raise Unauthenticated("the Authorization header must be 'Bearer <token>'")
+        return self.verify(bearer(header))
+
+    def verify(self, token: str) -> Principal:
         user = self._hashed(token)
         if user is not None:
             return Principal(user, "token")

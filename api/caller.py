@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from starlette.requests import HTTPConnection
 
 from api.auth import Principal
+from governance.identity import NO_CLAIMS, IdpClaims
 
 if TYPE_CHECKING:
     from governance.policy.enforcer import Identity, PolicyEnforcer
@@ -30,6 +31,8 @@ class RequestAudit:
     started: float
     caller_context: str | None = None
     user: str | None = None
+    auth: str = "TOKEN"  # the ugi's method: TOKEN (Lakegate's own) or OIDC
+    claims: IdpClaims = NO_CLAIMS  # issuer and subject behind the user, for the line
     cmd: str | None = None
     src: str | None = None
     dst: str | None = None

@@ -15,7 +15,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.routing import APIRoute, iter_route_contexts
 from starlette.routing import BaseRoute
 
-from api.auth import TokenAuth
+from api.authenticator import Authenticator
 from api.caller import AUDIT_KEY, PRINCIPAL_KEY, Caller, RequestAudit
 from api.discovery import Discovery
 from api.errors import ApiError
@@ -35,7 +35,7 @@ class Service:
     def __init__(self, lg: Lakegate, cfg: ApiConfig | None = None) -> None:
         self.lg = lg
         self.cfg = cfg or lg.config.api
-        self.auth = TokenAuth(self.cfg)
+        self.auth = Authenticator(self.cfg, lg.config.identity)
         self.discovery = Discovery(lg)
         self.registry = Registry(lg, self.discovery)
 
@@ -51,7 +51,9 @@ class Service:
                 AuditEvent(
                     allowed=allowed,
                     user=rec.user or "anonymous",
-                    auth="TOKEN",
+                    auth=rec.auth,
+                    issuer=rec.claims.issuer,
+                    subject=rec.claims.subject,
                     ip=rec.ip,
                     proto="rest",
                     cmd=rec.cmd or "unknown",
@@ -95,7 +97,8 @@ def authenticate(request: Request, cmd: str | None = None) -> Caller:
     except AuditUnavailable as e:
         raise ApiError(503, str(e)) from None
     enforcer = svc.lg.enforcer
-    return Caller(principal.user, enforcer.identity(principal.user), enforcer, principal, rec)
+    ident = enforcer.identity(principal.user, principal.claims.groups)
+    return Caller(principal.user, ident, enforcer, principal, rec)
 
 
 async def get_caller(request: Request) -> Caller:

@@ -209,7 +209,7 @@ class Discovery:
         return "select" in caller.enforcer.table_access(caller.ident, table).privileges
 
     def _visibility(self, caller: Caller, snap: Snapshot) -> _Visible:
-        key = (caller.user, snap.generation, id(caller.enforcer))
+        key = (caller.ident.keys, snap.generation, id(caller.enforcer))
         hit = self._visible.get(key)
         if hit is not None:
             return hit

@@ -136,7 +136,7 @@ class AuthMiddleware:
             await send_error(send, 401, str(e), [(b"www-authenticate", b"Bearer")])
             return
         scope[PRINCIPAL_KEY] = principal
-        rec.user = principal.user
+        rec.user, rec.auth, rec.claims = principal.user, principal.audit_method, principal.claims
         await self.app(scope, receive, send)
 
     def _operation(self, scope: Scope) -> str:

@@ -91,7 +91,8 @@ async def execute_statement(request: Request, body: StatementRequest, caller: Ca
         try:
             session = lg.session(
                 caller.user,
-                auth="TOKEN",
+                auth=caller.principal.audit_method,
+                claims=caller.principal.claims,
                 proto="rest",
                 ip=rec.ip,
                 caller_context=rec.caller_context or f"rest:{rec.request_id}",

@@ -429,6 +429,13 @@ FIELDS: tuple[Field, ...] = (
     #: the Delta version of ``src`` read, on ``cmd=policyRead`` lines of a mapping table read
     #: at plan time (audit/README.md)
     Field("readVersion", "read_version", LONG, extension=2),
+    #: who the organisation's identity provider says the user is (issue 37): the token's
+    #: issuer and subject behind the user name (docs/identity.md); null for local users and
+    #: Lakegate's own tokens
+    Field("issuer", "issuer", TEXT, Filter("issuer", exact, "identity provider (exact)"),
+          extension=3),
+    Field("subject", "subject", TEXT, Filter("subject", exact, "provider subject (exact)"),
+          extension=3),
     Field("writer", "writer", NAME, origin="chain"),
     Field("seq", "seq", LONG, origin="chain"),
     Field("prevHash", "prev_hash", HASH, origin="chain"),

@@ -29,7 +29,7 @@ from pydantic_core import ErrorDetails
 
 from audit.checkpoint import CheckpointSettings
 from governance.errors import ConfigError
-from governance.identity import canonical_user
+from governance.identity import GroupMapping, canonical_group, canonical_user
 
 
 @dataclass(frozen=True)
@@ -75,6 +75,75 @@ class ConnectConfig:
 
 
 @dataclass(frozen=True)
+class OidcProvider:
+    """An identity provider whose JWT access tokens Lakegate accepts (`identity.providers`,
+    docs/identity.md). Keys come from the issuer's JWKS, found through its discovery document;
+    only asymmetric algorithms are allowed, so no shared secret can sign a token."""
+
+    issuer: str  # exactly as the tokens' `iss` says
+    audience: tuple[str, ...]  # a token must name one of these in `aud`
+    user_claim: str = "preferred_username"
+    groups_claim: str | None = "groups"  # a dotted path (`realm_access.roles`); None: none
+    groups: GroupMapping = field(default_factory=GroupMapping)
+    algorithms: tuple[str, ...] = ("RS256",)
+    ca_file: Path | None = None  # trust for the issuer's TLS (else the system's)
+    jwks_max_age: float = 300.0  # seconds a fetched key set may be used; then fetched again
+    clock_skew: float = 60.0  # seconds of leeway on exp, nbf and iat
+    timeout: float = 5.0  # seconds for one discovery or JWKS request
+
+
+@dataclass(frozen=True)
+class ScimConfig:
+    """`identity.scim`: the provisioning endpoint `/scim/v2` an identity provider pushes
+    users and groups to, with bearer tokens of its own (their SHA-256 only)."""
+
+    tokens: tuple[str, ...] = ()
+    groups: GroupMapping = field(default_factory=GroupMapping)
+
+
+@dataclass(frozen=True)
+class LdapConfig:
+    """`identity.ldap`: groups read from a directory on a schedule (api/ldap_sync.py)."""
+
+    url: str
+    group_base: str
+    bind_dn: str | None = None
+    password_file: Path | None = None
+    ca_file: Path | None = None
+    group_filter: str = "(objectClass=groupOfNames)"
+    group_name_attribute: str = "cn"
+    member_attribute: str = "member"
+    user_attribute: str = "uid"  # the member DN's attribute that is the user name
+    interval: float = 300.0  # seconds between syncs
+    timeout: float = 10.0
+    groups: GroupMapping = field(default_factory=GroupMapping)
+
+
+@dataclass(frozen=True)
+class ConsoleSignIn:
+    """`identity.console`: the console signs in with this provider (authorization code with
+    PKCE); the token form stays for service accounts."""
+
+    issuer: str  # one of identity.providers
+    client_id: str
+    client_secret_file: Path | None = None
+    scopes: tuple[str, ...] = ("openid", "profile")
+
+
+@dataclass(frozen=True)
+class IdentityConfig:
+    """The `identity:` section: who is asking is the organisation's answer (issue 37)."""
+
+    providers: tuple[OidcProvider, ...] = ()
+    scim: ScimConfig | None = None
+    ldap: LdapConfig | None = None
+    console: ConsoleSignIn | None = None
+
+    def provider(self, issuer: str) -> OidcProvider | None:
+        return next((p for p in self.providers if p.issuer == issuer), None)
+
+
+@dataclass(frozen=True)
 class Config:
     warehouse: Path
     catalog: str  # SQLite file path or URL
@@ -101,6 +170,7 @@ class Config:
     path: Path | None = None
     api: ApiConfig = field(default_factory=ApiConfig)
     connect: ConnectConfig = field(default_factory=ConnectConfig)
+    identity: IdentityConfig = field(default_factory=IdentityConfig)
     # Spark's working directory: its relative scratch (spark-warehouse, artifacts,
     # metastore_db, derby.log) and local dirs go here; None: the process's own directory.
     state: Path | None = None
@@ -208,6 +278,7 @@ class Config:
                 f.connect.max_sessions,
                 f.connect.session_idle_timeout,
             ),
+            identity=IdentityConfig() if f.identity is None else f.identity.build(rel),
         )
 
 
@@ -309,6 +380,153 @@ class _Checkpoints(BaseModel):
     witness_timeout: float = Field(5.0, gt=0, le=60)
 
 
+_ASYMMETRIC = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512")
+_URL = r"^https?://[^\s]+$"
+
+
+class _Groups(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    map: dict[str, Annotated[str, AfterValidator(canonical_group)]] = Field(
+        default_factory=dict, description="'{where}' must map provider group names to groups"
+    )
+    unmapped: Literal["keep", "drop"] = Field("keep", description="'{where}' must be keep or drop")
+
+    def build(self) -> GroupMapping:
+        return GroupMapping(tuple(sorted(self.map.items())), self.unmapped)
+
+
+def _no_trailing_slash(issuer: str) -> str:
+    if issuer.endswith("/"):
+        raise ValueError("an issuer has no trailing '/' (tokens' iss is compared exactly)")
+    return issuer
+
+
+class _Provider(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    issuer: Annotated[str, StringConstraints(pattern=_URL), AfterValidator(_no_trailing_slash)]
+    audience: str | list[str]
+    user_claim: str = "preferred_username"
+    groups_claim: str | None = "groups"
+    groups: _Groups = Field(default_factory=_Groups)
+    algorithms: list[Literal[_ASYMMETRIC]] = Field(  # type: ignore[valid-type]
+        ["RS256"],
+        min_length=1,
+        description="'{where}' must list asymmetric algorithms: "
+        + ", ".join(_ASYMMETRIC)
+        + " (never none or HS*)",
+    )
+    ca_file: str | None = Field(None, description=_PATH)
+    jwks_max_age: float = Field(300.0, gt=0, le=86_400)
+    clock_skew: float = Field(60.0, ge=0, le=600)
+    timeout: float = Field(5.0, gt=0, le=60)
+
+
+class _Scim(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    tokens: list[
+        Annotated[
+            str,
+            StringConstraints(strip_whitespace=True, to_lower=True, pattern=r"^[0-9a-fA-F]{64}$"),
+        ]
+    ] = Field(default_factory=list, description="'{where}' must list SHA-256 hex digests")
+    groups: _Groups = Field(default_factory=_Groups)
+
+
+class _Ldap(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    url: str = Field(pattern=r"^ldaps?://", description="'{where}' must be an ldap:// URL")
+    group_base: str
+    bind_dn: str | None = None
+    password_file: str | None = Field(None, description=_PATH)
+    ca_file: str | None = Field(None, description=_PATH)
+    group_filter: str = "(objectClass=groupOfNames)"
+    group_name_attribute: str = "cn"
+    member_attribute: str = "member"
+    user_attribute: str = "uid"
+    interval: float = Field(300.0, ge=5)
+    timeout: float = Field(10.0, gt=0, le=120)
+    groups: _Groups = Field(default_factory=_Groups)
+
+
+class _Console(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    issuer: str
+    client_id: str
+    client_secret_file: str | None = Field(None, description=_PATH)
+    scopes: list[str] = Field(default_factory=lambda: ["openid", "profile"])
+
+
+class _Identity(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    providers: list[_Provider] = Field(default_factory=list)
+    scim: _Scim | None = None
+    ldap: _Ldap | None = None
+    console: _Console | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> _Identity:
+        issuers = [p.issuer for p in self.providers]
+        if len(set(issuers)) != len(issuers):
+            raise ValueError("two identity.providers have the same issuer")
+        if self.console is not None and self.console.issuer not in issuers:
+            raise ValueError("identity.console.issuer must be one of identity.providers")
+        return self
+
+    def build(self, rel: Any) -> IdentityConfig:
+        def path(value: str | None) -> Path | None:
+            return None if value is None else rel(value)
+
+        ldap, scim, console = self.ldap, self.scim, self.console
+        return IdentityConfig(
+            providers=tuple(
+                OidcProvider(
+                    issuer=p.issuer,
+                    audience=(p.audience,) if isinstance(p.audience, str) else tuple(p.audience),
+                    user_claim=p.user_claim,
+                    groups_claim=p.groups_claim or None,
+                    groups=p.groups.build(),
+                    algorithms=tuple(p.algorithms),
+                    ca_file=path(p.ca_file),
+                    jwks_max_age=p.jwks_max_age,
+                    clock_skew=p.clock_skew,
+                    timeout=p.timeout,
+                )
+                for p in self.providers
+            ),
+            scim=None if scim is None else ScimConfig(tuple(scim.tokens), scim.groups.build()),
+            ldap=None
+            if ldap is None
+            else LdapConfig(
+                url=ldap.url,
+                group_base=ldap.group_base,
+                bind_dn=ldap.bind_dn,
+                password_file=path(ldap.password_file),
+                ca_file=path(ldap.ca_file),
+                group_filter=ldap.group_filter,
+                group_name_attribute=ldap.group_name_attribute,
+                member_attribute=ldap.member_attribute,
+                user_attribute=ldap.user_attribute,
+                interval=ldap.interval,
+                timeout=ldap.timeout,
+                groups=ldap.groups.build(),
+            ),
+            console=None
+            if console is None
+            else ConsoleSignIn(
+                console.issuer,
+                console.client_id,
+                path(console.client_secret_file),
+                tuple(console.scopes),
+            ),
+        )
+
+
 class _File(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -340,6 +558,9 @@ class _File(BaseModel):
     policies_settle: float = 1.0
     connect: _Connect | None = Field(
         None, description="'{where}' must be a mapping of host, port, tls_cert, tls_key and limits"
+    )
+    identity: _Identity | None = Field(
+        None, description="'{where}' must be a mapping (providers, scim, ldap, console)"
     )
 
 

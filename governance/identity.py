@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import string
 import unicodedata
+from collections.abc import Iterable
+from dataclasses import dataclass
 
 MAX_NAME_LENGTH = 128
 NAME_CHARS = frozenset(string.ascii_letters + string.digits + "._@+-")
@@ -51,3 +53,47 @@ def canonical_user(raw: object) -> str:
 def canonical_group(raw: object) -> str:
     """The canonical spelling of a group name (policy `groups:` and `group:NAME`)."""
     return canonical_name(raw, "group")
+
+
+@dataclass(frozen=True, slots=True)
+class IdpClaims:
+    """What the organisation's identity provider said about the user of one request (issue
+    37): its policy groups (after `GroupMapping`), and the issuer and subject behind the user
+    name, for the audit. Local sessions and Lakegate's own tokens carry `NO_CLAIMS`."""
+
+    groups: frozenset[str] = frozenset()
+    issuer: str | None = None
+    subject: str | None = None
+
+
+NO_CLAIMS = IdpClaims()
+
+
+@dataclass(frozen=True)
+class GroupMapping:
+    """Provider group names -> policy group names, for one source (an OIDC issuer, SCIM,
+    LDAP). Provider names are matched exactly (providers are case-sensitive); a name without
+    an entry is kept as the policy group of the same name when `unmapped` is "keep" and it
+    is a valid group name (Keycloak's full paths such as `/a/b` are not), else dropped."""
+
+    map: tuple[tuple[str, str], ...] = ()
+    unmapped: str = "keep"  # "keep" or "drop"
+
+    def apply(self, names: Iterable[str]) -> frozenset[str]:
+        table = dict(self.map)
+        out: set[str] = set()
+        for name in names:
+            target = table.get(name)
+            if target is None and self.unmapped == "keep":
+                target = name
+            if target is None:
+                continue
+            try:
+                out.add(canonical_group(target))
+            except InvalidName:
+                continue  # a provider name outside the rule is no policy group
+        return frozenset(out)
+
+    def targets(self) -> frozenset[str]:
+        """The policy groups this mapping can produce by its entries."""
+        return frozenset(canonical_group(t) for _, t in self.map)

@@ -17,6 +17,7 @@ from audit import AuditEvent, AuditLog, AuditWriteError
 from governance import metrics
 from governance.errors import AccessDenied, AuditUnavailable, OutcomeNotRecorded
 from governance.execute import ERROR_LOG
+from governance.identity import NO_CLAIMS, IdpClaims
 
 if TYPE_CHECKING:
     from governance.planning.dispatch import Planner
@@ -58,6 +59,7 @@ class StatementRecorder:
         ip: str,
         proto: str,
         caller_context: str | None,
+        claims: IdpClaims = NO_CLAIMS,
     ) -> None:
         self.log, self.directory = log, directory
         self._who = {
@@ -67,12 +69,17 @@ class StatementRecorder:
             "ip": ip,
             "proto": proto,
             "caller_context": caller_context,
+            "issuer": claims.issuer,
+            "subject": claims.subject,
         }
         self.query_id = ""
         self._hash = ""
         self._version: str | None = None  # of the policy set that planned the statement
         self._phase: str | None = None  # audit phase of the statement's next record
         self._started = 0.0
+
+    def assert_claims(self, claims: IdpClaims) -> None:
+        self._who = {**self._who, "issuer": claims.issuer, "subject": claims.subject}
 
     def begin(self, query_id: str, stmt_hash: str, policy_version: str) -> None:
         self.query_id, self._hash, self._version = query_id, stmt_hash, policy_version

@@ -94,7 +94,7 @@ def _key(ident: Identity, access: TableAccess, reads: tuple[PolicyRead, ...] = (
     mapped = tuple(
         (r.table.full_name, r.table.updated_at, r.table.location, r.identity) for r in reads
     )
-    return (ident.user, table.full_name, table.updated_at, table.location, access.tags.key, mapped)
+    return (ident.keys, table.full_name, table.updated_at, table.location, access.tags.key, mapped)
 
 
 @dataclass

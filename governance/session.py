@@ -45,7 +45,7 @@ from governance.execute import analyze_only as analyze_only
 from governance.execute import failure_message as failure_message
 from governance.files import owner_only_umask
 from governance.guard import query_frame, secure
-from governance.identity import InvalidName, canonical_user
+from governance.identity import NO_CLAIMS, IdpClaims, InvalidName, canonical_user
 from governance.planning.cache import PlanCache, plan_key
 from governance.planning.dispatch import Planner
 from governance.planning.planned import Planned
@@ -335,13 +335,18 @@ class GovernedSession:
         ip: str = "127.0.0.1",
         proto: str = "spark",
         caller_context: str | None = None,
+        claims: IdpClaims = NO_CLAIMS,
     ) -> None:
+        """`claims`: what the organisation's identity provider asserted about the user
+        (groups, issuer, subject); an entry point that authenticated a provider's token
+        passes them, a trusted local caller has none."""
         try:
             self.user = canonical_user(user)
         except InvalidName as e:
             raise LakegateError(str(e)) from None
         self.lg = lg
         self.auth, self.via, self.ip, self.proto = auth, via, ip, proto
+        self.claims = claims
         self.caller_context = caller_context
         self.namespace = Namespace(lg.config.default_catalog, lg.config.default_schema)
         self.last_query_id: str | None = None  # queryId of the last statement's audit lines
@@ -358,12 +363,19 @@ class GovernedSession:
             ip=ip,
             proto=proto,
             caller_context=caller_context,
+            claims=claims,
         )
         # this session's temporary views (never Spark's, which every user shares); a REST
         # statement runs in a session of its own, so there they are refused
         self.temp_views: TempViews | None = None if proto == "rest" else TempViews()
 
     # public API -------------------------------------------------------------------------
+
+    def assert_claims(self, claims: IdpClaims) -> None:
+        """The identity provider's newest word on this user (a later token of a long-lived
+        session): later statements are decided and recorded with it."""
+        self.claims = claims
+        self.record.assert_claims(claims)
 
     def sql(self, statement: str | bytes) -> DataFrame:
         return self._run(statement)
@@ -405,6 +417,7 @@ class GovernedSession:
             enforcer=state.enforcer,
             policy_sql=state.sql,
             user=self.user,
+            groups=self.claims.groups,
             namespace=self.namespace,
             derived={AUDIT_TABLE: self.lg.audit_view},
             temp_views=self.temp_views,
@@ -424,6 +437,7 @@ class GovernedSession:
         key = plan_key(
             statement,
             user=self.user,
+            groups=self.claims.groups,
             namespace=self.namespace,
             policy=ctx.enforcer,
             policy_version=self.record.policy_version or "",

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from api.connect.sessions import Entry
+from governance.identity import NO_CLAIMS, IdpClaims
 from governance.readable import Seen
 
 
@@ -26,3 +27,5 @@ class Call:
     entry: Entry | None = None  # the admitted session (sessions.py)
     seen: Callable[[], Seen] | None = None  # what an error may name (governance/readable.py)
     kept: str | None = None  # the backend key of the verified Dataset it runs (service.py)
+    auth: str = "TOKEN"  # the ugi's method (Principal.audit_method)
+    claims: IdpClaims = NO_CLAIMS  # what the identity provider said about the user

@@ -146,7 +146,9 @@ class PlanGovernor:
         self._sent = sent  # the request as the caller sent it: the words it may be told of
         self._views: list[tuple[str, tuple[str, ...]]] = []  # (alias, visible columns)
         self._hidden: set[str] = set()
-        self._is_member = session.lg.enforcer.identity(session.user).is_member
+        self._is_member = session.lg.enforcer.identity(
+            session.user, session.claims.groups
+        ).is_member
         self._expanded = 0  # bytes of DataFrame views substituted into this request
         # each read's outcome lines, held until the plan's analysis says what it reads
         self._held: list[Callable[[str | None], None]] = []

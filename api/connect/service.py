@@ -28,7 +28,8 @@ from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 from pyspark.sql.connect.proto import base_pb2, base_pb2_grpc
 
-from api.auth import TokenAuth, Unauthenticated
+from api.auth import Unauthenticated
+from api.authenticator import Authenticator
 from api.connect import compat
 from api.connect.analyze import GatewayAnalysis, kept_key, kept_relation
 from api.connect.backend import MAX_MESSAGE_BYTES, Backend
@@ -98,7 +99,7 @@ class ConnectService(
         self.backend = backend
         # looked up once: each name of a py4j package path is a round trip to the JVM
         self._spark_class = lg.spark._jvm.org.apache.spark.sql.SparkSession
-        self.auth = TokenAuth(lg.config.api)
+        self.auth = Authenticator(lg.config.api, lg.config.identity)
         self._channel = grpc.insecure_channel(
             backend.target,
             options=[
@@ -326,11 +327,15 @@ class ConnectService(
             if entry.governed is None:
                 entry.governed = self.lg.session(
                     call.user,
-                    auth="TOKEN",
+                    auth=call.auth,
                     proto="connect",
                     ip=call.ip,
                     caller_context=f"connect:{call.session_id}",
+                    claims=call.claims,
                 )
+            elif entry.governed.claims != call.claims:
+                # a newer token of the same user (its groups changed at the provider)
+                entry.governed.assert_claims(call.claims)
         return entry.governed, entry.lock
 
     def _govern(
@@ -417,7 +422,7 @@ class ConnectService(
             principal = self.auth.authenticate(header if isinstance(header, str) else None)
         except Unauthenticated as e:
             self._fail(call, context, _Refusal(grpc.StatusCode.UNAUTHENTICATED, str(e)))
-        call.user = principal.user
+        call.user, call.auth, call.claims = principal.user, principal.audit_method, principal.claims
         try:
             compat.accept(request)  # a newer client's fields: translated, dropped or refused
         except AccessDenied as e:
@@ -456,7 +461,9 @@ class ConnectService(
                 AuditEvent(
                     allowed=allowed,
                     user=call.user,
-                    auth="TOKEN",
+                    auth=call.auth,
+                    issuer=call.claims.issuer,
+                    subject=call.claims.subject,
                     ip=call.ip,
                     cmd=call.cmd,
                     proto="connect",

@@ -2,8 +2,9 @@
 parse, decide and rewrite (issue 14).
 
 A plan depends on more than its text; the key holds all of it: the statement exactly as
-sent (str and bytes never meet), the canonical user, the namespace, the policy set that
-decides (its enforcer object, which also fixes the user's groups, and its version), the
+sent (str and bytes never meet), the canonical user and the groups its identity provider
+asserted for this request, the namespace, the policy set that decides (its enforcer object,
+which also fixes the user's YAML groups, and its version), the
 catalog's generation (registrations, locations, columns; mapping tables are found through
 it), the session's temp-view version (0 with no views: nothing to expand), and the layer's
 derived relations. What is at a table's location cannot be keyed up front: an entry keeps
@@ -51,6 +52,7 @@ class PlanKey:
 
     statement: str | bytes
     user: str
+    groups: frozenset[str]  # the identity provider's groups (IdpClaims.groups)
     namespace: Namespace
     policy: object  # the enforcer in force (compared by identity): policies and groups
     policy_version: str
@@ -63,6 +65,7 @@ def plan_key(
     statement: str | bytes,
     *,
     user: str,
+    groups: frozenset[str] = frozenset(),
     namespace: Namespace,
     policy: object,
     policy_version: str,
@@ -77,6 +80,7 @@ def plan_key(
     return PlanKey(
         statement,
         user,
+        groups,
         namespace,
         policy,
         policy_version,

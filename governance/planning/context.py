@@ -50,13 +50,15 @@ class PlanningContext:
         namespace: Namespace,
         derived: dict[str, str] | None = None,
         pin: Callable[[TableInfo, str | None], str] | None = None,
+        groups: frozenset[str] = frozenset(),
         pin_view: Callable[[str, str], str | None] | None = None,
     ) -> None:
         """`derived`: full table name -> the SQL relation it is read from (layer-owned temp
         views, e.g. the audit log), instead of its Delta location; `pin`: a query's
         relation for a table read at its current version, named by the table and its Delta
         id (governance/sources.py), None: `delta.`<location>``; `pin_view`: the name of
-        the governed view made once over a pin for a view body (None: bodies are inlined)."""
+        the governed view made once over a pin for a view body (None: bodies are inlined);
+        `groups`: the identity provider's groups for this user (IdpClaims.groups)."""
         self.derived = derived or {}
         self.pin = pin
         self.pin_view = pin_view
@@ -68,7 +70,7 @@ class PlanningContext:
         self.ps = policy_sql
         self.user = user
         self.ns = namespace
-        self.ident: Identity = enforcer.identity(user)
+        self.ident: Identity = enforcer.identity(user, groups)
         self.clock_read = False  # a time was folded from the clock: the plan holds only now
         # the parsed statement's one walk (governance/walk.py), set by the dispatcher
         self.walked: Walked | None = None

@@ -86,6 +86,7 @@ class Planner:
         temp_views: views.TempViews | None = None,
         pin: Callable[[TableInfo], str] | None = None,
         pin_view: Callable[[str, str], str | None] | None = None,
+        groups: frozenset[str] = frozenset(),
     ) -> None:
         """`derived`: full table name -> the SQL relation it is read from (layer-owned temp
         views, e.g. the audit log), instead of its Delta location; `temp_views`: the
@@ -101,6 +102,7 @@ class Planner:
             derived=derived,
             pin=pin,
             pin_view=pin_view,
+            groups=groups,
         )
 
     @property

@@ -67,8 +67,12 @@ class Access:
         }
 
 
-def effective_access(enforcer: PolicyEnforcer, user: str, table: TableInfo) -> Access:
-    ident = enforcer.identity(user)
+def effective_access(
+    enforcer: PolicyEnforcer, user: str, table: TableInfo, groups: frozenset[str] = frozenset()
+) -> Access:
+    """`groups`: the identity provider's groups of the user, where known (a signed-in
+    caller's own access); a name alone has only its YAML groups."""
+    ident = enforcer.identity(user, groups)
     try:
         a = enforcer.table_access(ident, table)
     except (AmbiguousMask, TagsUnreadable) as e:

@@ -49,6 +49,8 @@ from governance.policy.tags import (
     column_tags,
 )
 
+#: identities remembered per enforcer (users x provider group sets); then forgotten at once
+MAX_IDENTITIES = 65_536
 _ALL = "\x00all"  # marks a table-level rule in the column slot of the index
 
 
@@ -159,7 +161,7 @@ class PolicyEnforcer:
             lambda: defaultdict(list)
         )
         self._build_index()
-        self._identities: dict[str, Identity] = {}
+        self._identities: dict[object, Identity] = {}
         self._access_cache: dict[tuple, TableAccess] = {}
         self._lock = threading.Lock()
 
@@ -181,17 +183,26 @@ class PolicyEnforcer:
 
     # identity -------------------------------------------------------------------------
 
-    def identity(self, user: str) -> Identity:
-        """Groups come from casbin's role manager, resolved once per user and enforcer."""
+    def identity(self, user: str, provided: frozenset[str] = frozenset()) -> Identity:
+        """Groups come from casbin's role manager, resolved once per user, provider groups
+        and enforcer. `provided`: the groups the identity provider (a token's claim, SCIM,
+        LDAP) puts the user in for this request; the YAML's nesting applies to them as to
+        any group (`analysts: [group:kc-analysts]`), and the YAML `groups:` add to them."""
         user = user.lower()
-        ident = self._identities.get(user)
+        key = (user, provided) if provided else user
+        ident = self._identities.get(key)
         if ident is None:
             roles = self.casbin.get_implicit_roles_for_user(f"user:{user}")
             roles += self.casbin.get_implicit_roles_for_user("*")
+            for group in provided:
+                roles.append(f"group:{group}")
+                roles += self.casbin.get_implicit_roles_for_user(f"group:{group}")
             groups = frozenset(r[6:] for r in roles if r.startswith("group:"))
             ident = Identity.of(user, groups)
             with self._lock:
-                self._identities[user] = ident
+                if len(self._identities) >= MAX_IDENTITIES:
+                    self._identities.clear()
+                self._identities[key] = ident
         return ident
 
     def row_filter(self, rule_id: str) -> RowFilter | None:
@@ -249,7 +260,7 @@ class PolicyEnforcer:
         """Cached per user, table version and Delta tag version: the enforcer is immutable
         once built."""
         tags = self._column_tags(ident, table)
-        cache_key = (ident.user, table.full_name, table.updated_at, table.location, tags.key)
+        cache_key = (ident.keys, table.full_name, table.updated_at, table.location, tags.key)
         hit = self._access_cache.get(cache_key)
         cache_lookup("access", hit is not None)
         if hit is not None:
