@@ -20,6 +20,7 @@ and a token whose key is unknown is refused.
 
 from __future__ import annotations
 
+import hmac
 import ipaddress
 import json
 import logging
@@ -27,6 +28,7 @@ import ssl
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable
 from typing import Any
@@ -50,6 +52,7 @@ FORBIDDEN_HEADERS = ("jku", "x5u", "jwk", "x5c", "x5t#S256", "crit")
 ACCESS_TOKEN_TYPES = frozenset({"jwt", "at+jwt", "application/at+jwt"})
 #: A Keycloak token says what it is in its `typ` claim; only these are access tokens.
 ACCESS_TOKEN_CLAIM_TYPES = frozenset({"bearer"})
+ID_TOKEN_CLAIM_TYPES = frozenset({"id"})
 
 
 class ProviderUnreachable(Exception):
@@ -87,7 +90,8 @@ def _is_loopback(url: str) -> bool:
         return False
 
 
-Fetch = Callable[[str], dict[str, Any]]
+def _allowed_url(url: str) -> bool:
+    return url.startswith("https://") or (url.startswith("http://") and _is_loopback(url))
 
 
 class OidcVerifier:
@@ -97,11 +101,9 @@ class OidcVerifier:
         self,
         provider: OidcProvider,
         *,
-        fetch: Fetch | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.provider = provider
-        self._fetch = fetch or self._https_fetch
         self._clock = clock
         self._lock = threading.Lock()
         self._keys: dict[str, dict[str, Any]] = {}  # kid -> JWK
@@ -110,23 +112,33 @@ class OidcVerifier:
         self._tried_at: float | None = None  # clock() of the last attempt
         self._last_error: str | None = None
         self._context: ssl.SSLContext | None = None
+        self._document: dict[str, Any] | None = None
 
     # keys -------------------------------------------------------------------------------
 
-    def _https_fetch(self, url: str) -> dict[str, Any]:
-        """GET a JSON document over HTTPS (plain HTTP only on loopback, for local setups)."""
-        if not url.startswith("https://") and not (url.startswith("http://") and _is_loopback(url)):
+    def _https_fetch(self, url: str, form: dict[str, str] | None = None) -> dict[str, Any]:
+        """GET (or POST `form` to) a JSON endpoint over HTTPS (plain HTTP only on loopback,
+        for local setups), never following a redirect."""
+        if not _allowed_url(url):
             raise ProviderUnreachable(f"{url} is not https")
         if self._context is None:
             ca = self.provider.ca_file
             self._context = ssl.create_default_context(cafile=str(ca) if ca else None)
-        request = urllib.request.Request(url, headers={"Accept": "application/json"})
+        data = None if form is None else urllib.parse.urlencode(form).encode()
+        request = urllib.request.Request(url, data=data, headers={"Accept": "application/json"})
         opener = urllib.request.build_opener(
             urllib.request.HTTPSHandler(context=self._context), _NoRedirect()
         )
         try:
             with opener.open(request, timeout=self.provider.timeout) as response:
                 body = response.read(MAX_DOCUMENT_BYTES + 1)
+        except urllib.error.HTTPError as e:
+            # the provider's error body (`{"error": "invalid_grant"}`) names the reason
+            try:
+                reason = json.loads(e.read(4096)).get("error", e.code)
+            except (ValueError, AttributeError, OSError):
+                reason = e.code
+            raise ProviderUnreachable(f"{url}: HTTP {e.code} ({reason})") from None
         except (urllib.error.URLError, OSError, ValueError) as e:
             reason = getattr(e, "reason", None) or e
             raise ProviderUnreachable(f"{url}: {type(e).__name__}: {reason}") from None
@@ -140,19 +152,31 @@ class OidcVerifier:
             raise ProviderUnreachable(f"{url}: not a JSON object")
         return doc
 
-    def discover(self) -> str:
-        """The key set's address from the issuer's discovery document, whose `issuer` must
-        be the configured one exactly (OpenID Connect Discovery 1.0, section 4.3)."""
-        issuer = self.provider.issuer
-        doc = self._fetch(f"{issuer}/.well-known/openid-configuration")
-        if doc.get("issuer") != issuer:
-            raise ProviderUnreachable("the discovery document names another issuer")
-        uri = doc.get("jwks_uri")
-        if not isinstance(uri, str) or not (
-            uri.startswith("https://") or (uri.startswith("http://") and _is_loopback(uri))
-        ):
-            raise ProviderUnreachable("the discovery document has no https jwks_uri")
+    def post_form(self, url: str, form: dict[str, str]) -> dict[str, Any]:
+        """A form POST to one of the provider's endpoints (the console's token requests)."""
+        return self._https_fetch(url, form)
+
+    def document(self) -> dict[str, Any]:
+        """The issuer's discovery document, whose `issuer` must be the configured one
+        exactly (OpenID Connect Discovery 1.0, section 4.3); read once per process."""
+        if self._document is None:
+            issuer = self.provider.issuer
+            doc = self._https_fetch(f"{issuer}/.well-known/openid-configuration")
+            if doc.get("issuer") != issuer:
+                raise ProviderUnreachable("the discovery document names another issuer")
+            self._document = doc
+        return self._document
+
+    def endpoint(self, name: str) -> str:
+        """An endpoint of the discovery document (`token_endpoint`, ...), https only."""
+        uri = self.document().get(name)
+        if not isinstance(uri, str) or not _allowed_url(uri):
+            raise ProviderUnreachable(f"the discovery document has no https {name}")
         return uri
+
+    def discover(self) -> str:
+        """The key set's address."""
+        return self.endpoint("jwks_uri")
 
     def refresh(self) -> None:
         """Fetch the key set again (discovering its address first when not known)."""
@@ -161,7 +185,7 @@ class OidcVerifier:
         try:
             if self._jwks_uri is None:
                 self._jwks_uri = self.discover()
-            doc = self._fetch(self._jwks_uri)
+            doc = self._https_fetch(self._jwks_uri)
             keys = doc.get("keys")
             if not isinstance(keys, list):
                 raise ProviderUnreachable("the key set has no keys")
@@ -212,8 +236,41 @@ class OidcVerifier:
     # tokens -----------------------------------------------------------------------------
 
     def verify(self, token: str) -> Principal:
-        """The principal a token stands for, or Unauthenticated with the one check it
-        failed."""
+        """The principal an access token stands for, or Unauthenticated with the one check
+        it failed."""
+        p = self.provider
+        claims = self._claims(token, list(p.audience), ACCESS_TOKEN_CLAIM_TYPES)
+        try:
+            user = canonical_user(claims.get(p.user_claim))
+        except InvalidName:
+            raise Unauthenticated(
+                f"token refused: its '{p.user_claim}' claim is not a valid user name"
+            ) from None
+        groups = p.groups.apply(self._groups(claims))
+        expires = claims.get("exp")
+        return Principal(
+            user,
+            "oidc",
+            int(expires) if isinstance(expires, int | float) else None,
+            IdpClaims(groups, p.issuer, claims["sub"]),
+        )
+
+    def verify_id_token(self, token: str, client_id: str, nonce: str) -> dict[str, Any]:
+        """An ID token from the console's sign-in (OpenID Connect Core 3.1.3.7): signed by
+        this provider, for this client (`azp` when it names several audiences), carrying
+        the nonce the sign-in sent."""
+        claims = self._claims(token, [client_id], ID_TOKEN_CLAIM_TYPES)
+        aud = claims.get("aud")
+        if isinstance(aud, list) and len(aud) > 1 and claims.get("azp") != client_id:
+            raise Unauthenticated("token refused: issued to another client")
+        given = claims.get("nonce")
+        if not isinstance(given, str) or not hmac.compare_digest(given, nonce):
+            raise Unauthenticated("token refused: the sign-in's nonce does not match")
+        return claims
+
+    def _claims(self, token: str, audience: list[str], kinds: frozenset[str]) -> dict[str, Any]:
+        """The verified claims of a token for `audience` whose `typ` claim, when present,
+        is one of `kinds`."""
         try:
             header = jwt.get_unverified_header(token)
         except jwt.PyJWTError:
@@ -243,7 +300,7 @@ class OidcVerifier:
                 token,
                 key=key,
                 algorithms=[alg],
-                audience=list(p.audience),
+                audience=audience,
                 issuer=p.issuer,
                 leeway=p.clock_skew,
                 options={"require": ["exp", "iat", "iss", "aud", "sub"]},
@@ -263,27 +320,16 @@ class OidcVerifier:
         except jwt.PyJWTError as e:
             raise Unauthenticated(f"token refused: {type(e).__name__}") from None
         kind = claims.get("typ")
-        if kind is not None and (
-            not isinstance(kind, str) or kind.lower() not in ACCESS_TOKEN_CLAIM_TYPES
-        ):
-            raise Unauthenticated("token refused: not an access token")
-        try:
-            user = canonical_user(claims.get(p.user_claim))
-        except InvalidName:
+        if kind is not None and (not isinstance(kind, str) or kind.lower() not in kinds):
             raise Unauthenticated(
-                f"token refused: its '{p.user_claim}' claim is not a valid user name"
-            ) from None
+                "token refused: not an access token"
+                if kinds is ACCESS_TOKEN_CLAIM_TYPES
+                else "token refused: not an ID token"
+            )
         subject = claims["sub"]
         if not isinstance(subject, str) or not subject:
             raise Unauthenticated("token refused: no 'sub' claim")
-        groups = p.groups.apply(self._groups(claims))
-        expires = claims.get("exp")
-        return Principal(
-            user,
-            "oidc",
-            int(expires) if isinstance(expires, int | float) else None,
-            IdpClaims(groups, p.issuer, subject),
-        )
+        return claims
 
     def _groups(self, claims: dict[str, Any]) -> list[str]:
         """The group names at the configured claim path; a claim of another shape refuses

@@ -159,8 +159,9 @@ def test_audit_table_keeps_its_columns_in_order() -> None:
 
 
 def test_line_key_orders_are_the_contracts() -> None:
-    """v1 (docs/spec/audit-format.md), with the first extension, and with the second
-    (`readVersion` on policyRead lines; audit/README.md)."""
+    """v1 (docs/spec/audit-format.md), with the first extension, with the second
+    (`readVersion` on policyRead lines; audit/README.md), and with the third (`issuer`,
+    `subject` of an identity provider's token)."""
     v1 = (
         *("allowed", "ugi", "ip", "cmd", "src", "dst", "perm", "proto", "callerContext"),
         *("succeeded", "eventId", "ts", "queryId", "stmtHash", "columns", "masked"),
@@ -168,7 +169,8 @@ def test_line_key_orders_are_the_contracts() -> None:
     )
     extended = (*v1[:20], "policyVersion", "phase", *v1[20:])
     read = (*v1[:20], "policyVersion", "phase", "readVersion", *v1[20:])
-    assert (read, extended, v1) == LAYOUTS
+    who = (*read[:23], "issuer", "subject", *v1[20:])
+    assert (who, read, extended, v1) == LAYOUTS
 
 
 def test_every_kind_of_record_field_has_a_column_in_the_audit_table() -> None:
