@@ -17,7 +17,7 @@ from starlette.routing import BaseRoute
 
 from api.auth import TokenAuth
 from api.caller import AUDIT_KEY, PRINCIPAL_KEY, Caller, RequestAudit
-from api.console.sessions import ConsoleSessions
+from api.console_sessions import ConsoleSessions
 from api.discovery import Discovery
 from api.errors import ApiError
 from api.registry import Registry

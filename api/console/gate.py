@@ -5,7 +5,7 @@ An ASGI layer inside the audit middleware (every request here is on record) and 
 token check: a signed-in browser's cookie becomes the `Authorization` header the token check
 and the routes already understand, so the console authenticates exactly as the API does.
 
-- The cookie holds an opaque random session id (api/console/sessions.py), never the token:
+- The cookie holds an opaque random session id (api/console_sessions.py), never the token:
   the token stays on the server, in the session, and is checked again on every page (a
   revoked or expired token ends the session); signing out deletes the session, so the
   cookie is worthless afterwards. `HttpOnly` (no script reads it), `SameSite=Strict` (no

@@ -1,4 +1,4 @@
-"""The console's session store and sign-in limit on their own (api/console/sessions.py,
+"""The console's session store and sign-in limit on their own (api/console_sessions.py,
 limits.py), with a clock the test moves: idle and absolute timeouts, a sign-in's own expiry,
 a bounded table, ending a user's sessions, and failures limited per address and identity."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from api.console.limits import SignInLimiter
-from api.console.sessions import ConsoleSessions
+from api.console_sessions import ConsoleSessions
 
 
 @dataclass

@@ -185,9 +185,10 @@ def test_policy_changes_need_the_policy_directory_in_git(app) -> None:
 def test_mask_ids_are_shown_to_the_tables_managers_only(console_server: str, bearer) -> None:
     """docs/console.md: a non-steward sees the kind of each mask on their columns, not its id."""
     with signed_in(console_server, "carol") as c:
-        own = c.get("/ui/catalog/main.sales.customers").text + c.get(
-            "/ui/access?table=main.sales.customers"
-        ).text
+        own = (
+            c.get("/ui/catalog/main.sales.customers").text
+            + c.get("/ui/access?table=main.sales.customers").text
+        )
     assert "hash" in own and "last4" in own
     assert "hide-pii" not in own and "phone-last4" not in own
     detail = bearer("carol").get(f"{LG}/tables/main.sales.customers").json()
@@ -196,7 +197,8 @@ def test_mask_ids_are_shown_to_the_tables_managers_only(console_server: str, bea
         ("phone", "last4", None),
     }
     with signed_in(console_server, "erin") as c:
-        managed = c.get("/ui/catalog/main.sales.customers").text + c.get(
-            "/ui/access?table=main.sales.customers"
-        ).text
+        managed = (
+            c.get("/ui/catalog/main.sales.customers").text
+            + c.get("/ui/access?table=main.sales.customers").text
+        )
     assert "hide-pii" in managed and "phone-last4" in managed
