@@ -46,7 +46,7 @@ def reader_view(user: str, acc: Access, *, full: bool) -> dict[str, Any]:
         "user": user,
         "privileges": list(acc.privileges),
         "columns": list(acc.columns),
-        "masks": [{"column": c, "mask": m, "policy": p} for c, m, p in acc.masks],
+        "masks": [{"column": c, "mask": m} for c, m, _ in acc.masks],  # the kind, no id
         "row_filter_applies": bool(acc.row_filters),
     }
 

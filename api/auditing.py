@@ -12,8 +12,10 @@ the console.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
-from dataclasses import dataclass, replace
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -21,7 +23,8 @@ from fastapi import Depends, Query, Request
 
 from api.deps import CallerDep, Service, authenticated_router, get_service
 from api.errors import ApiError, responses
-from audit.format import AuditRecord, to_utc
+from audit.format import AuditRecord, parse_complete, to_record, to_utc
+from audit.handler import SnapshotFile, open_snapshot
 from audit.query import Filters, parse_time, read_records
 from audit.verify import verify
 
@@ -154,10 +157,21 @@ def summary(svc: Service, caller: Caller, q: AuditQuery) -> dict[str, Any]:
     """Reads and denials per table and per user, masked versus clear reads of tagged
     columns (over every line the caller may see that matches `q`), and the chain status."""
     found = records(svc, caller, AuditQuery(**{**q.__dict__, "limit": 10**9}))
+    return {
+        "scope": found["scope"],
+        "lines": found["matched"],
+        **counts(svc, caller, found["records"]),
+        "chain": chain_status(svc, found["scope"]),
+    }
+
+
+def counts(svc: Service, caller: Caller, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Reads and denials per table and per user, masked versus clear reads of tagged
+    columns, over `rows` (lines as `_Viewer.view` shows them)."""
     per_table: dict[str, Counter[str]] = {}
     per_user: dict[str, Counter[str]] = {}
     tagged: dict[str, Counter[str]] = {}
-    for row in found["records"]:
+    for row in rows:
         if row.get("phase") == "intent":
             continue  # its outcome line counts the access once
         table = row.get("src")
@@ -174,8 +188,6 @@ def summary(svc: Service, caller: Caller, q: AuditQuery) -> dict[str, Any]:
                     how = "masked" if col.lower() in masked else "clear"
                     tagged.setdefault(f"{table}.{col}", Counter())[how] += 1
     return {
-        "scope": found["scope"],
-        "lines": found["matched"],
         "by_table": [
             {"table": k, **_counts(v, "read", "denied")} for k, v in sorted(per_table.items())
         ],
@@ -185,7 +197,6 @@ def summary(svc: Service, caller: Caller, q: AuditQuery) -> dict[str, Any]:
         "tagged_columns": [
             {"column": k, **_counts(v, "masked", "clear")} for k, v in sorted(tagged.items())
         ],
-        "chain": chain_status(svc, found["scope"]),
     }
 
 
@@ -201,6 +212,132 @@ def chain_status(svc: Service, scope: str) -> dict[str, Any]:
     if scope == "all":
         out["breaks"] = [str(b) for b in report.breaks]
     return out
+
+
+# one page of the timeline ------------------------------------------------------------------
+
+PAGE_SIZE = 100
+MAX_PAGE_SIZE = 500
+SCAN_LIMIT = 50_000  # lines read for one page at most; a sparse filter goes on in the next
+_BLOCK = 1 << 16
+_CURSOR = re.compile(r"([0-9a-f]{32})\.([0-9]{1,15})")
+
+
+def _backwards(item: SnapshotFile, end: int) -> Iterator[tuple[int, bytes]]:
+    """`(offset, line)` of the complete lines of `item` that end before byte `end`, newest
+    first, read in blocks from the end (a line still being written is left out)."""
+    pos, data, trimmed = end, b"", False
+    while True:
+        while trimmed:
+            j = data.rfind(b"\n", 0, len(data) - 1)
+            if j < 0:
+                break
+            yield pos + j + 1, data[j + 1 : -1]
+            data = data[: j + 1]
+        if pos == 0:
+            if trimmed and data:
+                yield 0, data[:-1]
+            return
+        step = min(_BLOCK, pos)
+        pos -= step
+        item.handle.seek(pos)
+        data = item.handle.read(step) + data
+        if not trimmed:
+            k = data.rfind(b"\n")
+            if k >= 0:
+                data, trimmed = data[: k + 1], True
+
+
+@dataclass
+class _Segment:
+    """The hash chain check of the contiguous lines one page read: each line's own hash,
+    and each writer's consecutive lines among them linked (prevHash = the hash before)."""
+
+    lines: int = 0
+    breaks: list[str] = field(default_factory=list)
+    newer: dict[str, tuple[int, str | None]] = field(default_factory=dict)  # writer -> seq, prev
+
+    def check(self, where: str, raw: bytes) -> dict[str, str] | None:
+        """The line's fields when it is a well-formed line (checked), else None (a break)."""
+        self.lines += 1
+        parsed = parse_complete(raw.decode("ascii", "replace"))
+        if parsed is None:
+            self.breaks.append(f"{where}: not a well-formed audit line")
+            return None
+        values, link = parsed
+        if not link.hash_ok:
+            self.breaks.append(f"{where}: content does not match its hash")
+        after = self.newer.get(link.writer)
+        if after is not None:
+            seq, prev = after
+            if link.seq != seq - 1:
+                self.breaks.append(
+                    f"{where}: writer {link.writer} seq {link.seq} is followed by seq {seq}"
+                )
+            elif link.hash != prev:
+                self.breaks.append(f"{where}: the next line of its writer does not chain to it")
+        self.newer[link.writer] = (link.seq, link.prev_hash)
+        return values
+
+
+def page(
+    svc: Service, caller: Caller, q: AuditQuery, before: str | None, size: int = PAGE_SIZE
+) -> dict[str, Any]:
+    """One page of the timeline, newest first: the `size` newest lines the caller may see
+    that match `q`, older than the `before` cursor (a line's place: its file's id and
+    byte offset, which rotation does not change). Reads the log backwards from there and
+    stops when the page is full or after SCAN_LIMIT lines, never the whole log; checks the
+    hash chain of exactly the lines it read (`_Segment`). `next`: the cursor of the next
+    page (None at the oldest line)."""
+    size = max(1, min(size, MAX_PAGE_SIZE))
+    scope = scope_of(svc, caller)
+    filters = q.filters()
+    viewer = _Viewer(svc, caller, scope)
+    segment = _Segment()
+    rows: list[dict[str, Any]] = []
+    after: str | None = None  # the cursor after the page's last line read
+    full = False
+    with open_snapshot(svc.lg.config.audit) as snapshot:
+        files = [item for item in snapshot.files if item.size > 0 and item.file_id]
+        slot, end = len(files) - 1, None
+        if before:
+            m = _CURSOR.fullmatch(before)
+            slots = [i for i, f in enumerate(files) if m and f.file_id == m.group(1)]
+            if not m or not slots or int(m.group(2)) > files[slots[0]].size:
+                raise ApiError(400, "that page is no longer in the audit log; start again")
+            slot, end = slots[0], int(m.group(2))
+        while slot >= 0 and not full:
+            item = files[slot]
+            start = item.size if end is None else end
+            for offset, raw in _backwards(item, start):
+                after = f"{item.file_id}.{offset}"
+                values = segment.check(f"{item.name}@{offset}", raw)
+                if values is not None:
+                    try:
+                        record = to_record(values, item.name, 0)
+                    except ValueError:
+                        record = None
+                    if record is not None and filters.keeps(record):
+                        row = viewer.view(record)
+                        if row is not None:
+                            rows.append(row)
+                if len(rows) >= size or segment.lines >= SCAN_LIMIT:
+                    full = True
+                    break
+            slot, end = slot - 1, None
+    more = full and not (slot < 0 and after is not None and after.endswith(".0"))
+    chain: dict[str, Any] = {"ok": not segment.breaks, "lines": segment.lines}
+    if scope == "all":
+        chain["breaks"] = segment.breaks[:20]
+    return {
+        "scope": scope,
+        "records": rows,
+        "scanned": segment.lines,
+        "next": after if more else None,
+        "size": size,
+        "chain": chain,
+        **counts(svc, caller, rows),
+    }
 
 
 # routes ---------------------------------------------------------------------------------------
@@ -244,3 +381,18 @@ async def audit_summary(request: Request, caller: CallerDep, q: FiltersDep) -> d
     """Reads and denials per table and user, masked vs clear reads of tagged columns, and
     whether the audit log's hash chains verify, over the lines you may see."""
     return summary(get_service(request), caller, q)
+
+
+@router.get("/audit/page", operation_id="pageAudit", responses=responses(400))
+async def page_audit(
+    request: Request,
+    caller: CallerDep,
+    q: FiltersDep,
+    before: Annotated[str | None, Query(max_length=64)] = None,
+    size: Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE)] = PAGE_SIZE,
+) -> dict:
+    """One page of the lines you may see, newest first, older than the `before` cursor
+    (`next` of the page before): the console's audit page. Reads only what the page needs
+    and checks the hash chain of the lines it read (`chain`); the charts' counts are over
+    the page's lines."""
+    return page(get_service(request), caller, q, before, size)

@@ -17,6 +17,7 @@ from starlette.routing import BaseRoute
 
 from api.authenticator import Authenticator
 from api.caller import AUDIT_KEY, PRINCIPAL_KEY, Caller, RequestAudit
+from api.console_sessions import ConsoleSessions
 from api.discovery import Discovery
 from api.errors import ApiError
 from api.registry import Registry
@@ -38,6 +39,8 @@ class Service:
         self.auth = Authenticator(self.cfg, lg.config.identity)
         self.discovery = Discovery(lg)
         self.registry = Registry(lg, self.discovery)
+        # the console's signed-in browsers (deprovisioning ends a user's: end_user)
+        self.console_sessions = ConsoleSessions()
 
     def write_audit(self, rec: RequestAudit, status: int) -> None:
         """The request's audit line, written fail closed (`write_or_refuse`: raises

@@ -65,7 +65,9 @@ async def table_detail(request: Request, caller: CallerDep, full_name: TablePath
                 "position": pos,
                 "comment": c.comment,
                 "tags": sorted(ps.column_tags(*key, name.lower())),
-                "mask": {"kind": applied.mask.mask, "policy": applied.mask.id} if applied else None,
+                "mask": {"kind": applied.mask.mask, "policy": applied.mask.id if manages else None}
+                if applied
+                else None,
             }
         )
     filters = None
@@ -107,7 +109,7 @@ async def table_detail(request: Request, caller: CallerDep, full_name: TablePath
         "access": {
             "privileges": sorted(access.privileges),
             "masked_columns": [
-                {"column": m.column, "kind": m.mask.mask, "policy": m.mask.id}
+                {"column": m.column, "kind": m.mask.mask, "policy": m.mask.id if manages else None}
                 for m in access.masks.values()
             ],
             "row_filter_applies": bool(access.row_filters),

@@ -126,7 +126,9 @@ _MASK_TEXT = "; ".join(f"{k.name}: {k.description}" for k in MASK_KINDS.values()
 
 class MaskInfo(BaseModel):
     kind: str = Field(description=_MASK_TEXT)
-    policy: str = Field(description="the column mask's id")
+    policy: str | None = Field(
+        description="the column mask's id; null unless the caller manages the table"
+    )
 
 
 class ColumnDetail(BaseModel):
@@ -150,7 +152,7 @@ class RowFilterInfo(BaseModel):
 class MaskedColumn(BaseModel):
     column: str
     kind: str = Field(description=_MASK_TEXT)
-    policy: str
+    policy: str | None = Field(description="the mask's id; null unless you manage the table")
 
 
 class AccessInfo(BaseModel):

@@ -56,6 +56,7 @@ class TreeReport:
     unsigned_tail: int = 0  # lines after the newest checkpoint (not yet provable)
     witness: str | None = None
     undelivered: int = 0  # checkpoints waiting for an unreachable HTTP witness (record mode)
+    stopped: bool = False  # the check stopped at a break: `size` leaves were read, no more
     breaks: list[Finding] = field(default_factory=list)
 
     @property
@@ -63,12 +64,19 @@ class TreeReport:
         return not self.breaks
 
     def summary(self) -> str:
-        out = [
-            f"tree: {self.size} leaves (first retained leaf {self.first_leaf}), "
-            f"{self.checked} signed checkpoint(s) match, {self.rotated_away} cover only "
-            f"rotated lines, {self.unsigned_tail} line(s) after the newest checkpoint"
-            + (f"; witness {self.witness}" if self.witness else "; no witness")
-        ]
+        witness = f"; witness {self.witness}" if self.witness else "; no witness"
+        if self.stopped:
+            out = [
+                f"tree: stopped at the first break, after {self.size} leaves (first retained "
+                f"leaf {self.first_leaf}; the lines after it were not checked), "
+                f"{self.checked} signed checkpoint(s) matched before it" + witness
+            ]
+        else:
+            out = [
+                f"tree: {self.size} leaves (first retained leaf {self.first_leaf}), "
+                f"{self.checked} signed checkpoint(s) match, {self.rotated_away} cover only "
+                f"rotated lines, {self.unsigned_tail} line(s) after the newest checkpoint" + witness
+            ]
         if self.undelivered:
             out.append(
                 f"warning: {self.undelivered} checkpoint(s) not yet delivered to the HTTP "
@@ -91,6 +99,7 @@ class TreeReport:
             "unsignedTail": self.unsigned_tail,
             "witness": self.witness,
             "undelivered": self.undelivered,
+            "stopped": self.stopped,
             "breaks": [finding.to_dict() for finding in self.breaks],
         }
 
@@ -223,9 +232,16 @@ def verify_tree(
     by_size: dict[int, list[_Signed]] = {}
     for item in signed:
         by_size.setdefault(item.checkpoint.size, []).append(item)
+    frontier: Frontier | None = None
+
+    def stopped() -> TreeReport:
+        """The report of a check that stopped at its first break: how far it got."""
+        report.size = frontier.size if frontier is not None else 0
+        report.stopped = True
+        return report
+
     with open_snapshot(directory) as snapshot:
         files = [item for item in snapshot.files if item.size > 0]
-        frontier: Frontier | None = None
         for item in files:
             start = starts.get(item.file_id)
             if start is None:
@@ -238,16 +254,16 @@ def verify_tree(
                         "one rotation kept, or lines written without checkpoints)",
                     )
                 )
-                return report
+                return stopped()
             if frontier is None:
                 try:
                     frontier = _start_frontier(start.checkpoint)
                 except ProofError as exc:
                     report.breaks.append(Finding("forged", start.where, 0, f"start: {exc}"))
-                    return report
+                    return stopped()
                 report.first_leaf = frontier.size
                 if not _matches(frontier, by_size, item.name, 0, report):
-                    return report
+                    return stopped()
             elif start.checkpoint.size != frontier.size:
                 missing = start.checkpoint.size - frontier.size
                 report.breaks.append(
@@ -260,13 +276,13 @@ def verify_tree(
                         + ("removed" if missing > 0 else "added"),
                     )
                 )
-                return report
+                return stopped()
             for number, line in enumerate(_lines(item), start=1):
                 frontier.append_line(line)
                 if frontier.size in by_size and not _matches(
                     frontier, by_size, item.name, number, report
                 ):
-                    return report
+                    return stopped()
     report.size = frontier.size if frontier is not None else 0
     for item in signed:
         size = item.checkpoint.size
@@ -298,14 +314,19 @@ def _read_tiles(directory: Path) -> list[bytes]:
 
 def prove(directory: Path, event_id: str, origin: str | None = None) -> dict[str, Any]:
     """The inclusion proof of the line with ``eventId``, against the newest checkpoint that
-    covers it (raises :class:`ProofError` when there is no such line or checkpoint)."""
+    covers it (raises :class:`ProofError` when there is no such line or checkpoint, or when
+    the lines no longer lead to that checkpoint's root: a proof is only written for a line
+    the signed tree holds)."""
     origin = origin or default_origin(directory)
     needle = f"\teventId={escape_value(event_id)}\t".encode("ascii")
-    candidates = [
-        cp
-        for _, cp in read_checkpoints(directory / CHECKPOINTS_NAME)
-        if cp is not None and cp.origin == origin
-    ]
+    every = [cp for _, cp in read_checkpoints(directory / CHECKPOINTS_NAME) if cp is not None]
+    candidates = [cp for cp in every if cp.origin == origin]
+    if every and not candidates:
+        others = sorted({cp.origin for cp in every})
+        raise ProofError(
+            f"no checkpoint of origin {origin} in {directory}; its checkpoints are of "
+            f"{', '.join(others[:3])} (a copy of the log: give --origin)"
+        )
     starts = {cp.file: cp for cp in candidates if cp.file is not None}
     with open_snapshot(directory) as snapshot:
         files = [item for item in snapshot.files if item.size > 0]
@@ -350,6 +371,12 @@ def prove(directory: Path, event_id: str, origin: str | None = None) -> dict[str
         known = dict(zip(frontier_ranges(base.size), nodes, strict=True))
         subtree = subtree_resolver(leaf, known, _read_tiles(directory))
         path = inclusion_path(index, checkpoint.size, subtree)
+    if root_from_inclusion(index, checkpoint.size, leaf_hash(line), path).hex() != checkpoint.root:
+        raise ProofError(
+            f"line {index + 1} (event {event_id}) is not what the checkpoint signed "
+            f"{checkpoint.time} holds: the log changed after it was signed (run "
+            "'lakegate audit verify')"
+        )
     signed = json.loads(checkpoint.to_json())
     signed.pop("file", None)
     signed.pop("frontier", None)

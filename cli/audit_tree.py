@@ -137,14 +137,16 @@ def register(audit: click.Group, directory: object) -> None:
     @click.argument("event_id")
     @click.option("--dir", "audit_dir", help="audit directory (default: the configured one)")
     @click.option("--out", type=click.Path(dir_okay=False), help="write the proof here")
-    def cmd_prove(event_id: str, audit_dir: str | None, out: str | None) -> int:
-        """Write the inclusion proof (JSON) of the line with EVENT_ID."""
+    @click.option("--origin", help="the log's checkpoint origin (default: the configured one)")
+    def cmd_prove(event_id: str, audit_dir: str | None, out: str | None, origin: str | None) -> int:
+        """Write the inclusion proof (JSON) of the line with EVENT_ID; refused unless the
+        line is in the signed tree."""
         where = directory(audit_dir, "prove")  # type: ignore[operator]
         if where is None:
             return EXIT_USAGE
         settings = checkpoint_settings()
         try:
-            proof = prove(where, event_id, settings.origin if settings else None)
+            proof = prove(where, event_id, origin or (settings.origin if settings else None))
         except ProofError as exc:
             fail(f"audit prove: {exc}")
             return EXIT_FAILED

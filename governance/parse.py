@@ -106,6 +106,8 @@ def _parse(text: str | bytes) -> tuple[exp.Expression, bool]:
         tokens = tokenize(text)
         has_cross, has_pipe, forms = _check_nesting(tokens)
         spark4_syntax.refuse_statement_forms(tokens, forms)
+        if forms:
+            spark4_syntax.read_function_forms(tokens, forms)
         if has_pipe:  # Spark 4's `|>`, read operator by operator (governance/pipe.py)
             stmt = pipe.translate(tokens, lambda part: _one_statement(part, text))
         else:

@@ -274,10 +274,17 @@ def _scope(path: list[_Step], scopes: dict[int, list[tuple[str, str]]]) -> dict[
     return env
 
 
+RECURSIVE_CTE = (
+    "recursive CTEs (WITH RECURSIVE) are not governed by Lakegate: Spark runs the recursive "
+    "step as a loop over its own output, which the plan verifier cannot yet prove reads only "
+    "governed views; write the recursion as a fixed number of joins"
+)
+
+
 def _rename_ctes(with_: exp.With, renamed: int) -> list[tuple[str, str]]:
     """Each CTE's new name (`__lg_cte_N`, numbered on from `renamed`); its columns stay."""
     if with_.args.get("recursive"):
-        raise Refused("recursive CTEs are not governed")
+        raise Refused(RECURSIVE_CTE)
     names: list[tuple[str, str]] = []
     for cte in with_.expressions:
         alias = cte.alias_or_name

@@ -77,9 +77,10 @@ def _text(token: Token | None) -> str:
 _TRANSACTION = frozenset({"TRANSACTION", "WORK", ";"})
 
 
-#: The token kinds that may start a form refused anywhere in a statement: the caller's own
-#: pass over the tokens finds them for `refuse_statement_forms` (one pass, not two).
-FORM_TOKENS = frozenset({TokenType.WITH, TokenType.DEFAULT})
+#: The token kinds that may start a form refused anywhere in a statement, or a function
+#: call sqlglot reads as a keyword (BETWEEN): the caller's own pass over the tokens finds
+#: them for `refuse_statement_forms` and `read_function_forms` (one pass, not two).
+FORM_TOKENS = frozenset({TokenType.WITH, TokenType.DEFAULT, TokenType.BETWEEN})
 
 
 def refuse_statement_forms(tokens: list[Token], forms: Iterable[int]) -> None:
@@ -127,6 +128,52 @@ _PATH_BEFORE = frozenset(
     {TokenType.VAR, TokenType.IDENTIFIER, TokenType.R_PAREN, TokenType.R_BRACKET}
 )
 _PATH_AFTER = frozenset({TokenType.VAR, TokenType.IDENTIFIER, TokenType.L_BRACKET})
+
+
+#: Tokens after which an expression starts: a BETWEEN there, followed by `(`, is Spark 4's
+#: between(x, low, high) function, which sqlglot can only read as the operator's keyword
+_EXPRESSION_START = frozenset(
+    {
+        TokenType.SELECT,
+        TokenType.COMMA,
+        TokenType.L_PAREN,
+        TokenType.WHERE,
+        TokenType.HAVING,
+        TokenType.QUALIFY,
+        TokenType.ON,
+        TokenType.AND,
+        TokenType.OR,
+        TokenType.WHEN,
+        TokenType.THEN,
+        TokenType.ELSE,
+        TokenType.DISTINCT,
+        TokenType.EQ,
+        TokenType.NEQ,
+        TokenType.LT,
+        TokenType.GT,
+        TokenType.LTE,
+        TokenType.GTE,
+    }
+)
+
+
+def read_function_forms(tokens: list[Token], forms: Iterable[int]) -> None:
+    """Mark in place the tokens sqlglot would read as a keyword where Spark reads a function
+    call: `between(x, low, high)` (Spark 4's function, the same as `x BETWEEN low AND
+    high`) becomes a call of `between`, an identifier token, which sqlglot parses as that
+    call. Only where an expression starts (after SELECT, a comma, `(`, WHERE, an operator,
+    NOT after one of those): `x BETWEEN (1) AND 2` keeps its operator. `forms`: the
+    positions of the FORM_TOKENS in `tokens`."""
+    for i in forms:
+        if tokens[i].token_type != TokenType.BETWEEN or i + 1 >= len(tokens):
+            continue
+        if tokens[i + 1].token_type != TokenType.L_PAREN:
+            continue
+        before = i - 1
+        if before >= 0 and tokens[before].token_type == TokenType.NOT:
+            before -= 1
+        if before < 0 or tokens[before].token_type in _EXPRESSION_START:
+            tokens[i].token_type = TokenType.VAR
 
 
 def parse_failure(tokens: list[Token]) -> Refused | None:
@@ -183,13 +230,20 @@ def govern_node(node: exp.Expression, name: str) -> exp.Expression | None:
 
 
 def _spark_spelling(node: exp.Expression) -> exp.Expression | None:
-    """The aggregate Spark runs for one sqlglot would write as another with other answers
-    (None: sqlglot writes it as read). `listagg(x)` (and `string_agg(x)`) concatenates
-    without a delimiter, but sqlglot writes `LISTAGG(x, ',')`: the default is spelled out
-    as Spark's, NULL. `percentile_cont(p) WITHIN GROUP (ORDER BY x)` is exact (and
-    `percentile_disc` discrete, in the order given), but sqlglot writes both as
-    `PERCENTILE_APPROX(x, p)`: the call is kept as written. The children move into the new
-    node (never copied), so what govern_nodes replaces inside them still lands."""
+    """The call Spark runs for one sqlglot would write as another with other answers
+    (None: sqlglot writes it as read). `to_char(x, fmt)` formats x by fmt, but sqlglot
+    writes `CAST(x AS STRING)`: the call is kept as written. `listagg(x)` (and
+    `string_agg(x)`) concatenates without a delimiter, but sqlglot writes
+    `LISTAGG(x, ',')`: the default is spelled out as Spark's, NULL.
+    `percentile_cont(p) WITHIN GROUP (ORDER BY x)` is exact (and `percentile_disc`
+    discrete, in the order given), but sqlglot writes both as `PERCENTILE_APPROX(x, p)`:
+    the call is kept as written. The children move into the new node (never copied), so
+    what govern_nodes replaces inside them still lands."""
+    if isinstance(node, exp.ToChar):
+        # sqlglot writes to_char(x, fmt) as CAST(x AS STRING): the format is lost
+        return exp.Anonymous(
+            this="to_char", expressions=[a for a in (node.this, node.args.get("format")) if a]
+        )
     if isinstance(node, exp.GroupConcat) and node.args.get("separator") is None:
         return exp.GroupConcat(this=node.this, separator=exp.Null())
     if isinstance(node, exp.PercentileCont | exp.PercentileDisc) and isinstance(

@@ -5,8 +5,13 @@ An ASGI layer inside the audit middleware (every request here is on record) and 
 token check: a signed-in browser's cookie becomes the `Authorization` header the token check
 and the routes already understand, so the console authenticates exactly as the API does.
 
-- The cookie holds the bearer token (base64url), `HttpOnly` (no script reads it),
-  `SameSite=Strict` (no other site's page sends it), `Secure` over TLS, path `/ui`.
+- The cookie holds an opaque random session id (api/console_sessions.py), never the token:
+  the token stays on the server, in the session, and is checked again on every page (a
+  revoked or expired token ends the session); signing out deletes the session, so the
+  cookie is worthless afterwards. `HttpOnly` (no script reads it), `SameSite=Strict` (no
+  other site's page sends it), `Secure` over TLS, path `/ui`.
+- Failed sign-ins are limited per client address and per attempted identity
+  (api/console/limits.py): past the limit, 429 with `Retry-After`, on record.
 - The only state-changing requests are the sign-in and sign-out POSTs. Each must carry the
   CSRF value of the `lakegate_csrf` cookie in its form (double submit; another origin can
   neither read the cookie nor set it) and, when the browser says where it comes from
@@ -17,9 +22,6 @@ and the routes already understand, so the console authenticates exactly as the A
 
 from __future__ import annotations
 
-import base64
-import binascii
-import contextlib
 import hmac
 import secrets
 from http.cookies import SimpleCookie
@@ -32,6 +34,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.auth import Unauthenticated
 from api.caller import AUDIT_KEY, RequestAudit
+from api.console.limits import SignInLimiter
 from api.console.render import render
 
 if TYPE_CHECKING:
@@ -72,24 +75,25 @@ def cookies(scope: Scope) -> dict[str, str]:
     return {k: m.value for k, m in jar.items()}
 
 
-def encode_token(token: str) -> str:
-    return base64.urlsafe_b64encode(token.encode()).decode().rstrip("=")
-
-
-def decode_token(value: str) -> str | None:
-    try:
-        return base64.urlsafe_b64decode(value + "=" * (-len(value) % 4)).decode("utf-8")
-    except (binascii.Error, UnicodeDecodeError, ValueError):
-        return None
+def claimed_identity(token: str) -> str | None:
+    """Who a signed token (`user.expiry.signature`) names, for the per-identity sign-in
+    limit; None for a random token, which names no one."""
+    parts = token.rsplit(".", 2)
+    return f"user:{parts[0].lower()[:128]}" if len(parts) == 3 and parts[0] else None
 
 
 class ConsoleGate:
     """Serves `/ui/signin`, `/ui/signout` and `/ui/static/*`; turns the session cookie into
-    a bearer token for the other `/ui` pages (a missing or bad one goes to the sign-in page)."""
+    its session's bearer token for the other `/ui` pages (a missing, unknown or expired
+    session, or a token no longer accepted, goes to the sign-in page)."""
 
-    def __init__(self, app: ASGIApp, service: Service) -> None:
+    def __init__(
+        self, app: ASGIApp, service: Service, limiter: SignInLimiter | None = None
+    ) -> None:
         self.app = app
         self.service = service
+        self.sessions = service.console_sessions
+        self.limiter = limiter or SignInLimiter()
         self._plotly: bytes | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -118,12 +122,17 @@ class ConsoleGate:
         jar = cookies(scope)
         has_header = any(k == b"authorization" for k, _ in scope.get("headers") or ())
         if not has_header:
-            token = decode_token(jar.get(SESSION, ""))
+            session_id = jar.get(SESSION, "")
+            session = self.sessions.get(session_id)
             try:
-                if token is None:
-                    raise Unauthenticated("not signed in")
+                if session is None:
+                    raise Unauthenticated("not signed in (no session, or it ended)")
+                token = session.bearer
                 self.service.auth.authenticate(f"Bearer {token}")
             except Unauthenticated as e:
+                if session is not None:  # the token was revoked or expired: so is the session
+                    self.sessions.close(session_id)
+                    rec.user = session.user
                 rec.cmd, rec.allowed, rec.reason = "consolePage", False, f"console: {e}"
                 response = RedirectResponse(f"{PREFIX}/signin", 303)
                 if SESSION in jar:
@@ -164,16 +173,32 @@ class ConsoleGate:
             rec.reason = form
             return await self._form(scope, form, 403)
         token = form.get("token", "").strip()
+        ip = rec.ip
+        identity = claimed_identity(token) if len(token) <= 4096 else None
+        wait = self.limiter.retry_after(ip, identity)
+        if wait:
+            rec.allowed = False
+            rec.reason = "console sign-in: too many failed sign-ins; refused without a check"
+            response = await self._form(
+                scope, f"Too many failed sign-ins. Try again in {wait} seconds.", 429
+            )
+            response.headers["Retry-After"] = str(wait)
+            return response
         try:
             if not token or len(token) > 4096 or not token.isprintable():
                 raise Unauthenticated("invalid token")
             principal = self.service.auth.authenticate(f"Bearer {token}")
         except Unauthenticated as e:
+            self.limiter.failed(ip, identity)
+            rec.allowed = False
             rec.reason = f"console sign-in: {e}"
             return await self._form(scope, "That token was not accepted.", 401)
         rec.user = principal.user
+        old = cookies(scope).get(SESSION)
+        if old:
+            self.sessions.close(old)  # a new sign-in replaces this browser's session
         response = RedirectResponse(f"{PREFIX}/catalog", 303)
-        _set(response, SESSION, encode_token(token), scope)
+        _set(response, SESSION, self.sessions.open(principal, token), scope)
         _set(response, CSRF, secrets.token_urlsafe(32), scope)  # a new one per session
         return response
 
@@ -186,10 +211,9 @@ class ConsoleGate:
                 render("refused.html", {"title": "Request refused", "reason": form, "user": None}),
                 403,
             )
-        token = decode_token(cookies(scope).get(SESSION, ""))
-        if token:
-            with contextlib.suppress(Unauthenticated):  # signing out needs no valid token
-                rec.user = self.service.auth.authenticate(f"Bearer {token}").user
+        ended = self.sessions.close(cookies(scope).get(SESSION, ""))
+        if ended is not None:  # signing out needs no valid token, only the session
+            rec.user = ended.user
         response = RedirectResponse(f"{PREFIX}/signin", 303)
         _clear(response, SESSION, scope)
         _clear(response, CSRF, scope)

@@ -193,7 +193,11 @@ async def audit(
     policy_version: Text = None,
     since: Text = None,
     until: Text = None,
+    before: Annotated[str | None, Query(max_length=64)] = None,
+    size: Annotated[int, Query(ge=1, le=auditing.MAX_PAGE_SIZE)] = auditing.PAGE_SIZE,
 ) -> HTMLResponse:
+    """One page of the timeline (newest first, `before`: the cursor of the page before),
+    with the charts and the hash chain check of the lines that page read."""
     svc = get_service(request)
     q = auditing.AuditQuery(
         user=user,
@@ -203,12 +207,10 @@ async def audit(
         policy_version=policy_version,
         since=since,
         until=until,
-        limit=200,
     )
-    ctx: dict[str, Any] = {"f": q, "current_version": svc.lg.policy_version}
+    ctx: dict[str, Any] = {"f": q, "current_version": svc.lg.policy_version, "before": before}
     try:
-        ctx["found"] = auditing.records(svc, caller, q)
-        ctx["summary"] = auditing.summary(svc, caller, q)
+        ctx["found"] = ctx["summary"] = auditing.page(svc, caller, q, before, size)
     except ApiError as e:
         ctx.update(_failed(caller, e))
     return _page(request, caller, "audit.html", "Audit", "audit", **ctx)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import sys
 from pathlib import Path
 
@@ -143,3 +145,84 @@ def test_verify_checks_the_tree_and_fails_on_a_cut_tail(
     assert report["ok"] is True  # the chains alone cannot see a cut tail
     assert report["tree"]["ok"] is False
     assert report["tree"]["breaks"][0]["kind"] == "truncated"
+
+
+def _line_file(directory: Path, event_id: str) -> Path:
+    """The audit file holding the line of `event_id`."""
+    for path in sorted(directory.glob("audit.log*")):
+        if f"\teventId={event_id}\t" in path.read_text():
+            return path
+    raise AssertionError(f"no line has {event_id}")
+
+
+def _change_line(directory: Path, event_id: str) -> None:
+    """Change the line of `event_id` in place (same length, eventId kept)."""
+    path = _line_file(directory, event_id)
+    lines = path.read_text().splitlines(keepends=True)
+    for i, line in enumerate(lines):
+        if f"\teventId={event_id}\t" in line:
+            lines[i] = line.replace("ugi=alice", "ugi=mally", 1)
+            assert lines[i] != line
+    path.write_text("".join(lines))
+
+
+def test_prove_takes_the_origin_of_a_copied_log(
+    setup: tuple[Path, Config], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config, cfg = setup
+    assert cli(config, "keygen") == EXIT_OK
+    ids = write(cfg, 60)
+    copy = tmp_path / "copy-of-audit"
+    shutil.copytree(cfg.audit, copy)
+    origin = f"lakegate-audit:{cfg.audit.resolve()}"
+    capsys.readouterr()
+    assert cli(config, "prove", ids[10], "--dir", str(copy)) == EXIT_FAILED
+    err = capsys.readouterr().err
+    assert "no checkpoint of origin lakegate-audit:" in err
+    assert f"its checkpoints are of {origin} (a copy of the log: give --origin)" in err
+    proof_file = tmp_path / "proof.json"
+    argv = ["prove", ids[10], "--dir", str(copy), "--origin", origin, "--out", str(proof_file)]
+    assert cli(config, *argv) == EXIT_OK
+    assert cli(config, "verify-proof", str(proof_file), "--origin", origin) == EXIT_OK
+    assert capsys.readouterr().out.startswith(f"OK: event {ids[10]} is line 11 of ")
+
+
+def test_prove_refuses_a_line_the_signed_tree_does_not_hold(
+    setup: tuple[Path, Config], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config, cfg = setup
+    assert cli(config, "keygen") == EXIT_OK
+    ids = write(cfg, 120)
+    _change_line(cfg.audit, ids[37])
+    proof_file = tmp_path / "proof.json"
+    capsys.readouterr()
+    assert cli(config, "prove", ids[37], "--out", str(proof_file)) == EXIT_FAILED
+    err = capsys.readouterr().err
+    assert f"line 38 (event {ids[37]}) is not what the checkpoint signed" in err
+    assert "the log changed after it was signed" in err
+    assert not proof_file.exists()
+    # a changed neighbour is on the proven line's path: refused as well
+    assert cli(config, "prove", ids[36]) == EXIT_FAILED
+    assert f"line 37 (event {ids[36]}) is not what" in capsys.readouterr().err
+
+
+def test_verify_of_a_broken_tree_says_how_far_it_checked(
+    setup: tuple[Path, Config], capsys: pytest.CaptureFixture[str]
+) -> None:
+    config, cfg = setup
+    assert cli(config, "keygen") == EXIT_OK
+    ids = write(cfg, 120)
+    _change_line(cfg.audit, ids[80])
+    capsys.readouterr()
+    assert cli(config, "verify") == EXIT_FAILED
+    out = capsys.readouterr().out
+    assert "tree: 0 leaves" not in out
+    found = re.search(r"tree: stopped at the first break, after (\d+) leaves", out)
+    assert found is not None, out
+    checked = int(found.group(1))
+    assert 81 <= checked < 120  # up to the first checkpoint after the changed line 81
+    assert "the lines after it were not checked" in out
+    assert f"the first {checked} leaves do not match the checkpoint" in out
+    assert cli(config, "verify", "-o", "json") == EXIT_FAILED
+    tree = json.loads(capsys.readouterr().out)["tree"]
+    assert (tree["stopped"], tree["size"]) == (True, checked)

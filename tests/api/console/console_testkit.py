@@ -42,6 +42,7 @@ FORBIDDEN = {
         "region = 'EMEA'",
         "IN ('EMEA')",
         "bob-no-phone",
+        "hide-pii",  # the id of the mask on her own columns: the kind only (hash)
         "mallory",
         "harriet",
     ),

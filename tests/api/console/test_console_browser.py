@@ -2,7 +2,8 @@
 token, click through every page by its navigation as an analyst, a steward and an admin,
 find nothing the viewer may not see in any page, pass an axe-core scan with no serious or
 critical violation, draw the audit charts under the content security policy, reach the
-pages by keyboard, and sign out. Screenshots of every page are kept in
+pages by keyboard, page back through the audit log, and sign out (the cookie, copied before,
+opens nothing afterwards). Screenshots of every page are kept in
 tests/api/console/screenshots/ (ignored by git) for review."""
 
 from __future__ import annotations
@@ -100,13 +101,28 @@ def test_every_page_shows_the_viewer_only_what_they_may_see_and_passes_axe(
         page.locator(".chart .main-svg").first.wait_for()
         assert "Verified" in page.locator("#chain").inner_text()
         _check(page, user, "audit")
+        page.goto(f"{console_server}/ui/audit?size=5")
+        page.get_by_role("link", name="Older lines").click()
+        page.wait_for_url("**/ui/audit?*before=*")
+        assert "Verified for this page" in page.locator("#chain").inner_text()
+        page.locator(".chart .main-svg").first.wait_for()
+        _check(page, user, "audit-older")
         assert errors == []  # no CSP violation, no script error
+        kept = context.cookies()  # what a thief would have copied
         page.get_by_role("button", name="Sign out").click()
         page.wait_for_url("**/ui/signin")
         page.goto(f"{console_server}/ui/audit")
         assert page.url == f"{console_server}/ui/signin"
     finally:
         context.close()
+    replay = browser.new_context()
+    try:  # the copied cookie after sign-out: the session is gone on the server
+        replay.add_cookies([c for c in kept if c["name"] == "lakegate_session"])
+        again = replay.new_page()
+        again.goto(f"{console_server}/ui/catalog")
+        assert again.url == f"{console_server}/ui/signin"
+    finally:
+        replay.close()
 
 
 def test_the_pages_are_reachable_by_keyboard(browser, console_server: str) -> None:

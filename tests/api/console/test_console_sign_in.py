@@ -1,6 +1,8 @@
-"""Signing in to the console: the token lands in an HttpOnly, SameSite=Strict cookie (Secure
-over TLS) scoped to /ui; the sign-in and sign-out POSTs are refused without the form's CSRF
-value or from another origin; nothing under /ui may be cached; a page without a session
+"""Signing in to the console: an opaque session id (never the token) lands in an HttpOnly,
+SameSite=Strict cookie (Secure over TLS) scoped to /ui; signing out ends the session on the
+server, so the cookie replayed later is refused; failed sign-ins are limited per address
+(429, Retry-After, on record); the sign-in and sign-out POSTs are refused without the form's
+CSRF value or from another origin; nothing under /ui may be cached; a page without a session
 goes to the sign-in page, on record as refused; the cookie is no key to the JSON API."""
 
 from __future__ import annotations
@@ -148,3 +150,81 @@ def test_console_pages_stay_out_of_the_openapi_schema(console_server) -> None:
     paths = httpx.get(f"{console_server}/openapi.json").json()["paths"]
     assert [p for p in paths if p.startswith("/ui")] == []
     assert {f"{LG}/access/users/{{user}}", f"{LG}/policy-diff", f"{LG}/audit/summary"} <= set(paths)
+
+
+def test_the_session_cookie_is_an_opaque_id_not_the_token(console_server) -> None:
+    import base64
+
+    token = token_of("alice")
+    with signed_in(console_server, "alice") as c:
+        session = c.cookies["lakegate_session"]
+    assert len(session) >= 43  # 256 random bits, base64url
+    encoded = base64.urlsafe_b64encode(token.encode()).decode().rstrip("=")
+    assert token not in session and encoded not in session and session not in encoded
+
+
+def test_a_session_cookie_replayed_after_sign_out_is_refused(
+    console_server, console_lakegate
+) -> None:
+    with signed_in(console_server, "alice") as c:
+        stolen = c.cookies["lakegate_session"]
+        assert (
+            httpx.get(
+                f"{console_server}/ui/catalog", headers={"Cookie": f"lakegate_session={stolen}"}
+            ).status_code
+            == 200
+        )  # the copy works while the session lives
+        out = c.post("/ui/signout", data={"csrf": c.cookies["lakegate_csrf"]})
+        assert out.status_code == 303
+    ctx = f"replay-{uuid.uuid4().hex}"
+    r = httpx.get(
+        f"{console_server}/ui/catalog",
+        headers={"Cookie": f"lakegate_session={stolen}", "X-Lakegate-Caller-Context": ctx},
+    )
+    assert (r.status_code, r.headers["location"]) == (303, "/ui/signin")
+    line = [ln for ln in read_audit(console_lakegate) if ln.get("callerContext") == ctx]
+    assert [(ln["cmd"], ln["allowed"], ln["reason"]) for ln in line] == [
+        ("consolePage", "false", "console: not signed in (no session, or it ended)")
+    ]
+
+
+def test_ending_a_users_sessions_signs_out_every_browser_of_theirs(
+    console_server, console_app
+) -> None:
+    sessions = console_app.state.service.console_sessions
+    with (
+        signed_in(console_server, "bob") as one,
+        signed_in(console_server, "bob") as two,
+        signed_in(console_server, "dana") as other,
+    ):
+        assert sessions.end_user("bob") == 2
+        for c in (one, two):
+            r = c.get("/ui/catalog")
+            assert (r.status_code, r.headers["location"]) == (303, "/ui/signin")
+        assert other.get("/ui/catalog").status_code == 200
+
+
+def test_failed_sign_ins_are_limited_per_address_with_retry_after(console_lakegate) -> None:
+    from api_testkit import serve
+
+    from api.app import create_app
+
+    ctx = f"limit-{uuid.uuid4().hex}"
+    with serve(create_app(console_lakegate)) as url, httpx.Client(base_url=url) as c:
+        headers = {"X-Lakegate-Caller-Context": ctx}
+        for _ in range(5):
+            r = c.post("/ui/signin", data={"token": "tok-wrong", "csrf": _form(c)}, headers=headers)
+            assert r.status_code == 401
+        limited = c.post(
+            "/ui/signin", data={"token": token_of("alice"), "csrf": _form(c)}, headers=headers
+        )
+        assert limited.status_code == 429  # even a good token: no check while limited
+        assert 1 <= int(limited.headers["retry-after"]) <= 60
+        assert "Too many failed sign-ins" in limited.text
+        assert "lakegate_session=" not in " ".join(limited.headers.get_list("set-cookie"))
+    lines = [ln for ln in read_audit(console_lakegate) if ln.get("callerContext") == ctx]
+    assert [(ln["cmd"], ln["allowed"]) for ln in lines] == [("consoleSignIn", "false")] * 6
+    assert {ln["reason"] for ln in lines[:5]} == {"console sign-in: invalid token"}
+    assert lines[5]["reason"] == (
+        "console sign-in: too many failed sign-ins; refused without a check"
+    )

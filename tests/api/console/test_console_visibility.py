@@ -106,10 +106,7 @@ def test_an_analyst_sees_only_their_own_access_without_policy_ids(bearer) -> Non
             "user": "alice",
             "privileges": ["select"],
             "columns": ["id", "name", "email", "phone", "country"],
-            "masks": [
-                {"column": "email", "mask": "hash", "policy": "hide-pii"},
-                {"column": "phone", "mask": "hash", "policy": "hide-pii"},
-            ],
+            "masks": [{"column": "email", "mask": "hash"}, {"column": "phone", "mask": "hash"}],
             "row_filter_applies": False,
         }
     ]
@@ -183,3 +180,25 @@ def test_policy_changes_need_the_policy_directory_in_git(app) -> None:
         },
     )
     assert "the policy directory is not in a git repository" in page.text
+
+
+def test_mask_ids_are_shown_to_the_tables_managers_only(console_server: str, bearer) -> None:
+    """docs/console.md: a non-steward sees the kind of each mask on their columns, not its id."""
+    with signed_in(console_server, "carol") as c:
+        own = (
+            c.get("/ui/catalog/main.sales.customers").text
+            + c.get("/ui/access?table=main.sales.customers").text
+        )
+    assert "hash" in own and "last4" in own
+    assert "hide-pii" not in own and "phone-last4" not in own
+    detail = bearer("carol").get(f"{LG}/tables/main.sales.customers").json()
+    assert {(m["column"], m["kind"], m["policy"]) for m in detail["access"]["masked_columns"]} == {
+        ("email", "hash", None),
+        ("phone", "last4", None),
+    }
+    with signed_in(console_server, "erin") as c:
+        managed = (
+            c.get("/ui/catalog/main.sales.customers").text
+            + c.get("/ui/access?table=main.sales.customers").text
+        )
+    assert "hide-pii" in managed and "phone-last4" in managed
