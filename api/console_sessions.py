@@ -45,6 +45,10 @@ class ConsoleSession:
     created: float
     last_seen: float
     expires: float  # absolute end: sign-in + absolute_seconds, or the sign-in's own expiry
+    # a provider sign-in's refresh and ID tokens (api/console/provider_signin.py): the
+    # bearer is renewed with the refresh token when it expires; never sent to the browser
+    refresh: str | None = None
+    id_token: str | None = None
 
 
 def _key(session_id: str) -> str:
@@ -72,15 +76,24 @@ class ConsoleSessions:
     def __len__(self) -> int:
         return len(self._by_key)
 
-    def open(self, principal: HasUser, bearer: str, expires_at: float | None = None) -> str:
+    def open(
+        self,
+        principal: HasUser,
+        bearer: str,
+        expires_at: float | None = None,
+        *,
+        refresh: str | None = None,
+        id_token: str | None = None,
+    ) -> str:
         """A new session for `principal`, acting with `bearer`; returns its id (the cookie's
-        value, 256 random bits). `expires_at` (epoch seconds): the sign-in's own end."""
+        value, 256 random bits). `expires_at` (epoch seconds): the sign-in's own end;
+        `refresh`, `id_token`: a provider sign-in's."""
         now = self._clock()
         end = now + self.absolute_seconds
         if expires_at is not None:
             end = min(end, expires_at)
         session_id = secrets.token_urlsafe(32)
-        record = ConsoleSession(principal.user, bearer, now, now, end)
+        record = ConsoleSession(principal.user, bearer, now, now, end, refresh, id_token)
         with self._lock:
             if len(self._by_key) >= self.max_sessions:
                 self._drop_expired(now)

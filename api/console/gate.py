@@ -26,8 +26,10 @@ import hmac
 import secrets
 from http.cookies import SimpleCookie
 from importlib.resources import files
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
+from urllib.parse import parse_qsl
 
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -35,7 +37,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from api.auth import Unauthenticated
 from api.caller import AUDIT_KEY, RequestAudit
 from api.console.limits import SignInLimiter
+from api.console.provider_signin import ProviderSignIn
 from api.console.render import render
+from api.console_sessions import ConsoleSession
 
 if TYPE_CHECKING:
     from api.deps import Service
@@ -43,6 +47,8 @@ if TYPE_CHECKING:
 PREFIX = "/ui"
 SESSION = "lakegate_session"
 CSRF = "lakegate_csrf"
+STATE = "lakegate_signin_state"  # a provider sign-in under way (the OAuth `state`)
+CALLBACK = "/ui/signin/callback"
 MAX_FORM = 8192  # bytes: a token and a CSRF value
 PLOTLY = f"{PREFIX}/static/plotly.min.js"
 STATIC = {
@@ -95,6 +101,9 @@ class ConsoleGate:
         self.sessions = service.console_sessions
         self.limiter = limiter or SignInLimiter()
         self._plotly: bytes | None = None
+        console = service.lg.config.identity.console
+        # the provider sign-in (issue 37): only when identity.console names a provider
+        self.provider = None if console is None else ProviderSignIn(console, service.auth)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path: str = scope.get("path", "")
@@ -115,6 +124,14 @@ class ConsoleGate:
             )
             await response(scope, receive, send)
             return
+        if path == f"{PREFIX}/signin/provider" and method == "GET":
+            rec.cmd = "consoleSignInProvider"
+            await (await self._provider_start(scope))(scope, receive, send)
+            return
+        if path == CALLBACK and method == "GET":
+            rec.cmd = "consoleSignIn"
+            await (await self._provider_finish(scope))(scope, receive, send)
+            return
         if path == f"{PREFIX}/signout" and method == "POST":
             rec.cmd = "consoleSignOut"
             await (await self._sign_out(scope, receive))(scope, receive, send)
@@ -127,8 +144,7 @@ class ConsoleGate:
             try:
                 if session is None:
                     raise Unauthenticated("not signed in (no session, or it ended)")
-                token = session.bearer
-                self.service.auth.authenticate(f"Bearer {token}")
+                token = await self._bearer(session)
             except Unauthenticated as e:
                 if session is not None:  # the token was revoked or expired: so is the session
                     self.sessions.close(session_id)
@@ -142,6 +158,23 @@ class ConsoleGate:
             headers = [h for h in scope.get("headers") or () if h[0] != b"authorization"]
             scope = {**scope, "headers": [*headers, (b"authorization", f"Bearer {token}".encode())]}
         await self.app(scope, receive, send)
+
+    async def _bearer(self, session: ConsoleSession) -> str:
+        """The session's bearer, checked as every API request is; a provider sign-in's
+        expired access token is renewed once with its refresh token (which is when the
+        provider's group changes reach a signed-in console)."""
+        try:
+            self.service.auth.authenticate(f"Bearer {session.bearer}")
+            return session.bearer
+        except Unauthenticated as e:
+            if self.provider is None or session.refresh is None or "expired" not in str(e):
+                raise
+        fresh = await run_in_threadpool(self.provider.refresh, session.refresh, session.id_token)
+        if fresh.principal.user != session.user:
+            raise Unauthenticated("the renewed token names another user")
+        session.bearer, session.refresh = fresh.access_token, fresh.refresh_token
+        session.id_token = fresh.id_token
+        return session.bearer
 
     # static ---------------------------------------------------------------------------------
 
@@ -160,7 +193,14 @@ class ConsoleGate:
     async def _form(self, scope: Scope, error: str | None = None, status: int = 200) -> Response:
         value = secrets.token_urlsafe(32)
         html = render(
-            "signin.html", {"title": "Sign in", "csrf": value, "error": error, "user": None}
+            "signin.html",
+            {
+                "title": "Sign in",
+                "csrf": value,
+                "error": error,
+                "user": None,
+                "provider": self.provider is not None,
+            },
         )
         response = HTMLResponse(html, status)
         _set(response, CSRF, value, scope)
@@ -202,6 +242,69 @@ class ConsoleGate:
         _set(response, CSRF, secrets.token_urlsafe(32), scope)  # a new one per session
         return response
 
+    async def _provider_start(self, scope: Scope) -> Response:
+        """To the provider's authorization endpoint, the sign-in's state in a cookie."""
+        if self.provider is None:
+            return await self._form(scope, "No identity provider is configured.", 404)
+        rec: RequestAudit = scope[AUDIT_KEY]
+        try:
+            url, state = await run_in_threadpool(self.provider.start, _callback_url(scope))
+        except Unauthenticated as e:
+            rec.allowed, rec.reason = False, f"console sign-in: {e}"
+            return await self._form(scope, "The identity provider cannot be reached.", 503)
+        response = RedirectResponse(url, 303)
+        # Lax, not Strict: the provider's redirect back is a navigation from its site
+        _set(response, STATE, state, scope, samesite="lax")
+        return response
+
+    async def _provider_finish(self, scope: Scope) -> Response:
+        """The provider's redirect back: a session for the user its tokens name."""
+        rec: RequestAudit = scope[AUDIT_KEY]
+        if self.provider is None:
+            return await self._form(scope, "No identity provider is configured.", 404)
+        query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
+        jar = cookies(scope)
+        ip = rec.ip
+        wait = self.limiter.retry_after(ip, None)
+        if wait:
+            rec.allowed, rec.reason = False, "console sign-in: too many failed sign-ins"
+            response = await self._form(
+                scope, f"Too many failed sign-ins. Try again in {wait} seconds.", 429
+            )
+            response.headers["Retry-After"] = str(wait)
+            return response
+        try:
+            if "error" in query:
+                raise Unauthenticated("the identity provider refused the sign-in")
+            state, code = query.get("state", ""), query.get("code", "")
+            if not state or not code or len(state) > 256 or len(code) > 4096:
+                raise Unauthenticated("sign-in refused: the callback has no state or code")
+            tokens = await run_in_threadpool(self.provider.finish, state, code, jar.get(STATE))
+        except Unauthenticated as e:
+            self.limiter.failed(ip, None)
+            rec.allowed, rec.reason = False, f"console sign-in: {e}"
+            response = await self._form(scope, "The sign-in with the provider failed.", 401)
+            _clear(response, STATE, scope, samesite="lax")
+            return response
+        principal = tokens.principal
+        rec.user, rec.auth, rec.claims = principal.user, principal.audit_method, principal.claims
+        old = jar.get(SESSION)
+        if old:
+            self.sessions.close(old)
+        session_id = self.sessions.open(
+            principal, tokens.access_token, refresh=tokens.refresh_token, id_token=tokens.id_token
+        )
+        # a page, not a redirect: the navigation that started at the provider's site would
+        # not carry the SameSite=Strict session cookie through a redirect
+        response = HTMLResponse(
+            render("signed_in.html", {"title": "Signed in", "user": None, "who": principal.user}),
+            200,
+        )
+        _set(response, SESSION, session_id, scope)
+        _set(response, CSRF, secrets.token_urlsafe(32), scope)
+        _clear(response, STATE, scope, samesite="lax")
+        return response
+
     async def _sign_out(self, scope: Scope, receive: Receive) -> Response:
         form = await _checked_form(scope, receive)
         rec: RequestAudit = scope[AUDIT_KEY]
@@ -214,6 +317,8 @@ class ConsoleGate:
         ended = self.sessions.close(cookies(scope).get(SESSION, ""))
         if ended is not None:  # signing out needs no valid token, only the session
             rec.user = ended.user
+            if ended.refresh is not None and self.provider is not None:
+                await run_in_threadpool(self.provider.revoke, ended.refresh)
         response = RedirectResponse(f"{PREFIX}/signin", 303)
         _clear(response, SESSION, scope)
         _clear(response, CSRF, scope)
@@ -244,21 +349,36 @@ async def _checked_form(scope: Scope, receive: Receive) -> dict[str, str] | str:
     return values
 
 
-def _set(response: Response, name: str, value: str, scope: Scope) -> None:
+def _set(
+    response: Response,
+    name: str,
+    value: str,
+    scope: Scope,
+    samesite: Literal["strict", "lax"] = "strict",
+) -> None:
     response.set_cookie(
         name,
         value,
         path=PREFIX,
         httponly=True,
-        samesite="strict",
+        samesite=samesite,
         secure=scope.get("scheme") == "https",
     )
 
 
-def _clear(response: Response, name: str, scope: Scope) -> None:
+def _clear(
+    response: Response, name: str, scope: Scope, samesite: Literal["strict", "lax"] = "strict"
+) -> None:
     response.delete_cookie(
-        name, path=PREFIX, httponly=True, samesite="strict", secure=scope.get("scheme") == "https"
+        name, path=PREFIX, httponly=True, samesite=samesite, secure=scope.get("scheme") == "https"
     )
+
+
+def _callback_url(scope: Scope) -> str:
+    """Where the provider sends the browser back: this server's callback, as the browser
+    addressed it (the provider accepts only the redirect URIs registered for the client)."""
+    headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope.get("headers") or ()}
+    return f"{scope.get('scheme', 'http')}://{headers.get('host', '')}{CALLBACK}"
 
 
 def _with_headers(send: Send, *, static: bool) -> Send:
