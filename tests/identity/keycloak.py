@@ -46,6 +46,7 @@ ACCESS_TOKEN_LIFESPAN = 300
 # database schema) takes ~30 s on an idle 2-core machine and ~2 min on a loaded one.
 START_TIMEOUT = float(os.environ.get("LAKEGATE_KEYCLOAK_START_TIMEOUT", "300"))
 HEAP = "-Xms64m -Xmx512m"
+FAST_START = "-XX:TieredStopAtLevel=1"
 
 # Users and the groups they start in; `engineering/platform` is a nested group, empty at
 # start, for tests of subgroup membership.
@@ -77,21 +78,21 @@ def java_version(java_home: Path) -> int | None:
     return int(m.group(2)) if major == 1 and m.group(2) else major
 
 
-def find_java() -> Path:
+def find_java(jvm_root: Path = Path("/usr/lib/jvm")) -> Path:
     """A Java home with Java 21 or newer: JAVA_HOME if it is one, else the newest under
-    /usr/lib/jvm."""
+    `jvm_root`."""
     env = os.environ.get("JAVA_HOME")
     if env and (java_version(Path(env)) or 0) >= MIN_JAVA:
         return Path(env)
     found = [
         (v, p)
-        for p in sorted(Path("/usr/lib/jvm").glob("*"))
+        for p in sorted(jvm_root.glob("*"))
         if not p.is_symlink() and (v := java_version(p)) is not None and v >= MIN_JAVA
     ]
     if not found:
         raise KeycloakUnavailable(
             f"Keycloak needs Java {MIN_JAVA}+: JAVA_HOME={env or '(unset)'} is not one and "
-            "none is under /usr/lib/jvm (install e.g. openjdk-21-jre-headless)"
+            f"none is under {jvm_root} (install e.g. openjdk-21-jre-headless)"
         )
     return max(found)[1]
 
@@ -196,9 +197,10 @@ class Keycloak:
     on it: tokens by the password grant, group and user changes and key rotation through
     the admin REST API. Every HTTPS call trusts only `ca_file`."""
 
-    def __init__(self, workdir: Path, dist: Path = DIST) -> None:
+    def __init__(self, workdir: Path, dist: Path = DIST, heap: str = HEAP) -> None:
         self.workdir = workdir
         self.dist = dist
+        self.heap = heap
         self.home = workdir / "home"
         self.log_file = workdir / "keycloak.log"
         self.ca_file = workdir / "tls" / "ca.pem"
@@ -211,6 +213,7 @@ class Keycloak:
         self.port = 0
         self.started_in = 0.0  # seconds from launch to the discovery document answering
         self._proc: subprocess.Popen[bytes] | None = None
+        self.pid = 0  # kc.sh's pid (and process group) of the last launch
         self._http: httpx.Client | None = None
         self._admin_token: tuple[str, float] | None = None
         self._key_priority = 1000
@@ -300,7 +303,10 @@ class Keycloak:
         env = {
             **os.environ,
             "JAVA_HOME": str(java),
-            "JAVA_OPTS_KC_HEAP": HEAP,
+            "JAVA_OPTS_KC_HEAP": self.heap,
+            # C1 only: on a loaded 2-core machine the server is ready in about half the time
+            # (41 s against 77 s, 63 s against 121 s) and 10% smaller; tests need no peak speed
+            "JAVA_OPTS_APPEND": f"{os.environ.get('JAVA_OPTS_APPEND', '')} {FAST_START}".strip(),
             "KC_BOOTSTRAP_ADMIN_USERNAME": self.admin_username,
             "KC_BOOTSTRAP_ADMIN_PASSWORD": self.admin_password,
         }
@@ -329,6 +335,7 @@ class Keycloak:
             start_new_session=True,
         )
         log.close()
+        self.pid = self._proc.pid
         deadline = began + timeout
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:
@@ -377,7 +384,7 @@ class Keycloak:
         if self._proc is None:
             return 0
         out = subprocess.run(
-            ["ps", "-o", "rss=", "--ppid", str(self._proc.pid)], capture_output=True, text=True
+            ["ps", "-o", "rss=", "--sid", str(self._proc.pid)], capture_output=True, text=True
         ).stdout
         return sum(int(x) for x in out.split()) * 1024
 
