@@ -9,7 +9,7 @@ VENV ?= .venv-$(SPARK_EXTRA)
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(SPARK_EXTRA)
 
-.PHONY: demo test test-cross lint docs bench bench-sf1 fuzz clean
+.PHONY: demo test test-cross lint docs bench bench-sf1 fuzz clean keycloak
 
 # A virtual environment that holds another line (or none: an interrupted install), as
 # governance/spark_line.py reads its pyspark, is made again from nothing: installing one
@@ -31,12 +31,32 @@ $(CHROMIUM):
 	SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); $$SUDO apt-get install -y -q chromium || \
 	  { $$SUDO apt-get update -q && $$SUDO apt-get install -y -q chromium; }
 
+# The identity tests' Keycloak (tests/identity/keycloak.py starts it): the quarkus
+# distribution from Maven Central through mvn, unpacked into the git-ignored .cache/keycloak/dist;
+# a no-op once there, fetched again when KEYCLOAK_VERSION changes. It runs on Java 21+
+# (the tests look for one under /usr/lib/jvm); mvn itself is Debian's maven.
+KEYCLOAK_VERSION := 26.5.6
+KEYCLOAK_CACHE := .cache/keycloak
+KEYCLOAK_STAMP := $(KEYCLOAK_CACHE)/.installed-$(KEYCLOAK_VERSION)
+$(KEYCLOAK_STAMP):
+	command -v mvn >/dev/null || { SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	  $$SUDO apt-get install -y -q maven || { $$SUDO apt-get update -q && $$SUDO apt-get install -y -q maven; }; }
+	rm -rf $(KEYCLOAK_CACHE) && mkdir -p $(KEYCLOAK_CACHE)
+	mvn -q -B dependency:copy -Dartifact=org.keycloak:keycloak-quarkus-dist:$(KEYCLOAK_VERSION):tar.gz \
+	  -DoutputDirectory=$(KEYCLOAK_CACHE)
+	tar -xzf $(KEYCLOAK_CACHE)/keycloak-quarkus-dist-$(KEYCLOAK_VERSION).tar.gz -C $(KEYCLOAK_CACHE)
+	mv $(KEYCLOAK_CACHE)/keycloak-$(KEYCLOAK_VERSION) $(KEYCLOAK_CACHE)/dist
+	rm $(KEYCLOAK_CACHE)/keycloak-quarkus-dist-$(KEYCLOAK_VERSION).tar.gz
+	touch $@
+
+keycloak: $(KEYCLOAK_STAMP)
+
 # The README's test command, and all CI runs: the whole suite on the line SPARK names, then
 # (from the default line) the cross-line suites on the other line.
 OTHER_SPARK := $(if $(filter 4,$(SPARK)),3.5,4)
 EXTRA_OTHER := $(if $(filter 4,$(SPARK)),spark35,spark4)
 VENV_OTHER := .venv-$(EXTRA_OTHER)
-test: $(STAMP) $(CHROMIUM)
+test: $(STAMP) $(CHROMIUM) $(KEYCLOAK_STAMP)
 	$(VENV)/bin/lint-imports
 	$(PY) -m pytest -q
 	$(if $(CROSS_DONE),,$(MAKE) test-cross SPARK=$(OTHER_SPARK) CROSS_DONE=1)
@@ -45,7 +65,7 @@ test: $(STAMP) $(CHROMIUM)
 # after `make test` on the default line): security with the differential oracle, the
 # ANSI-mode answers, and the Connect gateway with the stock clients of both lines.
 CROSS_SUITES ?= tests/security tests/governance/test_ansi_off_same_answers.py tests/api/connect
-test-cross: $(STAMP)
+test-cross: $(STAMP) $(KEYCLOAK_STAMP)
 	$(PY) -m pytest -q $(CROSS_SUITES)
 
 lint: $(STAMP)

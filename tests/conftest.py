@@ -56,3 +56,22 @@ def new_postgres_database(postgres_server: str):
 def postgres_url(new_postgres_database) -> str:
     """A new, empty database on the test server, for one test."""
     return new_postgres_database()
+
+
+@pytest.fixture(scope="session")
+def keycloak(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
+    """A real Keycloak over HTTPS on 127.0.0.1 with the `lakegate` realm
+    (tests/identity/keycloak.py), started the first time a test asks for it and stopped at
+    the end of the run. Fails, never skips, when it cannot start: the reason is the error."""
+    from identity.keycloak import Keycloak, KeycloakUnavailable
+
+    kc = Keycloak(tmp_path_factory.mktemp("keycloak"))
+    try:
+        kc.start()
+    except KeycloakUnavailable as e:
+        kc.stop()
+        pytest.fail(str(e), pytrace=False)
+    try:
+        yield kc
+    finally:
+        kc.stop()
