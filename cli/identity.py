@@ -12,7 +12,15 @@ import json
 
 import click
 
-from cli.kit import EXIT_FAILED, EXIT_OK, EXIT_USAGE, config_option, config_path, fail
+from cli.kit import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    config_option,
+    config_path,
+    fail,
+    output_option,
+)
 
 
 @click.group("identity")
@@ -25,9 +33,7 @@ def identity() -> None:
 @config_option
 @click.option("--once", is_flag=True, required=True, help="read the directory's groups once")
 @click.option("--verbose", "-v", is_flag=True, help="list each group's members too")
-@click.option(
-    "-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True
-)
+@output_option("table", "json", default="table")
 def cmd_ldap_sync(once: bool, verbose: bool, output: str) -> int:
     """Read identity.ldap's groups once and print what was found.
 

@@ -143,7 +143,10 @@ class Slapd:
             + f'rootdn "{ROOT_DN}"\n'
             + f"rootpw {self.root_password}\n"
             + f"directory {self.root / 'db'}\n"
-            + "maxsize 67108864\n"
+            + "maxsize 67108864\ndbnosync\n"  # a throwaway database: no fsync per write
+            # paged searches page by 500 (slapd's default size limit) but may read everything;
+            # without this a sync of more than 500 groups is refused (sizeLimitExceeded)
+            + f'limits dn.exact="{READER_DN}" size.pr=500 size.prtotal=unlimited\n'
             # the reader reads, nobody else sees anything; passwords only for binding
             + "access to attrs=userPassword by anonymous auth by * none\n"
             + f'access to * by dn.exact="{READER_DN}" read by * none\n'

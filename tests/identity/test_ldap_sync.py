@@ -308,3 +308,42 @@ def test_cli_ldap_sync_fails_with_one_line_when_the_directory_is_down(
         slapd.start()
     err = capsys.readouterr().err.strip()
     assert err.startswith("lakegate: LDAP server") and "\n" not in err
+
+
+def test_doctor_fails_on_an_ldap_password_file_others_can_read(
+    config: LdapConfig, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    path = _lakegate_yaml(tmp_path, config)
+    assert config.password_file is not None
+    config.password_file.chmod(0o644)
+    capsys.readouterr()
+    main(["--config", str(path), "doctor", "-o", "json"])
+    checks = {c["check"]: c for c in json.loads(capsys.readouterr().out)}
+    assert checks["file modes"]["status"] == "FAIL"
+    assert str(config.password_file) in checks["file modes"]["detail"]
+
+
+def test_a_directory_with_more_groups_than_a_page_is_read_whole_in_pages(
+    slapd: Slapd, config: LdapConfig
+) -> None:
+    from api.ldap_groups import PAGE_SIZE
+
+    base = "ou=many,dc=example,dc=org"
+    count = PAGE_SIZE + 100  # more than a page, and than slapd's default size limit (500)
+    entries = [f"dn: {base}\nchangetype: add\nobjectClass: organizationalUnit\nou: many\n"]
+    entries += [
+        f"dn: cn=g{i},{base}\nchangetype: add\nobjectClass: groupOfNames\ncn: g{i}\n"
+        f"member: {user_dn(('alice', 'bob', 'carol', 'dana')[i % 4])}\n"
+        for i in range(count)
+    ]
+    slapd.modify("\n".join(entries))
+    try:
+        groups = read_groups(replace(config, group_base=base)).groups
+    finally:
+        slapd.modify(
+            "\n".join(f"dn: cn=g{i},{base}\nchangetype: delete\n" for i in range(count))
+            + f"\ndn: {base}\nchangetype: delete\n"
+        )
+    assert len(groups) == count and groups["g5"] == {"bob"}
