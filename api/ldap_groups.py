@@ -125,9 +125,8 @@ def _connection(config: LdapConfig) -> Any:
     secure = parts.scheme.lower() == "ldaps"
     tls = None
     if _is_tls(config):
-        tls = ldap3.Tls(
+        tls = ldap3.Tls(  # the default context (TLS 1.2+); ldap3 checks the host name
             validate=ssl.CERT_REQUIRED,
-            version=ssl.PROTOCOL_TLS_CLIENT,
             ca_certs_file=None if config.ca_file is None else str(config.ca_file),
         )
     try:
@@ -218,11 +217,24 @@ def _search(conn: Any, config: LdapConfig, deadline: float) -> list[dict[str, An
             return entries
 
 
-def _dn_key(dn: str) -> tuple[tuple[str, str], ...]:
-    """A DN compared without case and spacing (`CN=X, OU=Groups` is `cn=x,ou=groups`)."""
+DnKey = tuple[tuple[str, str], ...]
+
+
+def _parse_dn(dn: str) -> list[tuple[str, str, str]] | None:
+    """A DN's components (attribute, value as written, separator after it), or None."""
+    from ldap3.core.exceptions import LDAPException
     from ldap3.utils.dn import parse_dn
 
-    return tuple((a.strip().lower(), v.strip().lower()) for a, v, _ in parse_dn(dn))
+    try:
+        parts = parse_dn(dn)
+    except (LDAPException, ValueError, IndexError):
+        return None
+    return parts or None
+
+
+def _key(parts: list[tuple[str, str, str]]) -> DnKey:
+    """A DN compared without case and spacing (`CN=X, OU=Groups` is `cn=x,ou=groups`)."""
+    return tuple((a.strip().lower(), v.strip().lower()) for a, v, _ in parts)
 
 
 def _decode(values: Iterable[bytes]) -> list[str] | None:
@@ -232,18 +244,15 @@ def _decode(values: Iterable[bytes]) -> list[str] | None:
         return None
 
 
-def _group_name(entry: dict[str, Any], config: LdapConfig) -> str | None:
+def _group_name(
+    entry: dict[str, Any], parts: list[tuple[str, str, str]], config: LdapConfig
+) -> str | None:
     """The entry's single name: the attribute's only value, or (several) the RDN's value."""
-    from ldap3.utils.dn import parse_dn
-
     names = _decode(_attr(entry, config.group_name_attribute))
     if not names:
         return None
     if len(names) > 1:
-        try:
-            attr, value, _ = parse_dn(entry.get("dn", ""))[0]
-        except Exception:
-            return None
+        attr, value, _ = parts[0]
         if attr.strip().lower() != config.group_name_attribute.lower() or value not in names:
             return None
         names = [value]
@@ -253,12 +262,9 @@ def _group_name(entry: dict[str, Any], config: LdapConfig) -> str | None:
     return name
 
 
-def _user(dn: str, config: LdapConfig) -> str | None:
+def _user(parts: list[tuple[str, str, str]], config: LdapConfig) -> str | None:
     """The user name a member DN names (its first RDN is `user_attribute`), else None."""
-    from ldap3.utils.dn import parse_dn
-
-    first = parse_dn(dn)[0]
-    attr, value, separator = first
+    attr, value, separator = parts[0]
     if attr.strip().lower() != config.user_attribute.lower() or separator == "+":
         return None  # another kind of entry, or a multi-valued RDN
     return value.strip()
@@ -276,67 +282,58 @@ def read_groups(config: LdapConfig, *, clock: Any = time.monotonic) -> LdapGroup
         with contextlib.suppress(LDAPException, OSError):
             conn.unbind()
     skipped: Counter[str] = Counter()
-    users: dict[tuple[tuple[str, str], ...], set[str]] = {}
-    nested: dict[tuple[tuple[str, str], ...], list[tuple[tuple[str, str], ...]]] = {}
-    names: dict[tuple[tuple[str, str], ...], str] = {}
+    names: dict[DnKey, str] = {}  # group DN -> its name
+    members: dict[DnKey, list[tuple[DnKey, list[tuple[str, str, str]]]]] = {}
     values = 0
     for entry in entries:
-        name = _group_name(entry, config)
-        try:
-            key = _dn_key(entry.get("dn", ""))
-        except Exception:
-            key = ()
-        if name is None or not key:
+        parts = _parse_dn(entry.get("dn") or "")
+        name = None if parts is None else _group_name(entry, parts, config)
+        if parts is None or name is None:
             skipped[BAD_GROUP] += 1
             continue
-        names[key] = name
-        members = _attr(entry, config.member_attribute)
-        values += len(members)
+        raw = _attr(entry, config.member_attribute)
+        values += len(raw)
         if values > MAX_MEMBER_VALUES:
             raise LdapError(f"LDAP groups hold more than {MAX_MEMBER_VALUES} member values")
-        users[key], nested[key] = set(), []
-        for raw in members:
-            decoded = _decode([raw])
-            try:
-                member_key = _dn_key(decoded[0]) if decoded else None
-            except Exception:
-                member_key = None
-            if decoded is None or not member_key:
+        key = _key(parts)
+        names[key], members[key] = name, []
+        for value in raw:
+            decoded = _decode([value])
+            member = None if decoded is None else _parse_dn(decoded[0])
+            if member is None:
                 skipped[INVALID_DN] += 1
                 continue
-            nested[key].append(member_key)
-            users[key].add(decoded[0])
-    # a member is a nested group when its DN is one of the groups found; else maybe a user
-    resolved_users: dict[tuple[tuple[str, str], ...], set[str]] = {}
-    for key, dns in users.items():
-        nested[key] = [m for m in nested[key] if m in names and m != key]
-        found: set[str] = set()
-        for dn in dns:
-            if _dn_key(dn) in names:
+            members[key].append((_key(member), member))
+    # a member whose DN is a group of this search is a nested group; anything else a user
+    users: dict[DnKey, set[str]] = {}
+    nested: dict[DnKey, list[DnKey]] = {}
+    for key, listed in members.items():
+        users[key], nested[key] = set(), []
+        for member_key, parts in listed:
+            if member_key in names:
+                if member_key != key:
+                    nested[key].append(member_key)
                 continue
-            user = _user(dn, config)
+            user = _user(parts, config)
             if user is None:
                 skipped[NOT_A_USER] += 1
                 continue
             try:
-                found.add(canonical_user(user))
+                users[key].add(canonical_user(user))
             except InvalidName:
                 skipped[INVALID_USER] += 1
-        resolved_users[key] = found
     groups: dict[str, frozenset[str]] = {}
     by_name = Counter(names.values())
     for key, name in names.items():
         if by_name[name] > 1:
-            skipped[DUPLICATE_GROUP] += 1  # which entry is the group? neither, fail closed
+            skipped[DUPLICATE_GROUP] += 1  # which entry is the group? neither: fail closed
             continue
-        groups[name] = frozenset(_closure(key, resolved_users, nested))
+        groups[name] = frozenset(_closure(key, users, nested))
     return LdapGroups(groups, skipped)
 
 
 def _closure(
-    start: tuple[tuple[str, str], ...],
-    users: dict[tuple[tuple[str, str], ...], set[str]],
-    nested: dict[tuple[tuple[str, str], ...], list[tuple[tuple[str, str], ...]]],
+    start: DnKey, users: dict[DnKey, set[str]], nested: dict[DnKey, list[DnKey]]
 ) -> set[str]:
     """Users of `start` and of every group nested in it, each group visited once (cycles
     end where they began)."""

@@ -347,3 +347,24 @@ def test_a_directory_with_more_groups_than_a_page_is_read_whole_in_pages(
             + f"\ndn: {base}\nchangetype: delete\n"
         )
     assert len(groups) == count and groups["g5"] == {"bob"}
+
+
+def test_two_entries_with_the_same_group_name_are_both_skipped(
+    slapd: Slapd, config: LdapConfig
+) -> None:
+    from api.ldap_groups import DUPLICATE_GROUP
+
+    legacy = f"ou=legacy,{GROUPS}"
+    slapd.modify(
+        f"dn: {legacy}\nchangetype: add\nobjectClass: organizationalUnit\nou: legacy\n\n"
+        f"dn: cn=pii-readers,{legacy}\nchangetype: add\nobjectClass: groupOfNames\n"
+        f"cn: pii-readers\nmember: {user_dn('carol')}\n"
+    )
+    try:
+        found = read_groups(config)
+    finally:
+        slapd.delete(f"cn=pii-readers,{legacy}")
+        slapd.delete(legacy)
+    assert "pii-readers" not in found.groups  # neither dana's nor carol's
+    assert found.skipped[DUPLICATE_GROUP] == 2
+    assert found.groups["analysts"] == EXPECTED["analysts"]
