@@ -368,3 +368,20 @@ def test_two_entries_with_the_same_group_name_are_both_skipped(
     assert "pii-readers" not in found.groups  # neither dana's nor carol's
     assert found.skipped[DUPLICATE_GROUP] == 2
     assert found.groups["analysts"] == EXPECTED["analysts"]
+
+
+def test_a_directory_that_accepts_but_never_answers_is_given_up_within_the_timeout(
+    config: LdapConfig,
+) -> None:
+    import socket
+
+    with socket.socket() as silent:  # a real listener that never says a word
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        url = f"ldap://127.0.0.1:{silent.getsockname()[1]}"
+        applied = Recorder()
+        started = time.monotonic()
+        result = LdapSync(replace(config, url=url, timeout=1.0), applied).run_once()
+        elapsed = time.monotonic() - started
+    assert result.error is not None and "unreachable" in result.error
+    assert elapsed < 5 and applied.calls == []
