@@ -385,3 +385,27 @@ def test_a_directory_that_accepts_but_never_answers_is_given_up_within_the_timeo
         elapsed = time.monotonic() - started
     assert result.error is not None and "unreachable" in result.error
     assert elapsed < 5 and applied.calls == []
+
+
+def test_cli_ldap_sync_without_an_ldap_section_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "lakegate.yaml"
+    path.write_text("identity: {}\n")
+    assert main(["--config", str(path), "identity", "ldap-sync", "--once"]) == 2
+    assert "has no identity.ldap section" in capsys.readouterr().err
+
+
+def test_the_harness_fails_with_slapds_log_when_slapd_cannot_start(tmp_path: Path) -> None:
+    import socket
+
+    from tests.identity.slapd import SlapdUnavailable
+
+    server = Slapd(tmp_path)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", server.port))
+        taken.listen(1)
+        with pytest.raises(SlapdUnavailable, match="slapd exited") as e:
+            server.start()
+    assert "Address already in use" in str(e.value)  # the log's tail says why
+    assert not server.running
