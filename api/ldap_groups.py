@@ -23,7 +23,7 @@ import ssl
 import stat
 import time
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -162,12 +162,38 @@ def _connection(config: LdapConfig) -> Any:
                 f"{conn.result.get('description', 'refused')}"
             )
     except LdapError:
-        conn.unbind()
+        _close(conn)
         raise
     except (LDAPException, OSError, ssl.SSLError) as e:
-        conn.unbind()
+        _close(conn)
+        if tls is not None and _is_certificate_error(e):
+            raise LdapError(
+                f"LDAP server {config.url}: its TLS certificate does not verify "
+                + (
+                    "against identity.ldap.ca_file"
+                    if config.ca_file
+                    else "against the system's CAs"
+                )
+            ) from None
         raise LdapError(f"LDAP server {config.url} unreachable ({type(e).__name__})") from None
     return conn
+
+
+def _is_certificate_error(e: BaseException) -> bool:
+    """ldap3 wraps a failed handshake in its socket errors; the cause or text tells."""
+    seen: BaseException | None = e
+    while seen is not None:
+        if isinstance(seen, ssl.SSLCertVerificationError | ssl.CertificateError):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return "certificate" in str(e).lower()
+
+
+def _close(conn: Any) -> None:
+    from ldap3.core.exceptions import LDAPException
+
+    with contextlib.suppress(LDAPException, OSError):
+        conn.unbind()
 
 
 def _attr(entry: dict[str, Any], name: str) -> list[bytes]:
@@ -270,17 +296,14 @@ def _user(parts: list[tuple[str, str, str]], config: LdapConfig) -> str | None:
     return value.strip()
 
 
-def read_groups(config: LdapConfig, *, clock: Any = time.monotonic) -> LdapGroups:
+def read_groups(config: LdapConfig, *, clock: Callable[[], float] = time.monotonic) -> LdapGroups:
     """One read of the directory's groups; LdapError (one line) when it cannot be trusted."""
-    from ldap3.core.exceptions import LDAPException
-
     deadline = clock() + 3 * config.timeout
     conn = _connection(config)
     try:
         entries = _search(conn, config, deadline)
     finally:
-        with contextlib.suppress(LDAPException, OSError):
-            conn.unbind()
+        _close(conn)
     skipped: Counter[str] = Counter()
     names: dict[DnKey, str] = {}  # group DN -> its name
     members: dict[DnKey, list[tuple[DnKey, list[tuple[str, str, str]]]]] = {}

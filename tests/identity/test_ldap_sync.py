@@ -233,7 +233,9 @@ def test_ldaps_and_starttls_verify_the_server_against_ca_file(
     other_ca = make_certificates(tmp_path / "other", ["127.0.0.1"], 1)["ca"]
     for url in (slapd.ldaps_url, slapd.url):
         result = LdapSync(replace(config, url=url, ca_file=other_ca), Recorder()).run_once()
-        assert result.error is not None and result.groups == 0
+        assert result.error == (
+            f"LDAP server {url}: its TLS certificate does not verify against identity.ldap.ca_file"
+        )
 
 
 def test_a_filter_that_does_not_parse_is_one_line_and_nothing_is_applied(
