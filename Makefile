@@ -51,12 +51,22 @@ $(KEYCLOAK_STAMP):
 
 keycloak: $(KEYCLOAK_STAMP)
 
+# The LDAP group sync tests (tests/identity/slapd.py) start a slapd of their own, as the
+# current user, on free loopback ports; Debian's slapd and ldap-utils provide the binaries.
+# The service the package's postinst may start is stopped again: no test uses it.
+SLAPD ?= /usr/sbin/slapd
+$(SLAPD):
+	SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	  APT="$$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q slapd ldap-utils"; \
+	  $$APT || { $$SUDO apt-get update -q && $$APT; }; \
+	  $$SUDO service slapd stop >/dev/null 2>&1 || true
+
 # The README's test command, and all CI runs: the whole suite on the line SPARK names, then
 # (from the default line) the cross-line suites on the other line.
 OTHER_SPARK := $(if $(filter 4,$(SPARK)),3.5,4)
 EXTRA_OTHER := $(if $(filter 4,$(SPARK)),spark35,spark4)
 VENV_OTHER := .venv-$(EXTRA_OTHER)
-test: $(STAMP) $(CHROMIUM) $(KEYCLOAK_STAMP)
+test: $(STAMP) $(CHROMIUM) $(KEYCLOAK_STAMP) $(SLAPD)
 	$(VENV)/bin/lint-imports
 	$(PY) -m pytest -q
 	$(if $(CROSS_DONE),,$(MAKE) test-cross SPARK=$(OTHER_SPARK) CROSS_DONE=1)

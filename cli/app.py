@@ -1,5 +1,5 @@
 """The `lakegate` command: demo, governed SQL, explain, catalog, policy, audit, serve, whoami,
-tables, token and doctor. Built on click for the conventions users expect (`--version`,
+tables, token, identity and doctor. Built on click for the conventions users expect (`--version`,
 `--help` everywhere, shell completion, options before or after sub-commands).
 """
 
@@ -17,6 +17,7 @@ from catalog.catalog import CatalogError
 from cli.audit import audit
 from cli.certs import certs
 from cli.connect import connect
+from cli.identity import identity
 from cli.kit import (
     EXIT_CODES_HELP,
     EXIT_FAILED,
@@ -51,6 +52,7 @@ cli.add_command(audit)
 cli.add_command(serve)
 cli.add_command(connect)
 cli.add_command(certs)
+cli.add_command(identity)
 
 
 def _open() -> Any:

@@ -205,6 +205,9 @@ def _lakegate_paths(cfg: Config) -> list[Path]:
     if cfg.state is not None:
         paths.append(cfg.state)
     paths += [p for p in (cfg.connect.tls_cert, cfg.connect.tls_key) if p is not None]
+    ldap = cfg.identity.ldap
+    if ldap is not None and ldap.password_file is not None:
+        paths.append(ldap.password_file)  # the directory's bind password
     return [p for p in dict.fromkeys(paths) if p.exists()]
 
 

@@ -70,3 +70,17 @@ def cache_lookup(cache: str, hit: bool) -> None:
         counter = CACHE_LOOKUPS.labels(cache, "hit" if hit else "miss")
         _LOOKUP_COUNTERS[(cache, hit)] = counter
     counter.inc()
+
+
+# identity.ldap (api/ldap_sync.py): a stale group set is visible as an old last success
+LDAP_SYNC_LAST_SUCCESS = Gauge(
+    "lakegate_ldap_sync_last_success_timestamp_seconds",
+    "When the last LDAP group sync was applied (Unix time); 0: none yet",
+)
+LDAP_SYNC_GROUPS = Gauge("lakegate_ldap_sync_groups", "Groups in the last applied LDAP sync")
+LDAP_SYNC_SKIPPED = Gauge(
+    "lakegate_ldap_sync_skipped", "Member values and entries the last LDAP sync skipped"
+)
+LDAP_SYNC_ERRORS = Counter(
+    "lakegate_ldap_sync_errors", "LDAP group syncs that failed (the last good set was kept)"
+)
