@@ -32,6 +32,7 @@ from api.auth import Principal, Unauthenticated
 from api.authenticator import Authenticator
 from api.oidc import OidcVerifier, ProviderUnreachable
 from governance.config import ConsoleSignIn
+from governance.errors import ConfigError
 
 #: A sign-in must come back from the provider within this many seconds.
 PENDING_SECONDS = 600.0
@@ -81,8 +82,15 @@ class ProviderSignIn:
     def _read_secret(path: Path | None) -> str | None:
         if path is None:
             return None
-        secret = path.read_text(encoding="utf-8").strip()
-        return secret or None
+        try:
+            secret = path.read_text(encoding="utf-8").strip()
+        except OSError as e:
+            raise ConfigError(
+                f"identity.console.client_secret_file {path}: cannot read it ({e.strerror})"
+            ) from None
+        if not secret:
+            raise ConfigError(f"identity.console.client_secret_file {path} is empty")
+        return secret
 
     def start(self, redirect_uri: str) -> tuple[str, str]:
         """(the provider's authorization URL, the state to set in the browser's cookie)."""

@@ -124,10 +124,11 @@ def _sign_in(server: str, keycloak, user: str) -> httpx.Client:
 
 def test_the_console_signs_in_with_keycloak_and_shows_the_users_pages(server, keycloak):
     keycloak.set_redirect_uris([f"{server}/*", "http://127.0.0.1/*"])
-    with _sign_in(server, keycloak, "alice") as browser:
-        page = browser.get("/ui/catalog")
-        assert page.status_code == 200
-        assert re.search(r'id="whoami">alice<', page.text)
+    browser = _sign_in(server, keycloak, "alice")
+    page = browser.get("/ui/catalog")
+    browser.close()
+    assert page.status_code == 200
+    assert re.search(r'id="whoami">alice<', page.text)
 
 
 def test_a_callback_from_another_browser_is_refused(server, keycloak, kc_lakegate):
