@@ -281,7 +281,8 @@ def _policies() -> Any:
     from governance.policy.enforcer import PolicyEnforcer
     from governance.policy.loader import load_policy_dir
 
-    return PolicyEnforcer(load_policy_dir(_config().policies))
+    cfg = _config()
+    return PolicyEnforcer(load_policy_dir(cfg.policies, cfg.identity.provider_groups()))
 
 
 @cli.command("whoami")

@@ -137,7 +137,7 @@ def _policies(cfg: Config) -> Check:
 
     if not cfg.policies.is_dir():
         return Check("policies", "FAIL", f"{cfg.policies}: no such directory")
-    problems = validate_policy_dir(cfg.policies)
+    problems = validate_policy_dir(cfg.policies, None, cfg.identity.provider_groups())
     errors = sum(p.severity == "error" for p in problems)
     summary = f"{cfg.policies}: {errors} error(s), {len(problems) - errors} warning(s)"
     if errors:
