@@ -110,6 +110,7 @@ class OidcVerifier:
         self._tried_at: float | None = None  # clock() of the last attempt
         self._last_error: str | None = None
         self._context: ssl.SSLContext | None = None
+        self.server_date: str | None = None  # the last answer's HTTP Date (doctor's skew)
 
     # keys -------------------------------------------------------------------------------
 
@@ -127,6 +128,7 @@ class OidcVerifier:
         try:
             with opener.open(request, timeout=self.provider.timeout) as response:
                 body = response.read(MAX_DOCUMENT_BYTES + 1)
+                self.server_date = response.headers.get("Date")
         except (urllib.error.URLError, OSError, ValueError) as e:
             reason = getattr(e, "reason", None) or e
             raise ProviderUnreachable(f"{url}: {type(e).__name__}: {reason}") from None

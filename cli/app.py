@@ -463,7 +463,7 @@ def cmd_doctor(output: str) -> int:
     """Check that this setup is ready.
 
     Config, Java, Delta jars, catalog, policies, audit directory, file modes, secrets,
-    tokens and certificates; one verdict line."""
+    tokens, certificates and identity providers (docs/identity.md); one verdict line."""
     from cli.doctor import run_checks
 
     checks = run_checks(config_path())

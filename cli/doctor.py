@@ -14,6 +14,7 @@ from pathlib import Path
 
 import yaml
 
+from cli.doctor_identity import identity_checks
 from cli.doctor_tls import check_certificate, check_tokens
 from governance.config import Config
 from governance.files import NOT_OWNER, is_secret_setting, modes
@@ -64,6 +65,7 @@ def run_checks(config: Path) -> list[Check]:
         Check(
             "api tls", *check_certificate("api", cfg.api.tls_cert, cfg.api.tls_key, cfg.api.host)
         ),
+        *(Check(*row) for row in identity_checks(cfg.identity)),
     ]
 
 
