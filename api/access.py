@@ -162,7 +162,7 @@ def policy_diff(svc: Service, caller: Caller, old: str, new: str) -> dict[str, A
     except Exception as e:  # a revision whose policies do not load: one line, fail closed
         raise ApiError(400, f"the policies of a revision do not load: {type(e).__name__}") from None
     snap = svc.discovery.snapshot()
-    d = diff_policies(before, after, list(snap.tables.values()))
+    d = diff_policies(before, after, list(snap.tables.values()), sorted(groups or ()))
     out = []
     for change in d.to_json():
         table = snap.tables.get(change["table"])
