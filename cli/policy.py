@@ -90,6 +90,7 @@ def cmd_test(directory: str, tests_dir: str | None, spark: bool, require_spark: 
     if not files:
         fail(f"no policy test files under {where}")
         return EXIT_USAGE
+    cfg = _config()  # its identity: section, when one is at hand
     if spark or require_spark:
         status("starting Spark to check rows on Delta tables (20-60 s)")
     results = run_tests(
@@ -97,6 +98,7 @@ def cmd_test(directory: str, tests_dir: str | None, spark: bool, require_spark: 
         files,
         spark=spark or require_spark,
         spark_log=config_path().resolve().parent / "lakegate-spark.log",
+        identity=None if cfg is None else cfg.identity,
     )
     for r in results:
         line = f"{r.status.upper():7} {r.case.file} :: {r.case.name}"

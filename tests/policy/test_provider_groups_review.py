@@ -5,6 +5,7 @@ and diff reports a provider group's change. No Spark, no provider: all offline."
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,7 @@ from governance.policy.build import parse_policy_text
 from governance.policy.enforcer import PolicyEnforcer
 from governance.policy.loader import PolicyError, load_policy_text
 from governance.policy.validate import validate_parsed
+from governance.policytests import PolicyTestError, load_suite, run_tests
 
 ISSUER = "https://idp.example/realms/corp"
 
@@ -292,3 +294,64 @@ def test_known_groups_must_be_a_list_of_names(tmp_path: Path) -> None:
     f.write_text(IDENTITY_YAML.replace("[data-eng]", "{data-eng: 1}"))
     with pytest.raises(ConfigError, match="known_groups' must list the provider's group names"):
         Config.load(f)
+
+
+CASES = """
+tables:
+  main.s.t:
+    columns: {id: int, email: string, region: string}
+    rows: [[1, a@x, EU], [2, b@x, US]]
+cases:
+  - name: no token groups, no access
+    user: alice
+    sql: SELECT id FROM main.s.t
+    expect: {allowed: false}
+  - name: an analyst by token sees EU rows, email hashed
+    user: alice
+    groups: [Analysts]
+    sql: SELECT id, email FROM main.s.t
+    expect: {allowed: true, row_filters: {main.s.t: [eu]}, masked: {main.s.t.email: hash}}
+  - name: a steward by token sees email in clear
+    user: alice
+    groups: [stewards]
+    sql: SELECT id, email FROM main.s.t
+    expect: {row_filters: {main.s.t: []}, masked: {main.s.t.email: ""}}
+"""
+
+
+def _suite(tmp_path: Path, cases: str = CASES) -> tuple[Path, list[Path]]:
+    policies = tmp_path / "policies"
+    policies.mkdir()
+    (policies / "p.yaml").write_text(REVIEW)
+    t = tmp_path / "t.yaml"
+    t.write_text(cases)
+    return policies, [t]
+
+
+def test_policy_test_cases_decide_with_the_token_groups_they_state(tmp_path: Path) -> None:
+    policies, files = _suite(tmp_path)
+    identity = IdentityConfig(
+        providers=(replace(IDENTITY.providers[0], known_groups=("data-eng",)),)
+    )
+    results = run_tests(policies, files, spark=False, identity=identity)
+    assert [(r.status, r.message) for r in results] == [("passed", "")] * 3
+
+
+def test_policy_tests_without_the_identity_section_refuse_provider_only_groups(
+    tmp_path: Path,
+) -> None:
+    policies, files = _suite(tmp_path)
+    with pytest.raises(PolicyError, match="group:analysts, which is not defined"):
+        run_tests(policies, files, spark=False)
+
+
+@pytest.mark.parametrize(
+    ("groups", "message"),
+    [("analysts", "groups must be a list of names"), ("[bad name!]", "invalid group name")],
+)
+def test_a_policy_test_case_with_bad_groups_is_refused(
+    tmp_path: Path, groups: str, message: str
+) -> None:
+    _, files = _suite(tmp_path, f"cases: [{{user: a, sql: SELECT 1, groups: {groups}}}]\n")
+    with pytest.raises(PolicyTestError, match=message):
+        load_suite(files)
