@@ -144,7 +144,10 @@ def _catalog_tables() -> dict[str, Any] | None:
     return {t.full_name: t for t in Catalog(open_store(cfg.catalog), cfg.warehouse).tables()}
 
 
-def _group_names(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> frozenset:
+def _group_names(
+    ctx: click.Context, param: click.Parameter, value: tuple[str, ...]
+) -> frozenset[str]:
+    """`--group` values in their canonical spelling; an invalid name is a usage error."""
     try:
         return frozenset(canonical_group(v) for v in value)
     except InvalidName as e:
