@@ -156,12 +156,13 @@ def policy_diff(svc: Service, caller: Caller, old: str, new: str) -> dict[str, A
     history = revisions(svc)
     a, b = revision(svc, old), revision(svc, new)
     try:
-        before = git_policy_set(svc.lg.config.policies, a)
-        after = git_policy_set(svc.lg.config.policies, b)
+        groups = svc.lg.config.identity.provider_groups()
+        before = git_policy_set(svc.lg.config.policies, a, groups)
+        after = git_policy_set(svc.lg.config.policies, b, groups)
     except Exception as e:  # a revision whose policies do not load: one line, fail closed
         raise ApiError(400, f"the policies of a revision do not load: {type(e).__name__}") from None
     snap = svc.discovery.snapshot()
-    d = diff_policies(before, after, list(snap.tables.values()))
+    d = diff_policies(before, after, list(snap.tables.values()), sorted(groups or ()))
     out = []
     for change in d.to_json():
         table = snap.tables.get(change["table"])

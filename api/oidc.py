@@ -113,6 +113,7 @@ class OidcVerifier:
         self._last_error: str | None = None
         self._context: ssl.SSLContext | None = None
         self._document: dict[str, Any] | None = None
+        self.server_date: str | None = None  # the last answer's HTTP Date (doctor's skew)
 
     # keys -------------------------------------------------------------------------------
 
@@ -132,6 +133,7 @@ class OidcVerifier:
         try:
             with opener.open(request, timeout=self.provider.timeout) as response:
                 body = response.read(MAX_DOCUMENT_BYTES + 1)
+                self.server_date = response.headers.get("Date")
         except urllib.error.HTTPError as e:
             # the provider's error body (`{"error": "invalid_grant"}`) names the reason
             try:

@@ -283,7 +283,8 @@ def _policies() -> Any:
     from governance.policy.enforcer import PolicyEnforcer
     from governance.policy.loader import load_policy_dir
 
-    return PolicyEnforcer(load_policy_dir(_config().policies))
+    cfg = _config()
+    return PolicyEnforcer(load_policy_dir(cfg.policies, cfg.identity.provider_groups()))
 
 
 @cli.command("whoami")
@@ -464,7 +465,7 @@ def cmd_doctor(output: str) -> int:
     """Check that this setup is ready.
 
     Config, Java, Delta jars, catalog, policies, audit directory, file modes, secrets,
-    tokens and certificates; one verdict line."""
+    tokens, certificates and identity providers (docs/identity.md); one verdict line."""
     from cli.doctor import run_checks
 
     checks = run_checks(config_path())

@@ -25,7 +25,9 @@ def group_members(group: str) -> frozenset[str]:
     cfg = config_path()
     if not cfg.is_file():
         raise click.UsageError(f"--group needs the policies: {cfg.resolve()} not found")
-    return group_users(load_policy_dir(Config.load(cfg).policies).groups, group.lower())
+    config = Config.load(cfg)
+    policies = load_policy_dir(config.policies, config.identity.provider_groups())
+    return group_users(policies.groups, group.lower())
 
 
 def _show(answer: questions.Answer, output: str) -> None:

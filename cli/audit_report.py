@@ -36,7 +36,7 @@ def policy_tags() -> TagLookup | None:
     if not cfg.is_file():
         return None
     config = Config.load(cfg)
-    policies = load_policy_dir(config.policies)
+    policies = load_policy_dir(config.policies, config.identity.provider_groups())
     stored = "://" in config.catalog or Path(config.catalog).exists()
     catalog = Catalog(open_store(config.catalog), config.warehouse) if stored else None
     known: dict[str, Mapping[str, frozenset[str]]] = {}

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import yaml
 
+from cli.doctor_identity import identity_checks
 from cli.doctor_tls import check_certificate, check_tokens
 from governance.config import Config
 from governance.files import NOT_OWNER, is_secret_setting, modes
@@ -64,6 +65,7 @@ def run_checks(config: Path) -> list[Check]:
         Check(
             "api tls", *check_certificate("api", cfg.api.tls_cert, cfg.api.tls_key, cfg.api.host)
         ),
+        *(Check(*row) for row in identity_checks(cfg.identity)),
     ]
 
 
@@ -137,7 +139,7 @@ def _policies(cfg: Config) -> Check:
 
     if not cfg.policies.is_dir():
         return Check("policies", "FAIL", f"{cfg.policies}: no such directory")
-    problems = validate_policy_dir(cfg.policies)
+    problems = validate_policy_dir(cfg.policies, None, cfg.identity.provider_groups())
     errors = sum(p.severity == "error" for p in problems)
     summary = f"{cfg.policies}: {errors} error(s), {len(problems) - errors} warning(s)"
     if errors:

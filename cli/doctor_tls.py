@@ -20,9 +20,11 @@ EXPIRY_WARNING = dt.timedelta(days=30)
 
 
 def check_tokens(cfg: Config) -> tuple[str, str]:
-    if cfg.api.tokens or cfg.api.secret:
+    providers = len(cfg.identity.providers)
+    if cfg.api.tokens or cfg.api.secret or providers:
         signed = ", signed tokens (api.secret)" if cfg.api.secret else ""
-        return "ok", f"{len(cfg.api.tokens)} token(s){signed}"
+        oidc = f", {providers} identity provider(s)" if providers else ""
+        return "ok", f"{len(cfg.api.tokens)} token(s){signed}{oidc}"
     return (  # fine for the embedded session; serve and connect refuse every request
         "warn",
         "no api.tokens and no api.secret: serve and connect refuse every request (401); "

@@ -21,9 +21,11 @@ from cli.kit import (
     status,
     user_name,
 )
+from governance.identity import InvalidName, canonical_group
 from governance.policy.analysis import (
     diff_policies,
     effective_access,
+    groups_who_can_see,
     load_policies,
     tables_from_policies,
     who_can_see,
@@ -50,7 +52,8 @@ def cmd_validate(directory: str, output: str, strict: bool) -> int:
         fail(f"policy directory {path} not found")
         return EXIT_USAGE
     catalog = _catalog_tables()
-    problems = validate_policy_dir(path, None if catalog is None else set(catalog))
+    tables = None if catalog is None else set(catalog)
+    problems = validate_policy_dir(path, tables, _provider_groups())
     if catalog is not None:  # tags moved outside Lakegate (governance.policy.tag_rights)
         from governance.policy.tag_rights import tag_state_problems
 
@@ -87,6 +90,7 @@ def cmd_test(directory: str, tests_dir: str | None, spark: bool, require_spark: 
     if not files:
         fail(f"no policy test files under {where}")
         return EXIT_USAGE
+    cfg = _config()  # its identity: section, when one is at hand
     if spark or require_spark:
         status("starting Spark to check rows on Delta tables (20-60 s)")
     results = run_tests(
@@ -94,6 +98,7 @@ def cmd_test(directory: str, tests_dir: str | None, spark: bool, require_spark: 
         files,
         spark=spark or require_spark,
         spark_log=config_path().resolve().parent / "lakegate-spark.log",
+        identity=None if cfg is None else cfg.identity,
     )
     for r in results:
         line = f"{r.status.upper():7} {r.case.file} :: {r.case.name}"
@@ -111,17 +116,42 @@ def cmd_test(directory: str, tests_dir: str | None, spark: bool, require_spark: 
     return EXIT_OK
 
 
-def _catalog_tables() -> dict[str, Any] | None:
-    """The catalog's tables by full name when a lakegate.yaml is at hand, else None."""
+def _config() -> Any:
+    """The lakegate.yaml at hand (--config, else ./lakegate.yaml), or None without one."""
     cfg_path = config_path()
     if not cfg_path.is_file():
         return None
-    from catalog.catalog import Catalog
-    from catalog.store import open_store
     from governance.config import Config
 
-    cfg = Config.load(cfg_path)
+    return Config.load(cfg_path)
+
+
+def _provider_groups() -> dict[str, str] | None:
+    """Group -> identity source that can send it, with an `identity:` section; else None
+    (policies then define every group they name, docs/identity.md)."""
+    cfg = _config()
+    return None if cfg is None else cfg.identity.provider_groups()
+
+
+def _catalog_tables() -> dict[str, Any] | None:
+    """The catalog's tables by full name when a lakegate.yaml is at hand, else None."""
+    cfg = _config()
+    if cfg is None:
+        return None
+    from catalog.catalog import Catalog
+    from catalog.store import open_store
+
     return {t.full_name: t for t in Catalog(open_store(cfg.catalog), cfg.warehouse).tables()}
+
+
+def _group_names(
+    ctx: click.Context, param: click.Parameter, value: tuple[str, ...]
+) -> frozenset[str]:
+    """`--group` values in their canonical spelling; an invalid name is a usage error."""
+    try:
+        return frozenset(canonical_group(v) for v in value)
+    except InvalidName as e:
+        raise click.BadParameter(str(e)) from None
 
 
 def _tables(enforcer: PolicyEnforcer) -> dict[str, Any]:
@@ -137,24 +167,34 @@ def _tables(enforcer: PolicyEnforcer) -> dict[str, Any]:
 @click.option(
     "--user", "-u", required=True, callback=user_name, help="the user whose rights to show"
 )
+@click.option(
+    "--group",
+    "-g",
+    "groups",
+    multiple=True,
+    callback=_group_names,
+    help="a policy group the user's token carries (repeat; after the source's mapping)",
+)
 @click.option("--dir", "directory", default="policies", help="policy directory or git revision")
 @output_option("text", "json", default="text")
 @click.argument("table")
-def cmd_explain(user: str, directory: str, output: str, table: str) -> int:
-    """A user's effective rights on a table."""
-    enforcer = PolicyEnforcer(load_policies(directory))
+def cmd_explain(user: str, groups: frozenset[str], directory: str, output: str, table: str) -> int:
+    """A user's effective rights on a table (with --group: when the identity provider
+    puts the user in these groups)."""
+    enforcer = PolicyEnforcer(load_policies(directory, provider_groups=_provider_groups()))
     info = _tables(enforcer).get(table.lower())
     if info is None:
         fail(f"table {table} is not in the catalog or the policies")
         return EXIT_USAGE
-    acc = effective_access(enforcer, user, info)
-    ident = enforcer.identity(user)
+    acc = effective_access(enforcer, user, info, groups)
+    ident = enforcer.identity(user, groups)
     if output == "json":
         click.echo(
             json.dumps(
                 {
                     "user": user,
                     "groups": sorted(ident.groups),
+                    "provider_groups": sorted(groups),
                     "table": info.full_name,
                     **acc.to_dict(),
                 },
@@ -193,7 +233,8 @@ def cmd_explain(user: str, directory: str, output: str, table: str) -> int:
 @click.argument("target", metavar="CATALOG.SCHEMA.TABLE[.COLUMN]")
 def cmd_who_can_see(directory: str, output: str, target: str) -> int:
     """Who can read a table or column."""
-    enforcer = PolicyEnforcer(load_policies(directory))
+    provider = _provider_groups()
+    enforcer = PolicyEnforcer(load_policies(directory, provider_groups=provider))
     tables = _tables(enforcer)
     name = target.lower()
     table = tables.get(name)
@@ -205,23 +246,33 @@ def cmd_who_can_see(directory: str, output: str, target: str) -> int:
         fail(f"{target} is not in the catalog or the policies")
         return EXIT_USAGE
     rows = who_can_see(enforcer, table, column)
+    group_rows = groups_who_can_see(enforcer, table, column, provider)
     if output == "json":
-        click.echo(json.dumps([{"user": u, **a.to_dict()} for u, a in rows], indent=1))
+        found = [{"user": u, **a.to_dict()} for u, a in rows]
+        found += [{"group": g, "source": src, **a.to_dict()} for g, src, a in group_rows]
+        click.echo(json.dumps(found, indent=1))
         return EXIT_OK
     click.echo(f"who can see {table.full_name}{'.' + column if column else ''}:")
     for u, acc in rows:
-        masks = {c.lower(): m for c, m, _ in acc.masks}
-        how = f"masked ({masks[column]})" if column and column in masks else "clear"
-        detail = how if column else f"{len(acc.columns)} columns, {len(acc.masks)} masked"
-        filters = (
-            f", rows filtered by {', '.join(f[0] for f in acc.row_filters)}"
-            if acc.row_filters
-            else ""
-        )
-        click.echo(f"  {u:20} {detail}{filters}")
+        click.echo(f"  {u:20} {_how(acc, column)}")
     if not rows:
         click.echo("  nobody")
+    if group_rows:
+        click.echo("a member of (the group alone, as a token would say):")
+    for g, src, acc in group_rows:
+        label = f"group:{g}" + (" (from provider)" if src == "provider" else "")
+        click.echo(f"  {label:20} {_how(acc, column)}")
     return EXIT_OK
+
+
+def _how(acc: Any, column: str | None) -> str:
+    masks = {c.lower(): m for c, m, _ in acc.masks}
+    how = f"masked ({masks[column]})" if column and column in masks else "clear"
+    detail = how if column else f"{len(acc.columns)} columns, {len(acc.masks)} masked"
+    filters = (
+        f", rows filtered by {', '.join(f[0] for f in acc.row_filters)}" if acc.row_filters else ""
+    )
+    return detail + filters
 
 
 @policy.command("diff")
@@ -238,10 +289,11 @@ def cmd_who_can_see(directory: str, output: str, target: str) -> int:
 def cmd_diff(old: str, new: str, directory: str, output: str, fail_on: str | None) -> int:
     """Change in effective access between two policy sets (directories or git revisions,
     e.g. main, HEAD~1)."""
-    before = load_policies(old, policy_dir=directory)
-    after = load_policies(new, policy_dir=directory)
+    provider = _provider_groups()
+    before = load_policies(old, policy_dir=directory, provider_groups=provider)
+    after = load_policies(new, policy_dir=directory, provider_groups=provider)
     tables = list(_tables(PolicyEnforcer(after)).values()) if config_path().is_file() else None
-    d = diff_policies(before, after, tables)
+    d = diff_policies(before, after, tables, sorted(provider or ()))
     click.echo(
         json.dumps(d.to_json(), indent=1) if output == "json" else d.to_markdown(),
         nl=output == "json",

@@ -85,6 +85,7 @@ class OidcProvider:
     user_claim: str = "preferred_username"
     groups_claim: str | None = "groups"  # a dotted path (`realm_access.roles`); None: none
     groups: GroupMapping = field(default_factory=GroupMapping)
+    known_groups: tuple[str, ...] = ()  # provider group names it sends (policy review)
     algorithms: tuple[str, ...] = ("RS256",)
     ca_file: Path | None = None  # trust for the issuer's TLS (else the system's)
     jwks_max_age: float = 300.0  # seconds a fetched key set may be used; then fetched again
@@ -99,6 +100,7 @@ class ScimConfig:
 
     tokens: tuple[str, ...] = ()
     groups: GroupMapping = field(default_factory=GroupMapping)
+    known_groups: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -117,6 +119,7 @@ class LdapConfig:
     interval: float = 300.0  # seconds between syncs
     timeout: float = 10.0
     groups: GroupMapping = field(default_factory=GroupMapping)
+    known_groups: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -141,6 +144,25 @@ class IdentityConfig:
 
     def provider(self, issuer: str) -> OidcProvider | None:
         return next((p for p in self.providers if p.issuer == issuer), None)
+
+    def provider_groups(self) -> dict[str, str] | None:
+        """Policy group -> the first source that can send it (its mapping's targets and its
+        `known_groups` through the mapping), for policy review (docs/identity.md); None
+        without any source, when policies keep today's rule (groups: defines every group)."""
+        sources: list[tuple[str, GroupMapping, tuple[str, ...]]] = [
+            (p.issuer, p.groups, p.known_groups) for p in self.providers
+        ]
+        if self.scim is not None:
+            sources.append(("scim", self.scim.groups, self.scim.known_groups))
+        if self.ldap is not None:
+            sources.append(("ldap", self.ldap.groups, self.ldap.known_groups))
+        if not sources:
+            return None
+        out: dict[str, str] = {}
+        for name, mapping, known in sources:
+            for group in sorted(mapping.targets() | mapping.apply(known)):
+                out.setdefault(group, name)
+        return out
 
 
 @dataclass(frozen=True)
@@ -396,6 +418,11 @@ class _Groups(BaseModel):
         return GroupMapping(tuple(sorted(self.map.items())), self.unmapped)
 
 
+# A provider's own group name, as it sends it (case-sensitive; `groups.map` may rename it).
+_KnownGroup = Annotated[str, StringConstraints(min_length=1, max_length=256)]
+_KNOWN = "'{where}' must list the provider's group names"
+
+
 def _no_trailing_slash(issuer: str) -> str:
     if issuer.endswith("/"):
         raise ValueError("an issuer has no trailing '/' (tokens' iss is compared exactly)")
@@ -410,6 +437,7 @@ class _Provider(BaseModel):
     user_claim: str = "preferred_username"
     groups_claim: str | None = "groups"
     groups: _Groups = Field(default_factory=_Groups)
+    known_groups: list[_KnownGroup] = Field(default_factory=list, description=_KNOWN)
     algorithms: list[Literal[_ASYMMETRIC]] = Field(  # type: ignore[valid-type]
         ["RS256"],
         min_length=1,
@@ -433,6 +461,7 @@ class _Scim(BaseModel):
         ]
     ] = Field(default_factory=list, description="'{where}' must list SHA-256 hex digests")
     groups: _Groups = Field(default_factory=_Groups)
+    known_groups: list[_KnownGroup] = Field(default_factory=list, description=_KNOWN)
 
 
 class _Ldap(BaseModel):
@@ -450,6 +479,7 @@ class _Ldap(BaseModel):
     interval: float = Field(300.0, ge=5)
     timeout: float = Field(10.0, gt=0, le=120)
     groups: _Groups = Field(default_factory=_Groups)
+    known_groups: list[_KnownGroup] = Field(default_factory=list, description=_KNOWN)
 
 
 class _Console(BaseModel):
@@ -491,6 +521,7 @@ class _Identity(BaseModel):
                     user_claim=p.user_claim,
                     groups_claim=p.groups_claim or None,
                     groups=p.groups.build(),
+                    known_groups=tuple(p.known_groups),
                     algorithms=tuple(p.algorithms),
                     ca_file=path(p.ca_file),
                     jwks_max_age=p.jwks_max_age,
@@ -499,7 +530,9 @@ class _Identity(BaseModel):
                 )
                 for p in self.providers
             ),
-            scim=None if scim is None else ScimConfig(tuple(scim.tokens), scim.groups.build()),
+            scim=None
+            if scim is None
+            else ScimConfig(tuple(scim.tokens), scim.groups.build(), tuple(scim.known_groups)),
             ldap=None
             if ldap is None
             else LdapConfig(
@@ -515,6 +548,7 @@ class _Identity(BaseModel):
                 interval=ldap.interval,
                 timeout=ldap.timeout,
                 groups=ldap.groups.build(),
+                known_groups=tuple(ldap.known_groups),
             ),
             console=None
             if console is None

@@ -9,7 +9,7 @@ from __future__ import annotations
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -65,8 +65,9 @@ class PoliciesInForce:
         files) or the directory (the caller re-checks the stamp afterwards)."""
         if self.config.policies_ref:
             commit = stamp[0]
-            return git_policy_set(self.config.policies, commit), f"git:{commit}"
-        ps = load_policy_dir(self.config.policies)
+            groups = self.config.identity.provider_groups()
+            return git_policy_set(self.config.policies, commit, groups), f"git:{commit}"
+        ps = load_policy_dir(self.config.policies, self.config.identity.provider_groups())
         return ps, ps.content_hash
 
     def reload(self, *, initial: bool = False) -> bool:
@@ -157,7 +158,9 @@ def git_commit(policies: Path, ref: str) -> str:
     )
 
 
-def git_policy_set(policies: Path, commit: str) -> PolicySet:
+def git_policy_set(
+    policies: Path, commit: str, provider_groups: Collection[str] | None = None
+) -> PolicySet:
     """The policy files of the directory as committed in `commit`, never the working files."""
     # ls-tree lists paths relative to the policy directory; `commit:./name` reads them so
     names = git_run(policies, "ls-tree", "-r", "-z", "--name-only", commit, "--", ".")
@@ -165,4 +168,4 @@ def git_policy_set(policies: Path, commit: str) -> PolicySet:
     for name in names.decode().split("\0"):
         if name and is_policy_file(name):
             files[name] = git_run(policies, "show", f"{commit}:./{name}").decode("utf-8")
-    return load_policy_text(files)
+    return load_policy_text(files, provider_groups)

@@ -9,6 +9,7 @@ A test file (by default under `<policies>/tests/`) declares fixture tables and c
     cases:
       - name: carol sees only EMEA orders
         user: carol
+        groups: [emea-analysts]               # optional: what carol's token says
         sql: SELECT * FROM main.sales.orders
         expect:
           allowed: true
@@ -20,12 +21,14 @@ A test file (by default under `<policies>/tests/`) declares fixture tables and c
 
 Decisions, visible columns, masks and filters are checked without Spark through the same
 planner the session uses; row expectations need `--spark` and run on real Delta tables.
+`groups` are the policy groups the identity provider puts the user in for the case (after
+the source's mapping, docs/identity.md), on top of what `groups:` in the policies says.
 """
 
 from __future__ import annotations
 
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +37,9 @@ import yaml
 from catalog.catalog import Catalog
 from catalog.model import ColumnInfo, TableInfo
 from catalog.store import SqliteStore
+from governance.config import Config, IdentityConfig
 from governance.errors import AccessDenied
+from governance.identity import IdpClaims, InvalidName, canonical_group
 from governance.planning.dispatch import Planner
 from governance.planning.planned import Planned
 from governance.policy.enforcer import PolicyEnforcer
@@ -42,7 +47,7 @@ from governance.policy.loader import load_policy_dir
 from governance.resolve import Namespace
 from governance.rewrite import PolicySql
 
-_CASE_KEYS = {"name", "user", "sql", "expect", "namespace"}
+_CASE_KEYS = {"name", "user", "sql", "expect", "namespace", "groups"}
 _EXPECT_KEYS = {"allowed", "error", "visible", "masked", "row_filters", "row_count", "rows"}
 
 
@@ -54,6 +59,7 @@ class Case:
     sql: str
     expect: dict[str, Any]
     namespace: tuple[str, str] = ("main", "default")
+    groups: frozenset[str] = frozenset()  # the identity provider's groups of the user
 
     @property
     def needs_spark(self) -> bool:
@@ -99,6 +105,13 @@ def load_suite(paths: list[Path]) -> Suite:
                     f"{path}: case {i + 1}: unknown key(s) {', '.join(sorted(bad))}"
                 )
             ns = str(raw.get("namespace", "main.default")).split(".")
+            groups = raw.get("groups") or []
+            if not isinstance(groups, list):
+                raise PolicyTestError(f"{path}: case {i + 1}: groups must be a list of names")
+            try:
+                provided = frozenset(canonical_group(g) for g in groups)
+            except InvalidName as e:
+                raise PolicyTestError(f"{path}: case {i + 1}: {e}") from None
             suite.cases.append(
                 Case(
                     path.name,
@@ -107,6 +120,7 @@ def load_suite(paths: list[Path]) -> Suite:
                     str(raw["sql"]),
                     dict(raw.get("expect") or {}),
                     (ns[0], ns[-1]),
+                    provided,
                 )
             )
     return suite
@@ -161,8 +175,11 @@ def _check_plan(case: Case, planned: Planned | None, error: AccessDenied | None)
     return problems
 
 
-def run_offline(policy_dir: Path, suite: Suite) -> dict[int, Result]:
-    enforcer = PolicyEnforcer(load_policy_dir(policy_dir))
+def run_offline(
+    policy_dir: Path, suite: Suite, identity: IdentityConfig | None = None
+) -> dict[int, Result]:
+    groups = None if identity is None else identity.provider_groups()
+    enforcer = PolicyEnforcer(load_policy_dir(policy_dir, groups))
     sql = PolicySql(enforcer)
     results: dict[int, Result] = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -180,6 +197,7 @@ def run_offline(policy_dir: Path, suite: Suite) -> dict[int, Result]:
                     policy_sql=sql,
                     user=case.user,
                     namespace=Namespace(*case.namespace),
+                    groups=case.groups,
                 ).plan(case.sql)
             except AccessDenied as e:
                 error = e
@@ -192,7 +210,11 @@ def run_offline(policy_dir: Path, suite: Suite) -> dict[int, Result]:
 
 
 def run_spark(
-    policy_dir: Path, suite: Suite, results: dict[int, Result], spark_log: Path | None = None
+    policy_dir: Path,
+    suite: Suite,
+    results: dict[int, Result],
+    spark_log: Path | None = None,
+    identity: IdentityConfig | None = None,
 ) -> None:
     """Row expectations on real Delta tables built from the fixtures; the JVM's console
     output goes to `spark_log` (the CLI's lakegate-spark.log), not to the terminal."""
@@ -203,7 +225,10 @@ def run_spark(
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        lg = Lakegate.open(write_config(root / "lh", policy_dir), spark_log=spark_log)
+        cfg = Config.load(write_config(root / "lh", policy_dir))
+        if identity is not None:  # the policies may name the groups its sources send
+            cfg = replace(cfg, identity=identity)
+        lg = Lakegate.open(cfg, spark_log=spark_log)
         for info in _table_infos(suite, root / "data"):
             spec = suite.tables[info.full_name]
             schema = ", ".join(f"`{c.name}` {c.type_text}" for c in info.columns)
@@ -226,7 +251,7 @@ def run_spark(
 
 def _run_rows(lg: Any, case: Case) -> Result:
     try:
-        s = lg.session(case.user)
+        s = lg.session(case.user, claims=IdpClaims(case.groups))
         s.namespace = Namespace(*case.namespace)
         rows = [list(r) for r in s.sql(case.sql).collect()]
     except AccessDenied as e:
@@ -272,12 +297,18 @@ def _plain(v: Any) -> Any:
 
 
 def run_tests(
-    policy_dir: Path, test_paths: list[Path], *, spark: bool, spark_log: Path | None = None
+    policy_dir: Path,
+    test_paths: list[Path],
+    *,
+    spark: bool,
+    spark_log: Path | None = None,
+    identity: IdentityConfig | None = None,
 ) -> list[Result]:
+    """`identity`: the configuration's `identity:` section, when one is at hand."""
     suite = load_suite(test_paths)
-    results = run_offline(policy_dir, suite)
+    results = run_offline(policy_dir, suite, identity)
     if spark:
-        run_spark(policy_dir, suite, results, spark_log)
+        run_spark(policy_dir, suite, results, spark_log, identity)
     for i, case in enumerate(suite.cases):
         if case.needs_spark and not spark and results[i].status == "passed":
             results[i] = Result(

@@ -5,6 +5,7 @@ catalog when there is one, otherwise from the names the policies themselves ment
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from governance.policy.tag_state import governed_state
 from governance.policy.tags import TagsUnreadable, matched_by_tag
 
 OTHER_USER = "<any other user>"  # stands for every user the policies do not name
+NOBODY = "zz-nobody-zz"  # a user no policy names: what anyone gets without a named right
 ALL_COLUMNS = "(other columns)"  # a table known only by name still has columns to decide on
 
 
@@ -164,11 +166,13 @@ def tables_from_policies(ps: PolicySet) -> list[TableInfo]:
     ]
 
 
-def load_policies(ref: str, *, policy_dir: str = "policies") -> PolicySet:
+def load_policies(
+    ref: str, *, policy_dir: str = "policies", provider_groups: Collection[str] | None = None
+) -> PolicySet:
     """A directory, or a git revision (`main`, `HEAD~1`) of the policy directory."""
     path = Path(ref)
     if path.is_dir():
-        return load_policy_dir(path)
+        return load_policy_dir(path, provider_groups)
     top = subprocess.run(
         ["git", "rev-parse", "--show-toplevel"], capture_output=True, text=True, check=False
     )
@@ -199,7 +203,7 @@ def load_policies(ref: str, *, policy_dir: str = "policies") -> PolicySet:
             ["git", "show", f"{ref}:{name}"], capture_output=True, text=True, cwd=root, check=True
         )
         files[f"{Path(rel).name}/{relative}"] = blob.stdout
-    return load_policy_text(files)
+    return load_policy_text(files, provider_groups)
 
 
 @dataclass
@@ -247,7 +251,15 @@ class Diff:
         return "\n".join(lines) + "\n"
 
 
-def diff_policies(old: PolicySet, new: PolicySet, tables: list[TableInfo] | None = None) -> Diff:
+def diff_policies(
+    old: PolicySet,
+    new: PolicySet,
+    tables: list[TableInfo] | None = None,
+    provider_groups: Collection[str] = (),
+) -> Diff:
+    """The change in effective access per named user, any other user, and (provider users
+    are not enumerable) a member of each group an identity source can send: `group:NAME`,
+    someone whose token says only that group."""
     old_e, new_e = PolicyEnforcer(old), PolicyEnforcer(new)
     if tables is None:
         merged: dict[str, TableInfo] = {}
@@ -269,20 +281,29 @@ def diff_policies(old: PolicySet, new: PolicySet, tables: list[TableInfo] | None
                     ),
                 )
         tables = list(merged.values())
-    users = [*sorted(named_users(old) | named_users(new)), OTHER_USER]
+    who: list[tuple[str, str, frozenset[str]]] = [
+        (u, u, frozenset()) for u in sorted(named_users(old) | named_users(new))
+    ]
+    who.append((OTHER_USER, NOBODY, frozenset()))
+    who += [(f"group:{g}", NOBODY, frozenset({g})) for g in sorted(set(provider_groups))]
     out = Diff()
     for t in tables:
-        for u in users:
-            uid = "zz-nobody-zz" if u == OTHER_USER else u
-            a, b = effective_access(old_e, uid, t), effective_access(new_e, uid, t)
+        for u, uid, groups in who:
+            a = effective_access(old_e, uid, t, groups)
+            b = effective_access(new_e, uid, t, groups)
             if a != b:
                 out.changes += _changes(u, t, a, b, new)
-            out.changes += _tag_right_changes(u, t, old_e, new_e, uid)
+            out.changes += _tag_right_changes(u, t, old_e, new_e, uid, groups)
     return out
 
 
 def _tag_right_changes(
-    user: str, t: TableInfo, old: PolicyEnforcer, new: PolicyEnforcer, uid: str
+    user: str,
+    t: TableInfo,
+    old: PolicyEnforcer,
+    new: PolicyEnforcer,
+    uid: str,
+    groups: frozenset[str] = frozenset(),
 ) -> list[Change]:
     """Who gains or loses APPLY_TAG on a tag of this table (`*`: every tag). Gaining it is
     flagged: whoever may move a tag may lift the masks and filters it drives."""
@@ -290,7 +311,7 @@ def _tag_right_changes(
     for ps in (old.policy_set, new.policy_set):
         tags |= {tag for g in ps.tag_grants for tag in g.tags} | set(ps.governed_tags)
     out: list[Change] = []
-    a_ident, b_ident = old.identity(uid), new.identity(uid)
+    a_ident, b_ident = old.identity(uid, groups), new.identity(uid, groups)
     for tag in sorted(tags):
         had = old.tag_right(a_ident, t, tag)[0]
         has = new.tag_right(b_ident, t, tag)[0]
@@ -399,10 +420,33 @@ def who_can_see(
     users = [*sorted(named_users(enforcer.policy_set)), OTHER_USER]
     out = []
     for u in users:
-        acc = effective_access(enforcer, "zz-nobody-zz" if u == OTHER_USER else u, table)
-        if not acc.can_select:
-            continue
-        if column is not None and column.lower() not in {c.lower() for c in acc.columns}:
-            continue
-        out.append((u, acc))
+        acc = effective_access(enforcer, NOBODY if u == OTHER_USER else u, table)
+        if _sees(acc, column):
+            out.append((u, acc))
     return out
+
+
+def groups_who_can_see(
+    enforcer: PolicyEnforcer,
+    table: TableInfo,
+    column: str | None = None,
+    provider_groups: Mapping[str, str] | None = None,
+) -> list[tuple[str, str, Access]]:
+    """(group, where it comes from: "yaml" or "provider", access) for each group whose
+    member can read: what someone whose token says only that group gets. Provider users
+    are not enumerable offline, so groups are what a review can list."""
+    sources = dict.fromkeys(enforcer.policy_set.groups, "yaml")
+    for g in provider_groups or {}:
+        sources.setdefault(g, "provider")
+    out = []
+    for g in sorted(sources):
+        acc = effective_access(enforcer, NOBODY, table, frozenset({g}))
+        if _sees(acc, column):
+            out.append((g, sources[g], acc))
+    return out
+
+
+def _sees(acc: Access, column: str | None) -> bool:
+    if not acc.can_select:
+        return False
+    return column is None or column.lower() in {c.lower() for c in acc.columns}

@@ -7,7 +7,7 @@ keeps its last good policy set instead of running a half-read one.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 
 from governance.policy.build import ParseResult, gc_paused, parse_policy_dir, parse_policy_text
@@ -26,23 +26,27 @@ __all__ = [
 ]
 
 
-def load_policy_dir(path: str | Path) -> PolicySet:
-    """Read, merge and validate every policy file under `path`; raise PolicyError on any error."""
-    return _checked(parse_policy_dir(path))
+def load_policy_dir(path: str | Path, provider_groups: Collection[str] | None = None) -> PolicySet:
+    """Read, merge and validate every policy file under `path`; raise PolicyError on any error.
+    `provider_groups`: what the configured identity sources can send
+    (`IdentityConfig.provider_groups`), so policies may name them without `groups:`."""
+    return _checked(parse_policy_dir(path), provider_groups)
 
 
-def load_policy_text(files: Mapping[str, str]) -> PolicySet:
+def load_policy_text(
+    files: Mapping[str, str], provider_groups: Collection[str] | None = None
+) -> PolicySet:
     """Same as load_policy_dir over in-memory files (name -> YAML), e.g. from a git revision.
 
     Every given file is loaded; filter names with `is_policy_file` first if they may include
     policy tests.
     """
-    return _checked(parse_policy_text(files))
+    return _checked(parse_policy_text(files), provider_groups)
 
 
-def _checked(result: ParseResult) -> PolicySet:
+def _checked(result: ParseResult, provider_groups: Collection[str] | None) -> PolicySet:
     with gc_paused():
-        problems = result.problems + validate_parsed(result)
+        problems = result.problems + validate_parsed(result, None, provider_groups)
     if any(p.severity == "error" for p in problems):
         raise PolicyError(problems)
     return result.policy_set

@@ -68,11 +68,17 @@ Rule = Grant | RowFilter | ColumnMask
 # --------------------------------------------------------------------------- public API
 
 
-def validate_policy_dir(path: str | Path, tables: Collection[str] | None = None) -> list[Problem]:
+def validate_policy_dir(
+    path: str | Path,
+    tables: Collection[str] | None = None,
+    provider_groups: Collection[str] | None = None,
+) -> list[Problem]:
     """Every problem (errors and warnings) of a policy directory, sorted by file and line;
-    `tables`: the catalog's full table names, when one is at hand (mapping tables)."""
+    `tables`: the catalog's full table names, when one is at hand (mapping tables);
+    `provider_groups`: the groups the configured identity sources can send, with an
+    `identity:` section (IdentityConfig.provider_groups)."""
     result = parse_policy_dir(path)
-    return sorted_problems(result.problems + validate_parsed(result, tables))
+    return sorted_problems(result.problems + validate_parsed(result, tables, provider_groups))
 
 
 def validate_policy_text(files: Mapping[str, str]) -> list[Problem]:
@@ -91,11 +97,24 @@ def validate_policy_set(ps: PolicySet) -> list[Problem]:
     return sorted_problems(_Validator(ps, {}, _meta_from_rules(ps), full_meta=False).run())
 
 
-def validate_parsed(result: ParseResult, tables: Collection[str] | None = None) -> list[Problem]:
-    """Set-level problems of a parse result (the loader calls this before accepting a set)."""
+def validate_parsed(
+    result: ParseResult,
+    tables: Collection[str] | None = None,
+    provider_groups: Collection[str] | None = None,
+) -> list[Problem]:
+    """Set-level problems of a parse result (the loader calls this before accepting a set).
+
+    With `provider_groups` (an `identity:` section is configured), a group an identity
+    source can send needs no `groups:` entry; a group neither defined nor sent is a warning
+    where naming it can only narrow access (a grant's principals, a mask's except list, a
+    domain's owners) and stays an error where it decides who is restricted (a filter's or
+    mask's principals, a nested membership, is_member()): there a misspelt group would
+    leave its members unrestricted."""
     with gc_paused():
         checks = _Validator(result.policy_set, result.locations, result.meta, full_meta=True)
         checks.tables = tables
+        if provider_groups is not None:
+            checks.provider_groups = frozenset(provider_groups)
         return checks.run()
 
 
@@ -111,6 +130,35 @@ class _Validator(MaskChecks):
     """Every set-level check, in the order problems are found."""
 
     tables: Collection[str] | None = None  # the catalog's table names, when one is at hand
+    provider_groups: frozenset[str] | None = None  # with an identity: section
+
+    @property
+    def known(self) -> set[str]:
+        """Groups a policy may name: those `groups:` defines and those a source sends."""
+        return self.groups | (self.provider_groups or frozenset())
+
+    def unknown_group(self, where: Source, what: str, name: str, *, narrows: bool) -> None:
+        """A group named by `what` that nothing defines: today's error without identity
+        sources; with them, a warning when naming it can only narrow access."""
+        if self.provider_groups is None:
+            self.report(
+                where,
+                "unknown-group",
+                f"{what} names group:{name}, which is not defined",
+                group_hint(name, self.groups),
+            )
+            return
+        close = did_you_mean(name, sorted(self.known)) if self.known else ""
+        self.report(
+            where,
+            "unknown-group",
+            f"group '{name}' is named by {what} but no identity source sends it and "
+            "groups: does not define it",
+            (close + " Otherwise " if close.startswith("did you mean") else "")
+            + "list it under the identity source's known_groups if the provider sends it, "
+            "or define it under groups:",
+            "warning" if narrows else "error",
+        )
 
     def run(self) -> list[Problem]:
         self.check_groups()
@@ -131,10 +179,13 @@ class _Validator(MaskChecks):
     def check_groups(self) -> None:
         for group, members in self.ps.groups.items():
             for m in members:
-                if m.kind == "group" and m.name not in self.groups:
+                if m.kind == "group" and m.name not in self.known:
                     where = self.locations.get(
                         member_location_key(group, m)
                     ) or self.ps.group_sources.get(group, Source("<groups>"))
+                    if self.provider_groups is not None:
+                        self.unknown_group(where, f"group '{group}'", m.name, narrows=False)
+                        continue
                     self.report(
                         where,
                         "unknown-group",
@@ -183,25 +234,28 @@ class _Validator(MaskChecks):
         return cycles
 
     def check_principals(self) -> None:
-        def check(rule_source: Source, key: str, principals: Iterable[Principal], what: str):
+        def check(
+            rule_source: Source,
+            key: str,
+            principals: Iterable[Principal],
+            what: str,
+            narrows: bool,
+        ) -> None:
             for i, p in enumerate(principals):
-                if p.kind == "group" and p.name not in self.groups:
-                    self.report(
-                        self.where(rule_source, key, i),
-                        "unknown-group",
-                        f"{what} names group:{p.name}, which is not defined",
-                        group_hint(p.name, self.groups),
-                    )
+                if p.kind == "group" and p.name not in self.known:
+                    where = self.where(rule_source, key, i)
+                    self.unknown_group(where, what, p.name, narrows=narrows)
 
-        for g in self.ps.grants:
-            check(g.source, "principals", g.principals, f"grant '{g.id}'")
+        for g in self.ps.grants:  # a deny grant to nobody narrows nothing: an error
+            check(g.source, "principals", g.principals, f"grant '{g.id}'", g.effect == "allow")
         for f in self.ps.row_filters:
-            check(f.source, "principals", f.principals, f"row filter '{f.id}'")
+            check(f.source, "principals", f.principals, f"row filter '{f.id}'", False)
         for m in self.ps.column_masks:
-            check(m.source, "principals", m.principals, f"column mask '{m.id}'")
-            check(m.source, "except", m.except_, f"the except list of column mask '{m.id}'")
+            check(m.source, "principals", m.principals, f"column mask '{m.id}'", False)
+            what = f"the except list of column mask '{m.id}'"
+            check(m.source, "except", m.except_, what, True)
         for d in self.ps.domains.values():
-            check(d.source, "owners", d.owners, f"domain '{d.name}' owners")
+            check(d.source, "owners", d.owners, f"domain '{d.name}' owners", True)
 
     def check_governed_tags(self) -> None:
         """apply_tag grants: their groups exist; with `governed_tags` declared, every tag a
@@ -210,13 +264,9 @@ class _Validator(MaskChecks):
         governed = self.ps.governed_tags
         for g in self.ps.tag_grants:
             for i, p in enumerate(g.principals):
-                if p.kind == "group" and p.name not in self.groups:
-                    self.report(
-                        self.where(g.source, "principals", i),
-                        "unknown-group",
-                        f"grant '{g.id}' names group:{p.name}, which is not defined",
-                        group_hint(p.name, self.groups),
-                    )
+                if p.kind == "group" and p.name not in self.known:
+                    where = self.where(g.source, "principals", i)
+                    self.unknown_group(where, f"grant '{g.id}'", p.name, narrows=True)
             for i, tag in enumerate(g.tags):
                 if governed and tag != ANY_TAG and tag not in governed:
                     self.report(
@@ -305,7 +355,7 @@ class _Validator(MaskChecks):
     def check_expressions(self) -> None:
         for f in self.ps.row_filters:
             at = self.where(f.source, "where")
-            issues = check_filter_expression(f.where, self.groups)
+            issues = check_filter_expression(f.where, self.known)
             if f.match is not None and not issues:
                 issues = binding_issues(f.where, f.match, "filter")
             for code, message, hint in issues:
@@ -322,9 +372,9 @@ class _Validator(MaskChecks):
                     continue
                 at = self.where(m.source, "expression")
                 issues = (
-                    check_mask_expression(m.expression, self.groups)
+                    check_mask_expression(m.expression, self.known)
                     if m.match is None
-                    else tag_mask_issues(m.expression, m.match, self.groups)
+                    else tag_mask_issues(m.expression, m.match, self.known)
                 )
                 for code, message, hint in issues:
                     self.report(at, code, f"column mask '{m.id}': {message}", hint)

@@ -42,6 +42,7 @@ class LocalIssuer:
         self.requests: list[str] = []  # paths asked for, in order
         self.down = False  # answer 503 to everything
         self.discovery_issuer: str | None = None  # a lying discovery document
+        self.date_offset = 0.0  # seconds added to the HTTP Date header (a skewed clock)
         self.add_key("rsa-1")
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -172,6 +173,10 @@ class LocalIssuer:
 
             def log_message(self, *args: Any) -> None:
                 pass
+
+            def date_time_string(self, timestamp: float | None = None) -> str:
+                now = time.time() if timestamp is None else timestamp
+                return super().date_time_string(now + issuer.date_offset)
 
         return Handler
 
