@@ -57,6 +57,10 @@ USERS: dict[str, list[str]] = {
     "dana": ["pii-readers"],
     "mallory": [],
 }
+# The clients' redirect URIs at start: Keycloak ignores the port of an http loopback
+# redirect URI (RFC 8252 7.3, tested), so a console on any http://127.0.0.1 port may sign
+# in; an https callback on a test's port needs set_redirect_uris.
+REDIRECT_URIS = ["http://127.0.0.1/*", "https://127.0.0.1/*"]
 GROUPS = ["analysts", "emea-analysts", "pii-readers", "engineering", "engineering/platform"]
 
 
@@ -148,9 +152,7 @@ def realm_representation(passwords: dict[str, str], secrets_: dict[str, str]) ->
             "directAccessGrantsEnabled": True,
             "serviceAccountsEnabled": False,
             "implicitFlowEnabled": False,
-            # Keycloak ignores the port of http loopback redirect URIs (RFC 8252 7.3); an
-            # https one on a test's port is added with set_redirect_uris.
-            "redirectUris": ["http://127.0.0.1/*", "https://127.0.0.1/*"],
+            "redirectUris": REDIRECT_URIS,
             "webOrigins": ["+"],
             "attributes": {
                 "pkce.code.challenge.method": "S256",
@@ -583,18 +585,33 @@ class Keycloak:
             and c.get("config", {}).get("algorithm", ["RS256"]) == ["RS256"]
         ]
         self._key_priority += 100
+        # The key is made here (OpenSSL, milliseconds) and handed to Keycloak's `rsa`
+        # provider: Keycloak's own generation takes seconds on a loaded machine.
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.asymmetric import rsa
+
+        pem = (
+            rsa.generate_private_key(public_exponent=65537, key_size=2048)
+            .private_bytes(
+                serialization.Encoding.PEM,
+                serialization.PrivateFormat.PKCS8,
+                serialization.NoEncryption(),
+            )
+            .decode()
+        )
         self.admin(
             "POST",
             "/components",
             json={
                 "name": f"rsa-rotated-{self._key_priority}",
-                "providerId": "rsa-generated",
+                "providerId": "rsa",
                 "providerType": "org.keycloak.keys.KeyProvider",
                 "parentId": self.admin("GET", "").json()["id"],
                 "config": {
+                    "privateKey": [pem],
                     "priority": [str(self._key_priority)],
-                    "keySize": ["2048"],
                     "algorithm": ["RS256"],
+                    "keyUse": ["sig"],
                     "enabled": ["true"],
                     "active": ["true"],
                 },
