@@ -357,16 +357,16 @@ class Keycloak:
 
     def _launch(self, java: Path, cert: Path, key: Path, timeout: float) -> None:
         self.port = free_port()
+        # Keycloak reads every KC_* variable as an option: only the harness's own count.
         env = {
-            **os.environ,
+            **{k: v for k, v in os.environ.items() if not k.startswith(("KC_", "KEYCLOAK_"))},
             "JAVA_HOME": str(java),
             "JAVA_OPTS_KC_HEAP": self.heap,
             "JAVA_OPTS_APPEND": f"{os.environ.get('JAVA_OPTS_APPEND', '')} {JVM_OPTIONS}".strip(),
             "KC_BOOTSTRAP_ADMIN_USERNAME": self.admin_username,
             "KC_BOOTSTRAP_ADMIN_PASSWORD": self.admin_password,
         }
-        env.pop("JAVA_OPTS", None)
-        env.pop("KC_DB", None)
+        env.pop("JAVA_OPTS", None)  # it would replace kc.sh's defaults, heap included
         args = [
             str(self.home / "bin" / "kc.sh"),
             "start-dev",
