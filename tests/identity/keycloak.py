@@ -46,7 +46,10 @@ ACCESS_TOKEN_LIFESPAN = 300
 # database schema) takes ~30 s on an idle 2-core machine and ~2 min on a loaded one.
 START_TIMEOUT = float(os.environ.get("LAKEGATE_KEYCLOAK_START_TIMEOUT", "300"))
 HEAP = "-Xms64m -Xmx512m"
-FAST_START = "-XX:TieredStopAtLevel=1"
+# C1 only: on a loaded 2-core machine the server is ready in about half the time (41 s
+# against 77 s, 63 s against 121 s) and 10% smaller; tests need no peak speed. The opening
+# lets jboss-threads reset thread locals on Java 24+ (else stack traces at shutdown).
+JVM_OPTIONS = "-XX:TieredStopAtLevel=1 --add-opens=java.base/java.lang=ALL-UNNAMED"
 
 # Users and the groups they start in; `engineering/platform` is a nested group, empty at
 # start, for tests of subgroup membership.
@@ -57,6 +60,10 @@ USERS: dict[str, list[str]] = {
     "dana": ["pii-readers"],
     "mallory": [],
 }
+# The clients' redirect URIs at start: Keycloak ignores the port of an http loopback
+# redirect URI (RFC 8252 7.3, tested), so a console on any http://127.0.0.1 port may sign
+# in; an https callback on a test's port needs set_redirect_uris.
+REDIRECT_URIS = ["http://127.0.0.1/*", "https://127.0.0.1/*"]
 GROUPS = ["analysts", "emea-analysts", "pii-readers", "engineering", "engineering/platform"]
 
 
@@ -101,6 +108,38 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def rsa_pem() -> str:
+    """A new 2048-bit RSA private key, PKCS#8 PEM (OpenSSL makes it in milliseconds;
+    Keycloak's own generation takes seconds on a loaded machine)."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    return key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    ).decode()
+
+
+def rsa_key_provider(
+    name: str, provider: str, algorithm: str, use: str, priority: int
+) -> dict[str, Any]:
+    """A realm key provider component holding a key made by rsa_pem."""
+    return {
+        "name": name,
+        "providerId": provider,
+        "config": {
+            "privateKey": [rsa_pem()],
+            "priority": [str(priority)],
+            "algorithm": [algorithm],
+            "keyUse": [use],
+            "enabled": ["true"],
+            "active": ["true"],
+        },
+    }
 
 
 def realm_representation(passwords: dict[str, str], secrets_: dict[str, str]) -> dict[str, Any]:
@@ -148,9 +187,7 @@ def realm_representation(passwords: dict[str, str], secrets_: dict[str, str]) ->
             "directAccessGrantsEnabled": True,
             "serviceAccountsEnabled": False,
             "implicitFlowEnabled": False,
-            # Keycloak ignores the port of http loopback redirect URIs (RFC 8252 7.3); an
-            # https one on a test's port is added with set_redirect_uris.
-            "redirectUris": ["http://127.0.0.1/*", "https://127.0.0.1/*"],
+            "redirectUris": REDIRECT_URIS,
             "webOrigins": ["+"],
             "attributes": {
                 "pkce.code.challenge.method": "S256",
@@ -174,6 +211,26 @@ def realm_representation(passwords: dict[str, str], secrets_: dict[str, str]) ->
         "accessTokenLifespan": ACCESS_TOKEN_LIFESPAN,
         "registrationAllowed": False,
         "bruteForceProtected": False,
+        # Every password grant checks a password: Keycloak's default hash (argon2) costs a
+        # few hundred ms a check on a loaded machine; these tests do not test hashing.
+        "passwordPolicy": "hashAlgorithm(pbkdf2-sha256) and hashIterations(1000)",
+        # Keys made here rather than by Keycloak at import (seconds each under load).
+        "components": {
+            "org.keycloak.keys.KeyProvider": [
+                rsa_key_provider("rsa-lakegate", "rsa", "RS256", "sig", 100),
+                rsa_key_provider("rsa-enc-lakegate", "rsa-enc", "RSA-OAEP", "enc", 100),
+                {
+                    "name": "hmac-generated",
+                    "providerId": "hmac-generated",
+                    "config": {"priority": ["100"], "algorithm": ["HS512"]},
+                },
+                {
+                    "name": "aes-generated",
+                    "providerId": "aes-generated",
+                    "config": {"priority": ["100"]},
+                },
+            ]
+        },
         "groups": [group(g) for g in GROUPS if "/" not in g],
         "users": [
             {
@@ -300,18 +357,16 @@ class Keycloak:
 
     def _launch(self, java: Path, cert: Path, key: Path, timeout: float) -> None:
         self.port = free_port()
+        # Keycloak reads every KC_* variable as an option: only the harness's own count.
         env = {
-            **os.environ,
+            **{k: v for k, v in os.environ.items() if not k.startswith(("KC_", "KEYCLOAK_"))},
             "JAVA_HOME": str(java),
             "JAVA_OPTS_KC_HEAP": self.heap,
-            # C1 only: on a loaded 2-core machine the server is ready in about half the time
-            # (41 s against 77 s, 63 s against 121 s) and 10% smaller; tests need no peak speed
-            "JAVA_OPTS_APPEND": f"{os.environ.get('JAVA_OPTS_APPEND', '')} {FAST_START}".strip(),
+            "JAVA_OPTS_APPEND": f"{os.environ.get('JAVA_OPTS_APPEND', '')} {JVM_OPTIONS}".strip(),
             "KC_BOOTSTRAP_ADMIN_USERNAME": self.admin_username,
             "KC_BOOTSTRAP_ADMIN_PASSWORD": self.admin_password,
         }
-        env.pop("JAVA_OPTS", None)
-        env.pop("KC_DB", None)
+        env.pop("JAVA_OPTS", None)  # it would replace kc.sh's defaults, heap included
         args = [
             str(self.home / "bin" / "kc.sh"),
             "start-dev",
@@ -587,17 +642,11 @@ class Keycloak:
             "POST",
             "/components",
             json={
-                "name": f"rsa-rotated-{self._key_priority}",
-                "providerId": "rsa-generated",
+                **rsa_key_provider(
+                    f"rsa-rotated-{self._key_priority}", "rsa", "RS256", "sig", self._key_priority
+                ),
                 "providerType": "org.keycloak.keys.KeyProvider",
                 "parentId": self.admin("GET", "").json()["id"],
-                "config": {
-                    "priority": [str(self._key_priority)],
-                    "keySize": ["2048"],
-                    "algorithm": ["RS256"],
-                    "enabled": ["true"],
-                    "active": ["true"],
-                },
             },
         )
         for c in old:

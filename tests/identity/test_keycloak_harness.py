@@ -13,7 +13,7 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 import httpx
 import jwt
 import pytest
-from identity.keycloak import CLIENT_ID, OTHER_CLIENT_ID, USERS, Keycloak
+from identity.keycloak import CLIENT_ID, OTHER_CLIENT_ID, REDIRECT_URIS, USERS, Keycloak
 
 
 def verify(kc: Keycloak, token: str, audience: str = CLIENT_ID) -> dict[str, Any]:
@@ -136,6 +136,13 @@ def test_rotated_keys_sign_with_a_new_kid_and_the_old_one_leaves_the_jwks(
 def test_authorization_code_flow_requires_pkce_s256(keycloak: Keycloak) -> None:
     callback = "https://127.0.0.1:4443/auth/callback"
     keycloak.set_redirect_uris([callback])
+    try:
+        authorization_code_flow(keycloak, callback)
+    finally:
+        keycloak.set_redirect_uris(REDIRECT_URIS)
+
+
+def authorization_code_flow(keycloak: Keycloak, callback: str) -> None:
     verifier = secrets.token_urlsafe(48)
     challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest())
     params = {
@@ -174,3 +181,21 @@ def test_authorization_code_flow_requires_pkce_s256(keycloak: Keycloak) -> None:
     refused = keycloak.http.get(f"{authorize}?{urlencode(no_pkce)}")
     assert refused.status_code in (302, 303)
     assert "error=invalid_request" in refused.headers["location"]
+
+
+def test_http_loopback_redirect_uri_may_use_any_port(keycloak: Keycloak) -> None:
+    authorize = keycloak.discovery()["authorization_endpoint"]
+    base = {
+        "client_id": CLIENT_ID,
+        "response_type": "code",
+        "scope": "openid",
+        "code_challenge": "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM",
+        "code_challenge_method": "S256",
+    }
+    for uri, allowed in [
+        ("http://127.0.0.1:38123/auth/callback", True),
+        ("https://127.0.0.1:38123/auth/callback", False),
+        ("http://127.0.0.2:38123/auth/callback", False),
+    ]:
+        page = keycloak.http.get(f"{authorize}?{urlencode({**base, 'redirect_uri': uri})}")
+        assert (page.status_code == 200 and 'id="kc-form-login"' in page.text) is allowed, uri
