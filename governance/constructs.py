@@ -228,6 +228,9 @@ GOVERNED_NODES = (
     exp.Column,
     exp.Dot,
     exp.DataType,  # VARIANT (governance/spark4_syntax.py)
+    exp.Like,  # grouping written out (governance/spark4_syntax.py)
+    exp.ILike,
+    exp.RegexpLike,
 )
 
 

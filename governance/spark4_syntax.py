@@ -147,6 +147,8 @@ _EXPRESSION_START = frozenset(
         TokenType.THEN,
         TokenType.ELSE,
         TokenType.DISTINCT,
+        TokenType.ORDER_BY,
+        TokenType.GROUP_BY,
         TokenType.EQ,
         TokenType.NEQ,
         TokenType.LT,
@@ -161,9 +163,9 @@ def read_function_forms(tokens: list[Token], forms: Iterable[int]) -> None:
     """Mark in place the tokens sqlglot would read as a keyword where Spark reads a function
     call: `between(x, low, high)` (Spark 4's function, the same as `x BETWEEN low AND
     high`) becomes a call of `between`, an identifier token, which sqlglot parses as that
-    call. Only where an expression starts (after SELECT, a comma, `(`, WHERE, an operator,
-    NOT after one of those): `x BETWEEN (1) AND 2` keeps its operator. `forms`: the
-    positions of the FORM_TOKENS in `tokens`."""
+    call. Only where an expression starts (after SELECT, a comma, `(`, WHERE,
+    an operator, NOT after one of those): `x BETWEEN (1) AND 2` keeps its operator.
+    `forms`: the positions of the FORM_TOKENS in `tokens`."""
     for i in forms:
         if tokens[i].token_type != TokenType.BETWEEN or i + 1 >= len(tokens):
             continue
@@ -208,6 +210,10 @@ def govern_node(node: exp.Expression, name: str) -> exp.Expression | None:
             # collate(x, 'c'): Spark parses the function, not `x COLLATE 'c'`
             return exp.Anonymous(this="collate", expressions=[node.this, collation])
         return None
+    if isinstance(node, _PATTERN_MATCHES) and isinstance(node.parent, _BINDS_TIGHTER):
+        # like(s, p) = false is read as (s LIKE p) = FALSE, but written bare, Spark reads
+        # s LIKE (p = FALSE): the tree's grouping is written out
+        return exp.Paren(this=type(node)(**node.args))
     spelled = _spark_spelling(node)
     if spelled is not None:
         return spelled
@@ -229,6 +235,35 @@ def govern_node(node: exp.Expression, name: str) -> exp.Expression | None:
     return None
 
 
+#: Pattern matches sqlglot writes as bare operators (from `like(s, p)` or `s LIKE p`)
+_PATTERN_MATCHES = (exp.Like, exp.ILike, exp.RegexpLike)
+#: Parents that Spark's grammar binds tighter than a pattern match: a comparison,
+#: arithmetic or a unary operator (AND, OR and NOT bind looser)
+_BINDS_TIGHTER = (
+    exp.EQ,
+    exp.NEQ,
+    exp.NullSafeEQ,
+    exp.NullSafeNEQ,
+    exp.GT,
+    exp.GTE,
+    exp.LT,
+    exp.LTE,
+    exp.Add,
+    exp.Sub,
+    exp.Mul,
+    exp.Div,
+    exp.IntDiv,
+    exp.Mod,
+    exp.DPipe,
+    exp.BitwiseAnd,
+    exp.BitwiseOr,
+    exp.BitwiseXor,
+    exp.Neg,
+    exp.BitwiseNot,
+    exp.Is,
+)
+
+
 def _spark_spelling(node: exp.Expression) -> exp.Expression | None:
     """The call Spark runs for one sqlglot would write as another with other answers
     (None: sqlglot writes it as read). `to_char(x, fmt)` formats x by fmt, but sqlglot
@@ -244,6 +279,16 @@ def _spark_spelling(node: exp.Expression) -> exp.Expression | None:
         return exp.Anonymous(
             this="to_char", expressions=[a for a in (node.this, node.args.get("format")) if a]
         )
+    if (
+        isinstance(node, exp.Log)
+        and isinstance(node.this, exp.Literal)
+        and not node.this.meta  # no place in the text: sqlglot made it for log10/log2
+        and str(node.this.this) in ("10", "2")
+        and node.expression is not None
+    ):
+        # log10(x) and log2(x) are read as LOG(10, x) and LOG(2, x), which Spark computes
+        # as ln(x) / ln(base): log10(1000) is 3.0, LOG(10, 1000) 2.9999999999999996
+        return exp.Anonymous(this=f"log{node.this.this}", expressions=[node.expression])
     if isinstance(node, exp.GroupConcat) and node.args.get("separator") is None:
         return exp.GroupConcat(this=node.this, separator=exp.Null())
     if isinstance(node, exp.PercentileCont | exp.PercentileDisc) and isinstance(

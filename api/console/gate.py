@@ -238,7 +238,8 @@ class ConsoleGate:
         if old:
             self.sessions.close(old)  # a new sign-in replaces this browser's session
         response = RedirectResponse(f"{PREFIX}/catalog", 303)
-        _set(response, SESSION, self.sessions.open(principal, token), scope)
+        session_id = self.sessions.open(principal, token, expires_at=principal.expires)
+        _set(response, SESSION, session_id, scope)
         _set(response, CSRF, secrets.token_urlsafe(32), scope)  # a new one per session
         return response
 

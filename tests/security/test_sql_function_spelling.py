@@ -2,10 +2,13 @@
 item 6): functions sqlglot reads as something else are kept as Spark reads them.
 
 `to_char(x, fmt)` formats by fmt (sqlglot wrote `CAST(x AS STRING)`, losing the format);
-`between(x, low, high)` is Spark 4's function (sqlglot could not parse it); a recursive CTE
-is refused with its reason. Each answer is compared with plain Spark's over the hand-written
-reference view of tests/security/oracle.py, built here as text (the oracle's own
-substitution regenerates SQL through sqlglot, which is what is under test).
+`between(x, low, high)` is Spark 4's function (sqlglot could not parse it); `log10(x)` and
+`log2(x)` stay themselves (sqlglot wrote `LOG(10, x)`, which Spark computes with another
+rounding); `like(s, p) = false` keeps its grouping (sqlglot wrote `s LIKE p = FALSE`, which
+Spark reads as `s LIKE (p = FALSE)`); a recursive CTE is refused with its reason. Each
+answer is compared with plain Spark's over the hand-written reference view of
+tests/security/oracle.py, built here as text (the oracle's own substitution regenerates SQL
+through sqlglot, which is what is under test).
 """
 
 from __future__ import annotations
@@ -112,6 +115,36 @@ def test_between_function_in_pipe_syntax_answers_as_spark_does(lakehouse, locati
         lakehouse, locations, "carol", "SELECT id FROM {orders} WHERE amount BETWEEN 50 AND 150"
     )
     assert sorted(rows) == sorted(expected)
+
+
+LOG_SELECTS = (
+    "SELECT id, log10(amount * 1000 / amount), log2(amount * 8 / amount) FROM {orders} ORDER BY id",
+    "SELECT id, log10(amount), log(10, amount), log2(amount), log(2, amount) FROM {orders} "
+    "ORDER BY id",
+)
+
+
+@pytest.mark.parametrize("select", LOG_SELECTS)
+def test_log10_and_log2_answer_as_spark_does(lakehouse, locations, select: str) -> None:
+    rows = governed(lakehouse, "carol", select.format(orders="main.sales.orders"))
+    assert rows == plain(lakehouse, locations, "carol", select)
+    if "1000" in select:
+        assert {(r[1], r[2]) for r in rows} == {(3.0, 3.0)}  # not LOG(10, 1000) = 2.99...96
+
+
+PATTERN_SELECTS = (
+    "SELECT id, like(region, 'EM%') = false FROM {orders} ORDER BY id",
+    "SELECT id, true = rlike(region, '^E') FROM {orders} ORDER BY id",
+    "SELECT id, ilike(region, 'em%') IS NOT NULL FROM {orders} ORDER BY id",
+    "SELECT id FROM {orders} WHERE NOT like(region, 'X%') AND region LIKE 'E%' ORDER BY id",
+)
+
+
+@pytest.mark.parametrize("select", PATTERN_SELECTS)
+def test_pattern_match_functions_keep_their_grouping(lakehouse, locations, select: str) -> None:
+    rows = governed(lakehouse, "carol", select.format(orders="main.sales.orders"))
+    assert rows == plain(lakehouse, locations, "carol", select)
+    assert {r[0] for r in rows} <= CAROL_ORDERS
 
 
 RECURSIVE = (

@@ -228,3 +228,20 @@ def test_failed_sign_ins_are_limited_per_address_with_retry_after(console_lakega
     assert lines[5]["reason"] == (
         "console sign-in: too many failed sign-ins; refused without a check"
     )
+
+
+def test_a_console_session_ends_when_its_token_expires(console_server) -> None:
+    import time
+
+    from api_testkit import SECRET
+
+    from api.auth import sign_token
+
+    token = sign_token(SECRET, "carol", 3)
+    with httpx.Client(base_url=console_server) as c:
+        r = c.post("/ui/signin", data={"token": token, "csrf": _form(c)})
+        assert r.status_code == 303
+        assert c.get("/ui/catalog").status_code == 200
+        time.sleep(4)
+        after = c.get("/ui/catalog")
+    assert (after.status_code, after.headers["location"]) == (303, "/ui/signin")
