@@ -1,14 +1,20 @@
 """Tags follow the data: the column tags a write carries from its sources to its target.
 
-`CREATE TABLE ... AS SELECT`, `INSERT ... SELECT` and DataFrame writes copy values; a copy
-of a tagged column must stay under the rules its tag drives. Each target column takes the
-tags of every source column it is computed from (column lineage of the user's query, on the
-sqlglot tree with `sqlglot.lineage`: projections through subqueries, CTEs and set
-operations; columns read only in WHERE, JOIN or GROUP BY carry nothing). One expression
-drops a tag: the tag's own mask applied to the column (`sha2(cast(email AS string), 256)`
-for a `pii` column whose every mask is `hash`), since the copy then holds what the mask
-shows. When the lineage cannot be derived, every target column takes every tag the query's
-tables carry (fail closed). The tags go into the target's governed state
+`CREATE TABLE ... AS SELECT`, `INSERT ... SELECT`, UPDATE and MERGE assignments and
+DataFrame writes copy values; a copy of a tagged column must stay under the rules its tag
+drives. Each target column takes the tags of every source column it is computed from
+(column lineage of the user's query, on the sqlglot tree with `sqlglot.lineage`:
+projections through subqueries, CTEs and set operations, each branch on its own; columns
+read only in WHERE, JOIN or GROUP BY carry nothing). Tags are matched to the columns
+Spark's query makes, not to the parsed list by position: a `*` expands to the columns each
+read shows the writer, and the one projection making several columns (a generator, a
+struct's `s.*`) takes the columns Spark made beyond the others (a CTAS learns how many at
+registration: `Layout`). One expression drops a tag: the tag's own mask applied to the
+column (`sha2(cast(email AS string), 256)` for a `pii` column whose every mask is `hash`),
+on every path to it, since the copy then holds what the mask shows. When the lineage
+cannot be derived or matched, every target column takes every tag the query's tables
+carry (fail closed; governance.policy.enforcer then applies the strongest of the masks the
+tags drive). The tags go into the target's governed state
 (governance.policy.tag_state): only a holder of APPLY_TAG removes them.
 """
 
