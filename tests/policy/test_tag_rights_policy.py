@@ -17,7 +17,7 @@ from sqlglot import exp, parse_one
 from catalog.model import ColumnInfo, TableInfo
 from governance.planning.lineage import CannotPropagate, layout, propagate
 from governance.policy.analysis import diff_policies
-from governance.policy.enforcer import PolicyEnforcer
+from governance.policy.enforcer import AmbiguousMask, PolicyEnforcer
 from governance.policy.loader import load_policy_text
 from governance.policy.tag_rights import may_apply_tag, tag_state_problems
 from governance.policy.tag_state import GOVERNED_PROPERTY
@@ -241,3 +241,42 @@ def test_an_untraceable_insert_gives_every_column_every_tag() -> None:
         ("a", "email", ("pii",)),
         ("b", "email", ("pii",)),
     ]
+
+
+STRENGTH_POLICIES = """\
+tags:
+  main.s.t.id: [pii, pci]
+grants:
+  - {id: r, principals: [ann], privileges: [select], on: main.s.*}
+column_masks:
+  - {id: pii-hash, on: main.*.*, tags: [pii], mask: hash, principals: [ann]}
+  - {id: pci-last4, on: main.*.*, tags: [pci], mask: last4, priority: 10, principals: [ann]}
+  - {id: loc-domain, on: main.*.*, tags: [loc], mask: email_domain, priority: 5,
+     principals: [ann]}
+  - {id: gone-null, on: main.*.*, tags: [gone], mask: "null", priority: -1, principals: [ann]}
+"""
+
+
+@pytest.mark.parametrize(
+    ("governed", "expected"),
+    [
+        ({"email": ["pii", "pci"]}, "pii-hash"),  # a copy's tags: the strongest mask
+        ({"email": ["pci", "gone"]}, "gone-null"),  # nothing shown beats priority
+        ({"email": ["pci", "loc"]}, None),  # two parts of the value: cannot be ordered
+        ({"email": ["pci"]}, "pci-last4"),
+    ],
+)
+def test_masks_reaching_a_column_through_different_tags_give_the_strongest(
+    governed, expected
+) -> None:
+    enforcer = PolicyEnforcer(load_policy_text({"p.yaml": STRENGTH_POLICIES}))
+    t = table(properties={GOVERNED_PROPERTY: json.dumps(governed)})
+    ident = enforcer.identity("ann")
+    if expected is None:
+        with pytest.raises(AmbiguousMask, match="through different tags"):
+            enforcer.table_access(ident, t)
+        return
+    access = enforcer.table_access(ident, t)
+    assert access.masks["email"].mask.id == expected
+    # the policy's own tags on `id` keep v1's rule: the highest priority wins
+    assert access.masks["id"].mask.id == "pci-last4"
