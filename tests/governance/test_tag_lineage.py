@@ -155,6 +155,14 @@ def test_insert_star_over_hidden_column_tags_only_the_columns_it_copies(lg) -> N
     assert rows(lg, "analyst", "SELECT id, email, name FROM g.s.sink") == [(1, h("a@x.de"), "Ann")]
 
 
+def test_insert_generator_in_the_select_list_tags_the_column_it_copies(lg) -> None:
+    copier = lg.session("copier")
+    copier.sql("CREATE TABLE g.s.gsink (pos INT, v STRING, contact STRING)")
+    copier.sql("INSERT INTO g.s.gsink SELECT posexplode(array(name)), email FROM g.s.people")
+    assert governed(lg, "gsink") == {"contact": {"pii"}}
+    assert rows(lg, "analyst", "SELECT pos, v, contact FROM g.s.gsink") == [(0, "Ann", h("a@x.de"))]
+
+
 # ---- item 3: conflicting tags never weaken a mask -------------------------------------
 
 
