@@ -52,8 +52,9 @@ def execute_actions(actions: Sequence[Action], catalog: Catalog, spark: SparkSes
                 from catalog.delta import read_delta_table
 
                 info = read_delta_table(spark, c, s, t, location, domain=domain, comment=comment)
-                if tags:  # propagated by CTAS: in the governed state from the first read on
-                    by_name = [(info.columns[i].name, v) for i, v in tags if i < len(info.columns)]
+                if tags is not None:  # propagated by CTAS: governed from the first read on
+                    at = tags.at(len(info.columns))
+                    by_name = [(info.columns[i].name, v) for i, v in at]
                     props = with_governed_state(info.properties, by_name, merge=True)
                     info = replace(info, properties=props)
                 try:

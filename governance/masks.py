@@ -76,12 +76,16 @@ def _string(type_text: str) -> str:
 @dataclass(frozen=True, slots=True)
 class MaskKind:
     """One built-in mask. `build(column, type)` is its Spark SQL tree (None: the custom mask,
-    whose tree is the policy's own expression); `result_type(type)` what DESCRIBE shows."""
+    whose tree is the policy's own expression); `result_type(type)` what DESCRIBE shows;
+    `strength` how much of the value it hides, for masks that reach one column through
+    different tags (docs/policies.md): 3 nothing shown, 2 a digest, 1 a part of the value,
+    0 unknown (a custom expression)."""
 
     name: str
     description: str
     build: Callable[[exp.Expression, str], exp.Expression] | None
     result_type: Callable[[str], str]
+    strength: int
 
 
 MASK_KINDS: dict[str, MaskKind] = {
@@ -92,18 +96,21 @@ MASK_KINDS: dict[str, MaskKind] = {
             "strings become 'REDACTED', other types NULL of their own type",
             _redact,
             lambda t: "string" if _is_string(t) else t,
+            3,
         ),
         MaskKind(
             "null",
             "NULL of the column's own type",
             lambda col, t: exp.cast(exp.null(), sql_type(t)),
             lambda t: t,
+            3,
         ),
         MaskKind(
             "hash",
             "SHA-256 of the value as text (hex): joinable, not readable",
             lambda col, t: _call("sha2", _as_string(col), exp.Literal.number(256)),
             _string,
+            2,
         ),
         MaskKind(
             "last4",
@@ -114,6 +121,7 @@ MASK_KINDS: dict[str, MaskKind] = {
                 _call("right", _as_string(col), exp.Literal.number(4)),
             ),
             _string,
+            1,
         ),
         MaskKind(
             "first4",
@@ -124,6 +132,7 @@ MASK_KINDS: dict[str, MaskKind] = {
                 _stars(_call("length", _as_string(col))),
             ),
             _string,
+            1,
         ),
         MaskKind(
             "email_domain",
@@ -135,18 +144,21 @@ MASK_KINDS: dict[str, MaskKind] = {
                 exp.Literal.number(1),
             ),
             _string,
+            1,
         ),
         MaskKind(
             "year",
             "the first day of the value's year (a date; timestamps keep their type)",
             _year,
             lambda t: t if t.lower().startswith(("date", "timestamp")) else "date",
+            1,
         ),
         MaskKind(
             "custom",
             "the policy's own `expression` (the column named by its own name)",
             None,
             lambda t: "masked",
+            0,
         ),
     )
 }

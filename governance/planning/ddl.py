@@ -14,7 +14,7 @@ from catalog.catalog import CatalogError
 from catalog.model import TableInfo
 from governance.errors import AccessDenied, LakegateError, Refused
 from governance.planning.context import PlanningContext, delta_table
-from governance.planning.lineage import by_position, propagate
+from governance.planning.lineage import layout
 from governance.planning.planned import (
     AlterTable,
     CreateCatalog,
@@ -25,6 +25,7 @@ from governance.planning.planned import (
     SetAside,
 )
 from governance.policy.tag_rights import tag_changes
+from governance.policy.tag_state import governed_state
 from governance.resolve import (
     TableRef,
     checked_parts,
@@ -143,14 +144,15 @@ def plan_create(ctx: PlanningContext, stmt: exp.Create) -> Planned:
         ),
         None,
     )
+    tags = None
     if query is not None:
         if isinstance(schema, exp.Schema):
             raise Refused("CREATE TABLE AS SELECT with a column list is not governed")
         query = ctx.govern(query)
         _, reads = ctx.reads(query)
         planned.dst = name
-        sources = [(r.node, r.info) for r, _ in reads]
-        planned.propagated = propagate(ctx.enforcer.policy_set, query, sources, None)
+        sources = [(r.node, r.info, a.visible_columns) for r, a in reads]
+        planned.propagated, tags = layout(ctx.enforcer.policy_set, query, sources)
         wrapper = exp.Select(expressions=[exp.Star()]).from_(
             exp.Subquery(this=query, alias=exp.TableAlias(this=exp.to_identifier("__lg_q")))
         )
@@ -174,7 +176,6 @@ def plan_create(ctx: PlanningContext, stmt: exp.Create) -> Planned:
     domain = ctx.enforcer.policy_set.domain_of_schema(c, s)
     if Path(location).exists():  # crash leftovers under an unregistered name: see SetAside
         planned.before = (SetAside(location),)
-    tags = by_position(planned.propagated)
     planned.after = (RegisterTable(c, s, t, location, domain, comment_text, tags),)
     return planned
 
@@ -240,6 +241,7 @@ def plan_drop(ctx: PlanningContext, stmt: exp.Drop) -> Planned:
         raise denied_or_missing(ctx.user, "manage", name)
     if not ok:
         raise denied_or_missing(ctx.user, "manage", name)
+    _drop_rights(ctx, info)
     return Planned(
         cmd="drop",
         before=(DropTable(c, s, t, info.location),),
@@ -248,6 +250,35 @@ def plan_drop(ctx: PlanningContext, stmt: exp.Drop) -> Planned:
         target_name=name,
         decided_by=ids,
     )
+
+
+def _drop_rights(ctx: PlanningContext, info: TableInfo) -> None:
+    """Dropping a table removes its governed tags (a table created again under the name
+    starts without them), so it needs APPLY_TAG on each, as removing them with ALTER does:
+    a manager cannot clear a copy's tags by dropping it and writing it back."""
+    try:
+        state = governed_state(info)
+    except ValueError:
+        raise Refused(
+            f"governed tags of table {info.full_name} cannot be read from the catalog; "
+            "DROP TABLE is refused"
+        ) from None
+    ids: list[str] = []
+    for column, tags in sorted(state.items()):
+        for tag in sorted(tags):
+            ok, by = ctx.enforcer.tag_right(ctx.ident, info, tag)
+            if not ok:
+                raise AccessDenied(
+                    f"access denied: user {ctx.user} may not drop {info.full_name}: it "
+                    f"removes governed tag {tag} of column {column} (needs APPLY_TAG on "
+                    f"tag {tag}; MANAGE is not enough)",
+                    cmd="drop",
+                    tables=(info.full_name,),
+                    policies=(*by, *ctx.decided.get(info.full_name, ())),
+                )
+            ids += by
+    name = info.full_name
+    ctx.decided[name] = tuple(dict.fromkeys((*ctx.decided.get(name, ()), *ids)))
 
 
 def _create_delta(

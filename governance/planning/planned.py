@@ -12,7 +12,7 @@ from typing import Any
 
 from catalog.identity import DeltaIdentity
 from governance.planning.expected import Expected
-from governance.planning.lineage import Propagation
+from governance.planning.lineage import Layout, Propagation
 from governance.policy.enforcer import TableAccess
 from governance.readable import Seen, seen_by
 from governance.resolve import Namespace
@@ -51,7 +51,7 @@ class RegisterTable:
     location: str
     domain: str | None
     comment: str | None
-    tags: tuple[tuple[int, tuple[str, ...]], ...] = ()  # column position -> propagated tags
+    tags: Layout | None = None  # the tags CTAS carries, matched to the columns Spark made
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ every row written (INSERT's cast row, UPDATE/MERGE's new row: PostgreSQL's WITH 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from sqlglot import exp
 
@@ -19,6 +19,7 @@ from governance.planning.planned import ROW_FILTER_VIOLATION, Planned, Propagate
 from governance.policy.enforcer import TableAccess
 from governance.policy.model import PolicySet
 from governance.policy.tags import column_tags
+from governance.resolve import TableRef
 
 
 def plan_insert(ctx: PlanningContext, stmt: exp.Insert) -> Planned:
@@ -47,7 +48,7 @@ def plan_insert(ctx: PlanningContext, stmt: exp.Insert) -> Planned:
     _, reads = ctx.reads(source)
     if reads:
         planned.dst = info.full_name
-        sources = [(r.node, r.info) for r, _ in reads]
+        sources = [(r.node, r.info, a.visible_columns) for r, a in reads]
         planned.propagated = propagate(ctx.enforcer.policy_set, source, sources, column_list)
         planned.before = carry_tags(info, planned.propagated)
     # the source's columns are renamed to the target's on the tree (a TableAlias with
@@ -101,6 +102,62 @@ def _named(info: TableInfo, props: list[Propagation]) -> list[tuple[str, tuple[s
         column = info.column(p.column)
         out.setdefault(column.name if column else p.column, set()).update(p.tags)
     return [(c, tuple(sorted(t))) for c, t in sorted(out.items())]
+
+
+def carry_assignments(
+    ctx: PlanningContext,
+    stmt: exp.Expression,
+    node: exp.Table,
+    access: TableAccess,
+    reads: list[tuple[TableRef, TableAccess]],
+    using: exp.Expression | None = None,
+) -> list[Propagation]:
+    """UPDATE's and MERGE's assigned values copy data as INSERT's do: each assigned column
+    takes the tags of the columns (the target's own, `using`'s) its value is computed from,
+    traced as `SELECT <value> ... FROM target [JOIN using]`; a tag the column has already
+    carries nothing. Called before the statement is rewritten."""
+    pairs = _assignments(stmt)
+    if not pairs:
+        return []
+    twin_stmt = stmt.copy()
+    twin = {id(o): c for o, c in zip(stmt.walk(), twin_stmt.walk(), strict=True)}
+    select = exp.Select(
+        expressions=[
+            exp.alias_(twin[id(v)], f"__lg_set{i}", copy=False) for i, (_, v) in enumerate(pairs)
+        ]
+    ).from_(twin[id(node)], copy=False)
+    if using is not None:
+        select = select.join(twin[id(using)], copy=False)
+    inside = {id(n) for n in select.walk()}
+    sources = [(twin[id(node)], access.table, access.visible_columns)]
+    sources += [(twin[id(r.node)], r.info, a.visible_columns) for r, a in reads]
+    sources = [s for s in sources if id(s[0]) in inside]
+    ps = ctx.enforcer.policy_set
+    props = propagate(ps, select, sources, [c for c, _ in pairs])
+    have = column_tags(ps, access.table).columns
+    out: list[Propagation] = []
+    for p in props:
+        new = tuple(t for t in p.tags if t not in have.get(p.column.lower(), ()))
+        out += [replace(p, tags=new)] if new else []
+    return out
+
+
+def _assignments(stmt: exp.Expression) -> list[tuple[str, exp.Expression]]:
+    """(column, value) for each of UPDATE's SET, MERGE's UPDATE SET and INSERT VALUES."""
+    if isinstance(stmt, exp.Update):
+        return [(eq.this.name, eq.expression) for eq in stmt.expressions]
+    whens = stmt.args.get("whens")
+    out: list[tuple[str, exp.Expression]] = []
+    for w in whens.expressions if whens is not None else []:
+        then = w.args.get("then")
+        if isinstance(then, exp.Update):
+            out += [(eq.this.name, eq.expression) for eq in then.expressions]
+        elif isinstance(then, exp.Insert):
+            cols, values = then.this, then.expression
+            if isinstance(cols, exp.Tuple) and isinstance(values, exp.Tuple):
+                pairs = zip(cols.expressions, values.expressions, strict=False)
+                out += [(c.name, v) for c, v in pairs]
+    return out
 
 
 def frame_propagation(
@@ -304,6 +361,9 @@ def _row_scoped(ctx: PlanningContext, cmd: str, stmt: exp.Update | exp.Delete) -
         _check_target_columns(ctx, eq.this, access, cmd, alias)
     _, reads = ctx.reads(stmt, {id(node)})
     planned.dst = info.full_name if reads else None
+    if cmd == "update":
+        planned.propagated = carry_assignments(ctx, stmt, node, access, reads)
+        planned.before = carry_tags(info, planned.propagated)
     stmt = ctx.views_sql(stmt, reads, planned)
     ctx.refuse_masked_reads(planned)
     check = ctx.ps.filter_check(ctx.ident, access, alias)
@@ -353,6 +413,8 @@ def plan_merge(ctx: PlanningContext, stmt: exp.Merge) -> Planned:
         )
     _, reads = ctx.reads(stmt, {id(node)})
     planned.dst = info.full_name
+    planned.propagated = carry_assignments(ctx, stmt, node, access, reads, stmt.args.get("using"))
+    planned.before = carry_tags(info, planned.propagated)
     stmt = ctx.views_sql(stmt, reads, planned)
     ctx.refuse_masked_reads(planned)
     check = ctx.ps.filter_check(ctx.ident, access, alias)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import threading
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from itertools import product
 
@@ -21,6 +22,7 @@ import casbin
 from sqlglot import exp
 
 from catalog.model import TableInfo
+from governance.masks import MASK_KINDS
 from governance.metrics import cache_lookup
 from governance.policy.compile import (
     FilterLine,
@@ -129,7 +131,40 @@ def mask_columns(mask: ColumnMask) -> frozenset[str]:
 
 
 class AmbiguousMask(Exception):
-    """Two masks of equal priority hit one column for this user (validation should catch it)."""
+    """Two masks of equal priority hit one column for this user (validation should catch it),
+    or two masks reach it through different tags and neither hides more than the other."""
+
+
+def _top(masks: Iterable[ColumnMask], where: str) -> ColumnMask:
+    """The mask of highest priority; two of equal priority are ambiguous."""
+    masks = list(masks)
+    top = max(m.priority for m in masks)
+    best = [m for m in masks if m.priority == top]
+    if len(best) > 1:
+        names = ", ".join(sorted(m.id for m in best))
+        raise AmbiguousMask(f"masks {names} have equal priority on column {where}")
+    return best[0]
+
+
+def _strongest(masks: list[ColumnMask], where: str) -> ColumnMask:
+    """Masks reaching one column through different tags, a tag the policies did not put on
+    it among them (a Delta tag, a steward's or a write's): the one hiding the most applies
+    (governance.masks strength: nothing shown > a digest > a part of the value), whatever
+    its priority, so a tag a copy carries never weakens another; priority decides between
+    masks of one output. Two showing different parts, or a custom mask (its strength is
+    unknown) against any but a mask showing nothing, cannot be ordered: ambiguous."""
+    strength = {id(m): MASK_KINDS[m.mask].strength if m.mask in MASK_KINDS else 0 for m in masks}
+    level = max(strength.values())
+    best = [m for m in masks if strength[id(m)] == level]
+    outputs = {(m.mask, m.expression) for m in best}
+    custom = any(m.mask == "custom" for m in masks)
+    if level == 3 or (not custom and level == 2) or len(outputs) == 1:
+        return max(best, key=lambda m: m.priority)
+    names = ", ".join(sorted(m.id for m in masks))
+    raise AmbiguousMask(
+        f"masks {names} reach column {where} through different tags and neither hides "
+        "more than the other"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -393,23 +428,26 @@ class PolicyEnforcer:
             if any(m.tags for m in masks):
                 yaml_tags = self.policy_set.column_tags(*key, low) | governed.get(low, set())
             col_tags = tags.columns.get(low, frozenset())
-            hits = [
-                m
-                for m in masks
-                if low in m.columns
-                or (yaml_tags and yaml_tags.intersection(m.tags))
-                or (m.match is not None and m.match.tag in col_tags)
-            ]
-            if not hits:
+            routes: dict[str, list[ColumnMask]] = {}  # how a mask reaches the column
+            for m in masks:
+                reached = {"": low in m.columns}
+                for tag in m.tags:
+                    reached[tag] = tag in yaml_tags
+                if m.match is not None:
+                    t = m.match.tag
+                    reached[t] = reached.get(t, False) or t in col_tags
+                for route, hit in reached.items():
+                    if hit:
+                        routes.setdefault(route, []).append(m)
+            if not routes:
                 continue
-            top = max(m.priority for m in hits)
-            best = [m for m in hits if m.priority == top]
-            if len(best) > 1:
-                names = ", ".join(sorted(m.id for m in best))
-                raise AmbiguousMask(
-                    f"masks {names} have equal priority on column {table.full_name}.{col}"
-                )
-            out[low] = AppliedMask(col, bind_mask(best[0], col))
+            where = f"{table.full_name}.{col}"
+            authored = self.policy_set.column_tags(*key, low)
+            if all(r == "" or r in authored for r in routes):  # v1: the policy's own tags
+                best = _top({id(m): m for ms in routes.values() for m in ms}.values(), where)
+            else:
+                best = _strongest([_top(ms, where) for ms in routes.values()], where)
+            out[low] = AppliedMask(col, bind_mask(best, col))
         return out
 
     def tag_right(

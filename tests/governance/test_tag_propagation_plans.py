@@ -74,3 +74,30 @@ def test_a_dataframe_write_carries_every_tag_it_read_to_every_column(planner: Pl
     assert planned.before == (
         PropagateTags("main", "marketing", "campaigns", (("id", ("pii",)), ("name", ("pii",)))),
     )
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "UPDATE main.marketing.campaigns SET name = (SELECT max(email) FROM main.sales.customers)",
+        "MERGE INTO main.marketing.campaigns c USING main.sales.customers s ON c.id = s.id "
+        "WHEN MATCHED THEN UPDATE SET name = lower(s.email)",
+        "MERGE INTO main.marketing.campaigns c USING main.sales.customers s ON c.id = s.id "
+        "WHEN NOT MATCHED THEN INSERT (id, name) VALUES (s.id, s.email)",
+    ],
+)
+def test_update_and_merge_carry_the_tags_of_the_values_they_assign(planner, sql) -> None:
+    planned = planner.plan(sql)
+    assert planned.before == (
+        PropagateTags("main", "marketing", "campaigns", (("name", ("pii",)),)),
+    )
+    carried = [ln for ln in planned.audit_lines() if ln["cmd"] == "tagPropagate"]
+    assert [(ln["src"], ln["columns"]) for ln in carried] == [("main.sales.customers", ["email"])]
+
+
+def test_a_column_read_only_in_merges_condition_carries_nothing(planner) -> None:
+    planned = planner.plan(
+        "MERGE INTO main.marketing.campaigns c USING main.sales.customers s "
+        "ON c.id = s.id AND s.email LIKE '%@x' WHEN MATCHED THEN UPDATE SET name = s.name"
+    )
+    assert planned.before == ()

@@ -15,9 +15,9 @@ from deltalake import write_deltalake
 from sqlglot import exp, parse_one
 
 from catalog.model import ColumnInfo, TableInfo
-from governance.planning.lineage import CannotPropagate, propagate
+from governance.planning.lineage import CannotPropagate, layout, propagate
 from governance.policy.analysis import diff_policies
-from governance.policy.enforcer import PolicyEnforcer
+from governance.policy.enforcer import AmbiguousMask, PolicyEnforcer
 from governance.policy.loader import load_policy_text
 from governance.policy.tag_rights import may_apply_tag, tag_state_problems
 from governance.policy.tag_state import GOVERNED_PROPERTY
@@ -184,30 +184,99 @@ column_masks:
         ("SELECT id FROM t UNION ALL SELECT email FROM t", [(0, "id", ("pii",))]),
         ("SELECT sha2(cast(email AS string), 256) AS d FROM t", []),  # the tag's own mask
         ("SELECT id FROM t WHERE email LIKE '%@x.de'", []),  # read only in WHERE
+        (  # each branch on its own: the first branch's mask does not drop the second's tag
+            "SELECT sha2(cast(email AS string), 256) AS d FROM t UNION ALL SELECT email FROM t",
+            [(0, "d", ("pii",))],
+        ),
     ],
 )
 def test_column_lineage_carries_tags_to_derived_columns(sql, expected) -> None:
     ps = load_policy_text({"p.yaml": LINEAGE_POLICIES})
     q = parse_one(sql, read="spark")
-    sources = [(n, table()) for n in q.find_all(exp.Table) if n.name == "t"]
-    got = propagate(ps, q, sources, None)
+    got, _ = layout(ps, q, sources_of(q))
     assert [(p.position, p.column, p.tags) for p in got] == expected
+
+
+def sources_of(q: exp.Expression, shown: tuple[str, ...] = ("id", "email")) -> list:
+    return [(n, table(), shown) for n in q.find_all(exp.Table) if n.name == "t"]
+
+
+@pytest.mark.parametrize(
+    ("sql", "width", "expected"),
+    [
+        # the one generator of the output takes the columns Spark made beyond the others
+        ("SELECT posexplode(array(id)), email FROM t", 3, ((2, ("pii",)),)),
+        ("SELECT explode(map(id, email)) FROM t", 2, ((0, ("pii",)), (1, ("pii",)))),
+        # Spark's output cannot be matched to the projections: every column, every tag
+        ("SELECT id, email FROM t", 3, tuple((i, ("pii",)) for i in range(3))),
+    ],
+)
+def test_a_ctas_layout_is_matched_to_the_columns_spark_made(sql, width, expected) -> None:
+    ps = load_policy_text({"p.yaml": LINEAGE_POLICIES})
+    q = parse_one(sql, read="spark")
+    _, lay = layout(ps, q, sources_of(q))
+    assert lay is not None and lay.at(width) == expected
+
+
+def test_star_expands_to_the_columns_the_read_shows() -> None:
+    """A column hidden from the writer is not in Spark's `*`: no tag lands one column off."""
+    ps = load_policy_text({"p.yaml": LINEAGE_POLICIES})
+    q = parse_one("SELECT * FROM t", read="spark")
+    got = propagate(ps, q, sources_of(q, ("email",)), ["contact"])
+    assert [(p.position, p.column, p.tags) for p in got] == [(0, "contact", ("pii",))]
 
 
 def test_an_untraceable_ctas_over_tagged_columns_is_refused() -> None:
     ps = load_policy_text({"p.yaml": LINEAGE_POLICIES})
     q = parse_one("SELECT * FROM t PIVOT (max(email) FOR id IN (1, 2))", read="spark")
-    sources = [(n, table()) for n in q.find_all(exp.Table)]
     with pytest.raises(CannotPropagate, match="cannot be traced to its sources"):
-        propagate(ps, q, sources, None)
+        layout(ps, q, sources_of(q))
 
 
 def test_an_untraceable_insert_gives_every_column_every_tag() -> None:
     ps = load_policy_text({"p.yaml": LINEAGE_POLICIES})
     q = parse_one("SELECT * FROM t PIVOT (max(email) FOR id IN (1, 2))", read="spark")
-    sources = [(n, table()) for n in q.find_all(exp.Table)]
-    got = propagate(ps, q, sources, ["a", "b"])
+    got = propagate(ps, q, sources_of(q), ["a", "b"])
     assert [(p.column, p.source_column, p.tags) for p in got] == [
         ("a", "email", ("pii",)),
         ("b", "email", ("pii",)),
     ]
+
+
+STRENGTH_POLICIES = """\
+tags:
+  main.s.t.id: [pii, pci]
+grants:
+  - {id: r, principals: [ann], privileges: [select], on: main.s.*}
+column_masks:
+  - {id: pii-hash, on: main.*.*, tags: [pii], mask: hash, principals: [ann]}
+  - {id: pci-last4, on: main.*.*, tags: [pci], mask: last4, priority: 10, principals: [ann]}
+  - {id: loc-domain, on: main.*.*, tags: [loc], mask: email_domain, priority: 5,
+     principals: [ann]}
+  - {id: gone-null, on: main.*.*, tags: [gone], mask: "null", priority: -1, principals: [ann]}
+"""
+
+
+@pytest.mark.parametrize(
+    ("governed", "expected"),
+    [
+        ({"email": ["pii", "pci"]}, "pii-hash"),  # a copy's tags: the strongest mask
+        ({"email": ["pci", "gone"]}, "gone-null"),  # nothing shown beats priority
+        ({"email": ["pci", "loc"]}, None),  # two parts of the value: cannot be ordered
+        ({"email": ["pci"]}, "pci-last4"),
+    ],
+)
+def test_masks_reaching_a_column_through_different_tags_give_the_strongest(
+    governed, expected
+) -> None:
+    enforcer = PolicyEnforcer(load_policy_text({"p.yaml": STRENGTH_POLICIES}))
+    t = table(properties={GOVERNED_PROPERTY: json.dumps(governed)})
+    ident = enforcer.identity("ann")
+    if expected is None:
+        with pytest.raises(AmbiguousMask, match="through different tags"):
+            enforcer.table_access(ident, t)
+        return
+    access = enforcer.table_access(ident, t)
+    assert access.masks["email"].mask.id == expected
+    # the policy's own tags on `id` keep v1's rule: the highest priority wins
+    assert access.masks["id"].mask.id == "pci-last4"
