@@ -25,17 +25,13 @@ def issuer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalIssuer]:
         yield it
 
 
-@pytest.fixture(scope="module")
-def oidc_remote(gateway, connect_lakegate, issuer) -> Iterator[Callable[[str], Any]]:
-    """`oidc_remote(token)`: a stock client of a gateway whose `identity:` section trusts
-    the issuer (no clock skew, so a short-lived token expires when it says)."""
+def _gateway_trusting(connect_lakegate, provider: OidcProvider) -> Iterator[Callable[[str], Any]]:
+    """`connect(token)`: a stock client of a gateway whose `identity:` section trusts the
+    provider; its sessions and the gateway are stopped after."""
     from pyspark.sql.connect.session import SparkSession as RemoteSession
 
     from api.connect.server import Gateway
 
-    provider = OidcProvider(
-        issuer=issuer.issuer, audience=("lakegate",), ca_file=issuer.ca_file, clock_skew=0
-    )
     saved = connect_lakegate.config
     connect_lakegate.config = replace(saved, identity=IdentityConfig((provider,)))
     try:
@@ -56,6 +52,25 @@ def oidc_remote(gateway, connect_lakegate, issuer) -> Iterator[Callable[[str], A
         with contextlib.suppress(Exception):  # a session whose token expired cannot say bye
             s.stop()
     gw.stop()
+
+
+@pytest.fixture(scope="module")
+def oidc_remote(gateway, connect_lakegate, issuer) -> Iterator[Callable[[str], Any]]:
+    """A gateway trusting the hand-made issuer (no clock skew, so a short-lived token
+    expires when it says)."""
+    provider = OidcProvider(
+        issuer=issuer.issuer, audience=("lakegate",), ca_file=issuer.ca_file, clock_skew=0
+    )
+    yield from _gateway_trusting(connect_lakegate, provider)
+
+
+@pytest.fixture(scope="module")
+def keycloak_remote(gateway, connect_lakegate, keycloak) -> Iterator[Callable[[str], Any]]:
+    """A gateway trusting the tests' real Keycloak."""
+    provider = OidcProvider(
+        issuer=keycloak.issuer, audience=("lakegate",), ca_file=keycloak.ca_file
+    )
+    yield from _gateway_trusting(connect_lakegate, provider)
 
 
 def lines_of(audit_dir, subject: str) -> list[dict[str, str]]:
@@ -112,3 +127,22 @@ def test_a_session_ends_when_its_token_expires(oidc_remote, issuer):
     with pytest.raises(Exception) as e:
         s.sql(EMPLOYEES).collect()
     assert "expired" in str(e.value) or "UNAUTHENTICATED" in str(e.value)
+
+
+def test_a_keycloak_token_in_the_stock_clients_connection_string_decides(
+    keycloak_remote, keycloak, audit_dir
+):
+    """The stock client with a token Keycloak issued: Keycloak's groups decide (mallory is
+    in no YAML group), and a group change reaches the next session's token."""
+    with keycloak.user_state("mallory"):
+        keycloak.add_to_group("mallory", "/analysts")
+        s = keycloak_remote(keycloak.token("mallory"))
+        assert s.sql(EMPLOYEES).collect()[0]["n"] > 0
+        keycloak.remove_from_group("mallory", "/analysts")
+        later = keycloak_remote(keycloak.token("mallory"))
+        with pytest.raises(Exception) as e:
+            later.sql(EMPLOYEES).collect()
+        assert "main.hr.employees" in str(e.value) or "TABLE_OR_VIEW_NOT_FOUND" in str(e.value)
+    subject = keycloak.user_id("mallory")
+    lines = lines_of(audit_dir, subject)
+    assert lines and {ln["issuer"] for ln in lines} == {keycloak.issuer}
