@@ -16,7 +16,7 @@ groups displayName, externalId, id, members.value) with eq ne co sw ew pr and/or
 400 invalidFilter: never a full listing), at most `MAX_COUNT` results a page and
 `MAX_BODY` bytes a request. Deactivating (`active: false`) or deleting a user refuses its
 next authentication everywhere (api/authenticator.py) and ends its sessions
-(`Service.on_deprovision`).
+(catalog/directory.py's subscribers: `Service.on_deprovision`).
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ import hashlib
 import hmac
 import json
 import re
-from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -132,18 +131,13 @@ def _etag(version: int) -> str:
 
 
 class ScimService:
-    """The SCIM operations over one directory; `on_deprovision(user)` after a user is
-    deactivated or deleted here (the REST service's hook: forget tokens, end sessions)."""
+    """The SCIM operations over one directory. A user deactivated or deleted here reaches
+    `Service.deprovisioned` through the directory's own refresh (as one deprovisioned by
+    another server does): tokens forgotten, `Service.on_deprovision` hooks called."""
 
-    def __init__(
-        self,
-        directory: DirectoryStore,
-        tokens: tuple[str, ...],
-        on_deprovision: Callable[[str], None],
-    ) -> None:
+    def __init__(self, directory: DirectoryStore, tokens: tuple[str, ...]) -> None:
         self.directory = directory
         self.tokens = tokens
-        self.on_deprovision = on_deprovision
 
     def authorised(self, header: str | None) -> bool:
         """The header carries one of the SCIM client's tokens (constant-time compare)."""
@@ -215,16 +209,10 @@ class ScimService:
     def replace_user(
         self, user_id: str, fields: dict[str, Any], version: int | None
     ) -> DirectoryUser:
-        before = self.directory.get_user(user_id)
         try:
-            after = self.directory.replace_user(user_id, **fields, if_version=version)
+            return self.directory.replace_user(user_id, **fields, if_version=version)
         except DirectoryConflict as e:
             raise ScimError(409, str(e), "uniqueness") from None
-        if before is not None and before.active and not after.active:
-            self.on_deprovision(after.user_name)
-        if before is not None and before.user_name != after.user_name:
-            self.on_deprovision(before.user_name)
-        return after
 
     def put_user(self, user_id: str, payload: Any, version: int | None) -> DirectoryUser:
         user = _validate(User, payload, Context.RESOURCE_REPLACEMENT_REQUEST)
@@ -243,9 +231,7 @@ class ScimService:
         return self.replace_user(user_id, self.user_fields(current), version)
 
     def delete_user(self, user_id: str, version: int | None) -> DirectoryUser:
-        gone = self.directory.delete_user(user_id, if_version=version)
-        self.on_deprovision(gone.user_name)
-        return gone
+        return self.directory.delete_user(user_id, if_version=version)
 
     def _existing_user(self, user_id: str) -> DirectoryUser:
         found = self.directory.get_user(user_id)
@@ -527,11 +513,7 @@ class ScimGate:
         self.app = app
         self.service = service
         scim = service.lg.config.identity.scim
-        self.scim = (
-            None
-            if scim is None
-            else ScimService(service.directory, scim.tokens, service.deprovisioned)
-        )
+        self.scim = None if scim is None else ScimService(service.directory, scim.tokens)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path: str = scope.get("path", "")

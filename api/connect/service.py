@@ -29,7 +29,7 @@ from grpc_status import rpc_status
 from pyspark.sql.connect.proto import base_pb2, base_pb2_grpc
 
 from api.auth import Unauthenticated
-from api.authenticator import Authenticator
+from api.authenticator import Authenticator, Deprovisioned
 from api.connect import compat
 from api.connect.analyze import GatewayAnalysis, kept_key, kept_relation
 from api.connect.backend import MAX_MESSAGE_BYTES, Backend
@@ -433,6 +433,9 @@ class ConnectService(
         try:
             principal = self.auth.authenticate(header if isinstance(header, str) else None)
         except Unauthenticated as e:
+            if isinstance(e, Deprovisioned):  # on record as the user; its sessions end now
+                call.user = e.user
+                self.sessions.end_user(e.user)
             self._fail(call, context, _Refusal(grpc.StatusCode.UNAUTHENTICATED, str(e)))
         call.user, call.auth, call.claims = principal.user, principal.audit_method, principal.claims
         try:
