@@ -32,7 +32,6 @@ from pydantic import ValidationError
 from scim2_models import (
     URN,
     Context,
-    Email,
     Error,
     Group,
     GroupMember,
@@ -90,6 +89,7 @@ _FILTERABLE = {
     "User": {"id", "username", "externalid", "displayname", "active", "emails", "emails.value"},
     "Group": {"id", "displayname", "externalid", "members", "members.value"},
 }
+_KEPT = ("userName", "externalId", "displayName", "active", "emails")  # columns of their own
 _OPERATORS = {
     CompareOperator.eq,
     CompareOperator.ne,
@@ -153,12 +153,15 @@ class ScimService:
     # users --------------------------------------------------------------------------------
 
     def user_resource(self, u: DirectoryUser, base: str) -> User:
-        user = User(
-            user_name=u.user_name,
-            external_id=u.external_id,
-            display_name=u.display_name,
-            active=u.active,
-            emails=[Email(**e) for e in u.emails] or None,
+        user = User.model_validate(
+            {
+                **u.attributes,
+                "userName": u.user_name,
+                "externalId": u.external_id,
+                "displayName": u.display_name,
+                "active": u.active,
+                "emails": list(u.emails) or None,
+            }
         )
         user.id = u.id
         user.meta = Meta(
@@ -179,6 +182,10 @@ class ScimService:
         except InvalidName as e:
             raise ScimError(400, str(e), "invalidValue") from None
         emails = [e.model_dump(exclude_none=True, mode="json") for e in user.emails or ()]
+        # the rest of the resource, given back as sent (name, title, phoneNumbers ...)
+        rest = user.model_dump(mode="json", by_alias=True, exclude_none=True, scim_ctx=None)
+        for key in ("schemas", "id", "meta", *_KEPT):
+            rest.pop(key, None)
         if len(emails) > MAX_EMAILS:
             raise ScimError(400, f"at most {MAX_EMAILS} emails a user", "invalidValue")
         for key, value in (("externalId", user.external_id), ("displayName", user.display_name)):
@@ -191,8 +198,11 @@ class ScimService:
             "user_name": name,
             "external_id": user.external_id,
             "display_name": user.display_name,
-            "emails": [{k: e[k] for k in ("value", "type", "primary") if k in e} for e in emails],
+            "emails": [
+                {k: e[k] for k in ("value", "type", "primary", "display") if k in e} for e in emails
+            ],
             "active": True if user.active is None else bool(user.active),
+            "attributes": rest,
         }
 
     def create_user(self, payload: Any) -> DirectoryUser:
@@ -363,6 +373,26 @@ def _validate(model: Any, payload: Any, ctx: Context) -> Any:
         return model.model_validate(payload, scim_ctx=ctx)
     except (ValidationError, SCIMException) as e:
         raise _from_exception(e) from None
+
+
+def _search_request(payload: Any) -> dict[str, str]:
+    """A SearchRequest body as the query parameters a GET would carry."""
+    if not isinstance(payload, dict):
+        raise ScimError(400, "the body must be a JSON object", "invalidSyntax")
+    query: dict[str, str] = {}
+    for key in ("filter", "startIndex", "count"):
+        value = payload.get(key)
+        if value is not None:
+            if isinstance(value, bool) or not isinstance(value, str | int):
+                raise ScimError(400, f"{key} must be a string or an integer", "invalidValue")
+            query[key] = str(value)
+    for key in ("attributes", "excludedAttributes"):
+        value = payload.get(key)
+        if value is not None:
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                raise ScimError(400, f"{key} must be a list of attribute names", "invalidValue")
+            query[key] = ",".join(value)
+    return query
 
 
 def _int(raw: str | None, name: str, default: int) -> int:
@@ -558,9 +588,12 @@ class ScimGate:
         if not parts:
             raise ScimError(404, "no such SCIM endpoint")
         head, rest = parts[0], parts[1:]
-        if head == "ServiceProviderConfig" and not rest and method == "GET":
+        discovery = head in ("ServiceProviderConfig", "ResourceTypes", "Schemas")
+        if discovery and method != "GET":
+            raise ScimError(405, f"only GET is allowed on /{head}")
+        if head == "ServiceProviderConfig" and not rest:
             return 200, _service_provider_config(), {}
-        if head in ("ResourceTypes", "Schemas") and method == "GET" and len(rest) <= 1:
+        if head in ("ResourceTypes", "Schemas") and len(rest) <= 1:
             items = _resource_types(base) if head == "ResourceTypes" else _schemas(base)
             if not rest:
                 return 200, _listed(items), {}
@@ -586,6 +619,11 @@ class ScimGate:
                 return _one(201, scim.group_resource(g, base), g.version)
             raise ScimError(405, f"{method} is not allowed on /{head}")
         rid = rest[0]
+        if rid == ".search":  # RFC 7644 §3.4.3: the query in a POSTed SearchRequest
+            if method != "POST":
+                raise ScimError(405, f"only POST is allowed on /{head}/.search")
+            searched = _search_request(await _body(receive, scope))
+            return 200, await run_in_threadpool(scim.search, kind, searched, base), {}
         if kind == "User":
             rec.src = f"scim:userId:{rid}"
             if method == "GET":
@@ -629,6 +667,8 @@ def _command(method: str, parts: list[str]) -> str:
     head = parts[0] if parts else ""
     if head in ("Users", "Groups"):
         noun = head[:-1]
+        if len(parts) == 2 and parts[1] == ".search":
+            return "scimSearch" + head
         if len(parts) == 1:
             return (
                 "scimList" + head if method == "GET" else f"scim{_VERBS.get(method, 'Call')}{noun}"

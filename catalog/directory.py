@@ -75,6 +75,7 @@ class DirectoryUser:
     created: float
     last_modified: float
     version: int
+    attributes: Mapping[str, Any] = field(default_factory=dict)  # the rest, as sent (JSON)
 
 
 @dataclass(frozen=True)
@@ -240,6 +241,7 @@ class DirectoryStore:
             created=row.created,
             last_modified=row.last_modified,
             version=row.version,
+            attributes=json.loads(row.attributes),
         )
 
     def get_user(self, user_id: str) -> DirectoryUser | None:
@@ -268,9 +270,11 @@ class DirectoryStore:
         display_name: str | None = None,
         emails: Iterable[Mapping[str, Any]] = (),
         active: bool = True,
+        attributes: Mapping[str, Any] | None = None,
     ) -> DirectoryUser:
         """A new user; DirectoryConflict when a live user has the name (a tombstone of it
-        is replaced)."""
+        is replaced). `attributes`: whatever else the provider keeps on it (JSON), given
+        back as it was."""
         now = time.time()
         row = {
             "id": str(uuid.uuid4()),
@@ -278,6 +282,7 @@ class DirectoryStore:
             "external_id": external_id,
             "display_name": display_name,
             "emails": json.dumps(list(emails)),
+            "attributes": json.dumps(dict(attributes or {})),
             "active": int(active),
             "deleted": 0,
             "created": now,
@@ -313,10 +318,12 @@ class DirectoryStore:
         display_name: str | None,
         emails: Iterable[Mapping[str, Any]],
         active: bool,
+        attributes: Mapping[str, Any] | None = None,
         if_version: int | None = None,
     ) -> DirectoryUser:
         """Every attribute of a live user at once (SCIM PUT, and PATCH after applying)."""
         emails_json = json.dumps(list(emails))
+        attributes_json = json.dumps(dict(attributes or {}))
 
         def change(conn: Connection) -> DirectoryUser:
             old = self._live_user(conn, user_id, if_version)
@@ -328,6 +335,7 @@ class DirectoryStore:
                 "external_id": external_id,
                 "display_name": display_name,
                 "emails": emails_json,
+                "attributes": attributes_json,
                 "active": int(active),
                 "last_modified": now,
                 "version": old.version + 1,
@@ -345,6 +353,7 @@ class DirectoryStore:
                 created=old.created,
                 last_modified=now,
                 version=old.version + 1,
+                attributes=json.loads(attributes_json),
             )
 
         return self._write(change)
@@ -364,6 +373,7 @@ class DirectoryStore:
                     external_id=None,
                     display_name=None,
                     emails="[]",
+                    attributes="{}",
                     last_modified=time.time(),
                     version=old.version + 1,
                 )
@@ -378,6 +388,7 @@ class DirectoryStore:
             "id": str(uuid.uuid4()),
             "user_name": user_name,
             "emails": "[]",
+            "attributes": "{}",
             "active": 0,
             "deleted": 1,
             "created": now,

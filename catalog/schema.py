@@ -74,6 +74,7 @@ directory_users = Table(
     Column("external_id", Text),
     Column("display_name", Text),
     Column("emails", Text, nullable=False, server_default="[]"),
+    Column("attributes", Text, nullable=False, server_default="{}"),
     Column("active", Integer, nullable=False),
     Column("deleted", Integer, nullable=False, server_default="0"),
     Column("created", Float, nullable=False),

@@ -23,6 +23,7 @@ def upgrade() -> None:
         sa.Column("external_id", sa.Text),
         sa.Column("display_name", sa.Text),
         sa.Column("emails", sa.Text, nullable=False, server_default="[]"),
+        sa.Column("attributes", sa.Text, nullable=False, server_default="{}"),
         sa.Column("active", sa.Integer, nullable=False),
         sa.Column("deleted", sa.Integer, nullable=False, server_default="0"),
         sa.Column("created", sa.Float, nullable=False),
