@@ -97,6 +97,7 @@ _OPERATORS = {
     CompareOperator.sw,
     CompareOperator.ew,
 }
+_ID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")  # uuid4s
 _ETAG = re.compile(r'^(?:W/)?"(\d{1,18})"$')
 
 
@@ -184,8 +185,8 @@ class ScimService:
         emails = [e.model_dump(exclude_none=True, mode="json") for e in user.emails or ()]
         # the rest of the resource, given back as sent (name, title, phoneNumbers ...)
         rest = user.model_dump(mode="json", by_alias=True, exclude_none=True, scim_ctx=None)
-        for key in ("schemas", "id", "meta", *_KEPT):
-            rest.pop(key, None)
+        for key in ("schemas", "id", "meta", "password", "groups", *_KEPT):
+            rest.pop(key, None)  # a password is never kept; groups are the Groups' word
         if len(emails) > MAX_EMAILS:
             raise ScimError(400, f"at most {MAX_EMAILS} emails a user", "invalidValue")
         for key, value in (("externalId", user.external_id), ("displayName", user.display_name)):
@@ -619,6 +620,8 @@ class ScimGate:
                 return _one(201, scim.group_resource(g, base), g.version)
             raise ScimError(405, f"{method} is not allowed on /{head}")
         rid = rest[0]
+        if rid != ".search" and not _ID.match(rid):
+            raise ScimError(404, f"no {kind.lower()} with this id")
         if rid == ".search":  # RFC 7644 §3.4.3: the query in a POSTed SearchRequest
             if method != "POST":
                 raise ScimError(405, f"only POST is allowed on /{head}/.search")

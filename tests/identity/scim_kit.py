@@ -45,8 +45,8 @@ def scim_client(url: str, token: str = SCIM_TOKEN) -> httpx.Client:
     )
 
 
-def new_user(client: httpx.Client, name: str, **extra) -> dict:
-    r = client.post("/Users", json={"schemas": [USER_SCHEMA], "userName": name, **extra})
+def new_user(client: httpx.Client, user_name: str, **extra) -> dict:
+    r = client.post("/Users", json={"schemas": [USER_SCHEMA], "userName": user_name, **extra})
     assert r.status_code == 201, r.text
     return r.json()
 

@@ -102,6 +102,26 @@ def test_get_user_by_id_and_404_for_an_unknown_id(scim) -> None:
     r = scim.get(f"/Users/{made['id']}")
     assert r.status_code == 200 and r.json()["userName"] == "get-me"
     _error(scim.get("/Users/00000000-0000-0000-0000-000000000000"), 404)
+    _error(scim.get("/Users/not-an-id%09x"), 404)
+
+
+def test_a_password_is_never_kept_and_other_attributes_come_back(scim, live) -> None:
+    made = new_user(
+        scim,
+        "pw-user",
+        password="s3cret-Pa55",
+        name={"givenName": "Pat", "familyName": "Word"},
+        title="Engineer",
+    )
+    assert "password" not in made
+    got = scim.get(f"/Users/{made['id']}").json()
+    assert got["name"] == {"givenName": "Pat", "familyName": "Word"}
+    assert got["title"] == "Engineer" and "password" not in got
+    from catalog.schema import directory_users
+
+    with live[0].catalog.store.read() as conn:
+        rows = conn.execute(directory_users.select()).mappings().all()
+    assert not any("s3cret-Pa55" in str(dict(r)) for r in rows)
 
 
 def test_list_users_with_filters(scim) -> None:
