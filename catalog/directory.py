@@ -6,7 +6,9 @@ Every server answers `groups_of` and `deprovisioned` (api/authenticator.py's
 query: the snapshot is re-read when the `directory` generation row moved, and that row is
 read at most once every `max_age` seconds (default 2). A write through this process's store
 is seen at once; servers sharing one PostgreSQL catalog (or one SQLite file) see each
-other's writes within `max_age` seconds of the commit. That is the documented bound for a
+other's writes within `max_age` seconds of the commit, plus the time one reload takes
+(about 0.6 s for 10,000 users in 500 groups of 200 on SQLite; other threads answer from
+the previous snapshot meanwhile, never waiting). That is the documented bound for a
 deactivated user to be refused everywhere.
 
 Groups belong to a source: `scim` (one group at a time, by the SCIM service) or any other
@@ -157,7 +159,11 @@ class DirectoryStore:
         now = self.clock()
         if snap is not None and not force and now - snap.read_at < self.max_age:
             return snap
-        with self._lock:
+        # one thread refreshes; the others answer from the snapshot they have meanwhile (a
+        # reload of a large directory takes a while), unless they wrote or were told to
+        if not self._lock.acquire(blocking=snap is None or force):
+            return snap  # type: ignore[return-value]  # (snap is set: acquire blocked else)
+        try:
             snap = self._snapshot
             if snap is not None and not force and now - snap.read_at < self.max_age:
                 return snap
@@ -168,6 +174,8 @@ class DirectoryStore:
                 else:
                     fresh = self._load(conn, generation, now)
             self._snapshot = fresh
+        finally:
+            self._lock.release()
         if snap is not None:
             for user in sorted(fresh.gone - snap.gone):
                 for callback in list(self._subscribers):
