@@ -43,6 +43,7 @@ from scim2_models import (
     Schema,
     SCIMException,
     ScimFilter,
+    ScimPolicy,
     ServiceProviderConfig,
     User,
 )
@@ -97,6 +98,13 @@ _OPERATORS = {
     CompareOperator.sw,
     CompareOperator.ew,
 }
+#: what Microsoft Entra ID sends (scim2-models' documented leniencies): a `remove` whose
+#: value lists the members to remove, and `emails[type eq "work"].value` on a user with no
+#: work address (the entry is made). Nothing else departs from RFC 7644.
+PROVIDERS = ScimPolicy(
+    remove_value_as_filter=ScimPolicy.RemoveValue.apply,
+    unmatched_path_filter=ScimPolicy.UnmatchedPathFilter.create,
+)
 _ID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")  # uuid4s
 _ETAG = re.compile(r'^(?:W/)?"(\d{1,18})"$')
 
@@ -234,11 +242,12 @@ class ScimService:
         self, user_id: str, payload: Any, version: int | None, base: str
     ) -> DirectoryUser:
         current = self.user_resource(self._existing_user(user_id), base)
-        patch = _validate(PatchOp[User], payload, Context.RESOURCE_PATCH_REQUEST)
-        try:
-            patch.patch(current)
-        except (SCIMException, ValidationError) as e:
-            raise _from_exception(e) from None
+        with PROVIDERS:
+            patch = _validate(PatchOp[User], payload, Context.RESOURCE_PATCH_REQUEST)
+            try:
+                patch.patch(current)
+            except (SCIMException, ValidationError) as e:
+                raise _from_exception(e) from None
         return self.replace_user(user_id, self.user_fields(current), version)
 
     def delete_user(self, user_id: str, version: int | None) -> DirectoryUser:
@@ -314,11 +323,12 @@ class ScimService:
         self, group_id: str, payload: Any, version: int | None, base: str
     ) -> DirectoryGroup:
         current = self.group_resource(self._existing_group(group_id), base)
-        patch = _validate(PatchOp[Group], payload, Context.RESOURCE_PATCH_REQUEST)
-        try:
-            patch.patch(current)
-        except (SCIMException, ValidationError) as e:
-            raise _from_exception(e) from None
+        with PROVIDERS:
+            patch = _validate(PatchOp[Group], payload, Context.RESOURCE_PATCH_REQUEST)
+            try:
+                patch.patch(current)
+            except (SCIMException, ValidationError) as e:
+                raise _from_exception(e) from None
         return self.replace_group(group_id, self.group_fields(current), version)
 
     def _existing_group(self, group_id: str) -> DirectoryGroup:

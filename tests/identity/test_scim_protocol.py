@@ -317,6 +317,34 @@ def test_patch_group_members_add_and_remove_by_value_path(scim) -> None:
     assert "members" not in r.json()
 
 
+def test_entra_style_patches_remove_members_by_value_and_make_a_missing_email(scim) -> None:
+    a, b = new_user(scim, "entra-a"), new_user(scim, "entra-b")
+    g = scim.post(
+        "/Groups",
+        json={
+            "schemas": [GROUP_SCHEMA],
+            "displayName": "Entra Grp",
+            "members": [{"value": a["id"]}, {"value": b["id"]}],
+        },
+    ).json()
+    r = patch(
+        scim,
+        f"/Groups/{g['id']}",
+        {"op": "Remove", "path": "members", "value": [{"value": a["id"]}]},
+    )
+    assert r.status_code == 200, r.text
+    assert [m["display"] for m in r.json()["members"]] == ["entra-b"]
+    r = patch(
+        scim,
+        f"/Users/{a['id']}",
+        {"op": "Replace", "path": 'emails[type eq "work"].value', "value": "a@corp.example"},
+        {"op": "Replace", "path": "active", "value": "False"},  # Entra's string boolean
+    )
+    assert r.status_code == 200, r.text
+    assert r.json()["emails"] == [{"value": "a@corp.example", "type": "work"}]
+    assert r.json()["active"] is False
+
+
 def test_put_and_delete_group(scim) -> None:
     a = new_user(scim, "pg-a")
     g = scim.post("/Groups", json={"schemas": [GROUP_SCHEMA], "displayName": "Put Grp"}).json()
