@@ -24,6 +24,7 @@ from api.deps import Service, unauthenticated_routes
 from api.errors import ApiError, body
 from api.health import HealthRoutes
 from api.middleware import AuditMiddleware, AuthMiddleware, FastRoutes, api_error_response
+from api.scim import ScimGate
 from governance.config import ApiConfig
 
 if TYPE_CHECKING:
@@ -123,6 +124,7 @@ def create_app(lg: Lakegate, cfg: ApiConfig | None = None) -> FastAPI:
     )
     app.add_middleware(AuthMiddleware, service=service, public=public, routes=app.routes)
     app.add_middleware(ConsoleGate, service=service)  # console sign-in, cookie, CSRF, headers
+    app.add_middleware(ScimGate, service=service)  # /scim/v2: the SCIM client's tokens only
     app.add_middleware(AuditMiddleware, service=service)  # sees every audited answer
     app.add_middleware(HealthRoutes, lg=lg)  # probes and metrics: no token, not audited
     return app

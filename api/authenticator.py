@@ -39,6 +39,15 @@ class DirectoryView(Protocol):
         ...
 
 
+class Deprovisioned(Unauthenticated):
+    """A valid token of a user the directory has deactivated or deleted: refused, and the
+    refusal names the user (its audit line, ending its sessions)."""
+
+    def __init__(self, user: str) -> None:
+        super().__init__("user deprovisioned by the identity provider")
+        self.user = user
+
+
 class Authenticator:
     """Lakegate's own tokens, the configured providers' JWTs, and the directory over both."""
 
@@ -89,7 +98,7 @@ class Authenticator:
         if directory is None:
             return principal
         if directory.deprovisioned(principal.user):
-            raise Unauthenticated("user deprovisioned by the identity provider")
+            raise Deprovisioned(principal.user)
         extra = directory.groups_of(principal.user)
         if not extra or extra <= principal.claims.groups:
             return principal

@@ -9,6 +9,7 @@ was (see `unauthenticated_routes`).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import APIRouter, Depends, Request
@@ -18,6 +19,7 @@ from starlette.routing import BaseRoute
 from api.authenticator import Authenticator
 from api.caller import AUDIT_KEY, PRINCIPAL_KEY, Caller, RequestAudit
 from api.console_sessions import ConsoleSessions
+from api.directory import directory_of
 from api.discovery import Discovery
 from api.errors import ApiError
 from api.registry import Registry
@@ -36,11 +38,24 @@ class Service:
     def __init__(self, lg: Lakegate, cfg: ApiConfig | None = None) -> None:
         self.lg = lg
         self.cfg = cfg or lg.config.api
-        self.auth = Authenticator(self.cfg, lg.config.identity)
+        self.directory = directory_of(lg)
+        self.auth = Authenticator(self.cfg, lg.config.identity, self.directory)
         self.discovery = Discovery(lg)
         self.registry = Registry(lg, self.discovery)
         # the console's signed-in browsers (deprovisioning ends a user's: end_user)
         self.console_sessions = ConsoleSessions()
+        #: called with each user the directory deactivates or deletes (SCIM here, or another
+        #: server sharing the catalog, seen within the directory's refresh bound): the place
+        #: to end that user's sessions (the console's). Tokens remembered are forgotten first.
+        self.on_deprovision: list[Callable[[str], None]] = [self.console_sessions.end_user]
+        self.directory.subscribe(self.deprovisioned)
+
+    def deprovisioned(self, user: str) -> None:
+        """`user` was deactivated or deleted: its next request is checked anew (and refused
+        by the directory), and every hook ends what it holds of that user."""
+        self.auth.forget()
+        for hook in list(self.on_deprovision):
+            hook(user)
 
     def write_audit(self, rec: RequestAudit, status: int) -> None:
         """The request's audit line, written fail closed (`write_or_refuse`: raises

@@ -23,6 +23,7 @@ from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.auth import Unauthenticated
+from api.authenticator import Deprovisioned
 from api.caller import AUDIT_KEY, PRINCIPAL_KEY, Caller, RequestAudit, request_audit
 from api.deps import Service, authenticate
 from api.errors import OUTCOME_NOT_RECORDED, ApiError, body
@@ -133,6 +134,8 @@ class AuthMiddleware:
             )
         except Unauthenticated as e:
             rec.cmd, rec.reason = self._operation(scope), str(e)
+            if isinstance(e, Deprovisioned):  # a verified token: the line names its user
+                rec.user = e.user
             await send_error(send, 401, str(e), [(b"www-authenticate", b"Bearer")])
             return
         scope[PRINCIPAL_KEY] = principal

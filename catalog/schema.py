@@ -63,3 +63,45 @@ data_products = Table(
     Column("updated_by", Text),
 )
 Index("data_products_domain", data_products.c.domain)
+
+# the directory (issue 37): users and groups an identity provider pushes (SCIM) or a sync
+# reads (LDAP); catalog/directory.py. A deleted SCIM user stays as a tombstone (deleted=1).
+directory_users = Table(
+    "directory_users",
+    metadata,
+    Column("id", Text, primary_key=True),
+    Column("user_name", Text, nullable=False, unique=True),
+    Column("external_id", Text),
+    Column("display_name", Text),
+    Column("emails", Text, nullable=False, server_default="[]"),
+    Column("attributes", Text, nullable=False, server_default="{}"),
+    Column("active", Integer, nullable=False),
+    Column("deleted", Integer, nullable=False, server_default="0"),
+    Column("created", Float, nullable=False),
+    Column("last_modified", Float, nullable=False),
+    Column("version", Integer, nullable=False),
+)
+directory_groups = Table(
+    "directory_groups",
+    metadata,
+    Column("id", Text, primary_key=True),
+    Column("source", Text, nullable=False),
+    Column("display_name", Text, nullable=False),
+    Column("external_id", Text),
+    Column("created", Float, nullable=False),
+    Column("last_modified", Float, nullable=False),
+    Column("version", Integer, nullable=False),
+)
+Index(
+    "directory_groups_name", directory_groups.c.source, directory_groups.c.display_name, unique=True
+)
+# a member is a SCIM user (user_id) or, for LDAP, a user name
+directory_members = Table(
+    "directory_members",
+    metadata,
+    Column("group_id", Text, nullable=False),
+    Column("user_id", Text),
+    Column("user_name", Text),
+)
+Index("directory_members_group", directory_members.c.group_id)
+Index("directory_members_user", directory_members.c.user_id)

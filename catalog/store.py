@@ -29,7 +29,7 @@ from catalog import schema as db
 from catalog.model import CatalogInfo, ColumnInfo, SchemaInfo, TableInfo
 
 _GENERATION = "SELECT value FROM meta WHERE key = 'generation'"
-HEAD = "0002"  # the newest migration; tests check it is Alembic's head
+HEAD = "0003"  # the newest migration; tests check it is Alembic's head
 _MIGRATION_LOCK = 0x4C47_4341  # PostgreSQL advisory lock key ("LGCA") for migrations
 _REGISTER_LOCK = 0x4C47_4C4F  # ("LGLO") serialises checked table registrations
 

@@ -29,7 +29,7 @@ from grpc_status import rpc_status
 from pyspark.sql.connect.proto import base_pb2, base_pb2_grpc
 
 from api.auth import Unauthenticated
-from api.authenticator import Authenticator
+from api.authenticator import Authenticator, Deprovisioned
 from api.connect import compat
 from api.connect.analyze import GatewayAnalysis, kept_key, kept_relation
 from api.connect.backend import MAX_MESSAGE_BYTES, Backend
@@ -48,6 +48,7 @@ from api.connect.relations import PlanGovernor
 from api.connect.sessions import SessionRefused, SessionRegistry, Sweeper
 from api.connect.settings import checked_keys, config_answer
 from api.connect.verified import VerifiedQuery, identity
+from api.directory import directory_of
 from audit import AuditEvent
 from governance.errors import AccessDenied, AuditUnavailable, LakegateError
 from governance.execute import (
@@ -99,7 +100,8 @@ class ConnectService(
         self.backend = backend
         # looked up once: each name of a py4j package path is a round trip to the JVM
         self._spark_class = lg.spark._jvm.org.apache.spark.sql.SparkSession
-        self.auth = Authenticator(lg.config.api, lg.config.identity)
+        self.directory = directory_of(lg)
+        self.auth = Authenticator(lg.config.api, lg.config.identity, self.directory)
         self._channel = grpc.insecure_channel(
             backend.target,
             options=[
@@ -122,13 +124,23 @@ class ConnectService(
         )
         self._sweeper = Sweeper(self.sessions, min(cfg.session_idle_timeout / 2, 60.0))
         self._sweeper.start()
+        # a user the identity provider deactivates or deletes (SCIM on a REST server of the
+        # same catalog): refused at its next call, and its sessions end, within the
+        # directory's refresh bound (catalog/directory.py) even when it makes no call
+        self.directory.subscribe(self._deprovisioned)
+        self._stop_watch = self.directory.watch()
         self._local_ops: OrderedDict[tuple[str, str, str], None] = OrderedDict()
         self._lock = threading.Lock()
         CONNECT_SESSIONS.set_function(self.sessions.count)
         #: the front's relay: its loopback port -> the client's address (server.py)
         self.relay_clients: Callable[[int], str | None] | None = None
 
+    def _deprovisioned(self, user: str) -> None:
+        self.auth.forget()
+        self.sessions.end_user(user)
+
     def close(self) -> None:
+        self._stop_watch()
         self._sweeper.stop()
         self._channel.close()
 
@@ -421,6 +433,9 @@ class ConnectService(
         try:
             principal = self.auth.authenticate(header if isinstance(header, str) else None)
         except Unauthenticated as e:
+            if isinstance(e, Deprovisioned):  # on record as the user; its sessions end now
+                call.user = e.user
+                self.sessions.end_user(e.user)
             self._fail(call, context, _Refusal(grpc.StatusCode.UNAUTHENTICATED, str(e)))
         call.user, call.auth, call.claims = principal.user, principal.audit_method, principal.claims
         try:

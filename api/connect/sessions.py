@@ -153,6 +153,16 @@ class SessionRegistry:
             except Exception as e:  # the backend's own idle expiry still frees it
                 ERROR_LOG.error("connect session of %s not released in the backend: %s", user, e)
 
+    def end_user(self, user: str) -> list[Key]:
+        """End every session of `user` (deprovisioned by the identity provider), running or
+        not: each is released in the backend, which interrupts what it runs. The keys ended."""
+        with self._lock:
+            gone = [key for key in self._entries if key[0] == user]
+            for key in gone:
+                del self._entries[key]
+        self._release_all(gone)
+        return gone
+
     def held(self, user: str, session_id: str) -> bool:
         with self._lock:
             return (user, session_id) in self._entries
