@@ -36,6 +36,7 @@ class RequestAudit:
     cmd: str | None = None
     src: str | None = None
     dst: str | None = None
+    resource: str | None = None  # what a call that touches no table acted on (SCIM)
     allowed: bool | None = None  # None: decided by the status (401/403 are not allowed)
     reason: str | None = None
     stmt_hash: str | None = None

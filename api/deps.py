@@ -72,6 +72,7 @@ class Service:
                     auth=rec.auth,
                     issuer=rec.claims.issuer,
                     subject=rec.claims.subject,
+                    resource=rec.resource,
                     ip=rec.ip,
                     proto="rest",
                     cmd=rec.cmd or "unknown",

@@ -623,10 +623,10 @@ class ScimGate:
                 payload = await _body(receive, scope)
                 if kind == "User":
                     u = await run_in_threadpool(scim.create_user, payload)
-                    rec.src = f"scim:user:{u.user_name}"
+                    rec.resource = f"scim:user:{u.user_name}"
                     return _one(201, scim.user_resource(u, base), u.version)
                 g = await run_in_threadpool(scim.create_group, payload)
-                rec.src = f"scim:group:{g.id}"
+                rec.resource = f"scim:group:{g.id}"
                 return _one(201, scim.group_resource(g, base), g.version)
             raise ScimError(405, f"{method} is not allowed on /{head}")
         rid = rest[0]
@@ -638,13 +638,13 @@ class ScimGate:
             searched = _search_request(await _body(receive, scope))
             return 200, await run_in_threadpool(scim.search, kind, searched, base), {}
         if kind == "User":
-            rec.src = f"scim:userId:{rid}"
+            rec.resource = f"scim:userId:{rid}"
             if method == "GET":
                 u = scim._existing_user(rid)
                 return _one(200, scim.user_resource(u, base), u.version, query)
             if method == "DELETE":
                 gone = await run_in_threadpool(scim.delete_user, rid, version)
-                rec.src = f"scim:user:{gone.user_name}"
+                rec.resource = f"scim:user:{gone.user_name}"
                 return 204, None, {}
             if method in ("PUT", "PATCH"):
                 payload = await _body(receive, scope)
@@ -652,10 +652,10 @@ class ScimGate:
                     u = await run_in_threadpool(scim.put_user, rid, payload, version)
                 else:
                     u = await run_in_threadpool(scim.patch_user, rid, payload, version, base)
-                rec.src = f"scim:user:{u.user_name}"
+                rec.resource = f"scim:user:{u.user_name}"
                 return _one(200, scim.user_resource(u, base), u.version)
         else:
-            rec.src = f"scim:group:{rid}"
+            rec.resource = f"scim:group:{rid}"
             if method == "GET":
                 g = scim._existing_group(rid)
                 return _one(200, scim.group_resource(g, base), g.version, query)

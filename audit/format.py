@@ -436,6 +436,10 @@ FIELDS: tuple[Field, ...] = (
           extension=3),
     Field("subject", "subject", TEXT, Filter("subject", exact, "provider subject (exact)"),
           extension=3),
+    #: what a call that touches no table acted on: the SCIM resource an identity provider
+    #: pushed (`scim:user:NAME`, `scim:group:ID`), so `src` keeps meaning a table
+    Field("resource", "resource", TEXT,
+          Filter("resource", exact, "resource a non-table call acted on (exact)"), extension=3),
     Field("writer", "writer", NAME, origin="chain"),
     Field("seq", "seq", LONG, origin="chain"),
     Field("prevHash", "prev_hash", HASH, origin="chain"),

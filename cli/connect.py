@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import click
 
 from api.connect.server import Gateway, tls_files
+from api.directory import directory_sync
 from cli.kit import EXIT_OK, config_option, config_path
 from cli.serve import recovered
 
@@ -56,7 +57,8 @@ def connect(host: str | None, port: int | None, metrics_port: int | None) -> int
         done = threading.Event()
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: done.set())
-        done.wait()
+        with directory_sync(lg):  # LDAP's groups into the directory while serving
+            done.wait()
         gateway.stop()
     finally:
         lg.close()

@@ -47,6 +47,7 @@ def serve(
     import uvicorn
 
     from api.app import create_app
+    from api.directory import directory_sync
     from governance.config import Config
     from governance.heap import settle_heap
     from governance.session import Lakegate
@@ -93,17 +94,18 @@ def serve(
     _settle(app)
     settle_heap()  # start-up's objects out of every full collection (governance/heap.py)
     try:
-        uvicorn.run(
-            app,
-            host=host,
-            port=port,
-            log_config=None,
-            log_level=log_level,
-            access_log=access_log,
-            server_header=False,
-            ssl_certfile=str(cfg.api.tls_cert) if tls else None,
-            ssl_keyfile=str(cfg.api.tls_key) if tls else None,
-        )
+        with directory_sync(lg):  # LDAP's groups into the directory while serving
+            uvicorn.run(
+                app,
+                host=host,
+                port=port,
+                log_config=None,
+                log_level=log_level,
+                access_log=access_log,
+                server_header=False,
+                ssl_certfile=str(cfg.api.tls_cert) if tls else None,
+                ssl_keyfile=str(cfg.api.tls_key) if tls else None,
+            )
     except SystemExit as e:  # uvicorn exits 1 when it cannot start (e.g. lost a bind race)
         if e.code not in (None, 0):
             fail(f"the server on {host}:{port} could not start")

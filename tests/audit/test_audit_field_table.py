@@ -169,7 +169,7 @@ def test_line_key_orders_are_the_contracts() -> None:
     )
     extended = (*v1[:20], "policyVersion", "phase", *v1[20:])
     read = (*v1[:20], "policyVersion", "phase", "readVersion", *v1[20:])
-    who = (*read[:23], "issuer", "subject", *v1[20:])
+    who = (*read[:23], "issuer", "subject", "resource", *v1[20:])
     assert (who, read, extended, v1) == LAYOUTS
 
 

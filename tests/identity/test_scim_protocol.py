@@ -399,13 +399,13 @@ def test_every_scim_call_is_audited_as_the_scim_client(scim, live) -> None:
     create = [
         x
         for x in lines
-        if x.get("cmd") == "scimCreateUser" and x.get("src") == "scim:user:audited-one"
+        if x.get("cmd") == "scimCreateUser" and x.get("resource") == "scim:user:audited-one"
     ]
     assert create and create[-1]["ugi"].startswith("scim ") and create[-1]["proto"] == "rest"
     deact = [
         x
         for x in lines
-        if x.get("cmd") == "scimPatchUser" and x.get("src") == "scim:user:audited-one"
+        if x.get("cmd") == "scimPatchUser" and x.get("resource") == "scim:user:audited-one"
     ]
     assert deact and deact[-1]["succeeded"] == "true"
     refused = [x for x in lines if x.get("cmd") == "scimListUsers" and x["allowed"] == "false"]
