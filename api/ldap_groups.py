@@ -16,7 +16,6 @@ the directory's own diagnostic text.
 from __future__ import annotations
 
 import contextlib
-import ipaddress
 import math
 import os
 import ssl
@@ -29,6 +28,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from api.net import is_loopback_url
 from governance.config import LdapConfig
 from governance.identity import InvalidName, canonical_user
 
@@ -98,16 +98,6 @@ def _is_tls(config: LdapConfig) -> bool:
     return config.url.lower().startswith("ldaps://") or config.ca_file is not None
 
 
-def _is_loopback(url: str) -> bool:
-    host = urlsplit(url).hostname or ""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def _connection(config: LdapConfig) -> Any:
     """An open, bound, read-only connection, or LdapError."""
     import ldap3
@@ -116,7 +106,7 @@ def _connection(config: LdapConfig) -> Any:
     if (config.bind_dn is None) != (config.password_file is None):
         raise LdapError("identity.ldap needs both bind_dn and password_file, or neither")
     password = None if config.password_file is None else read_password(config.password_file)
-    if password is not None and not _is_tls(config) and not _is_loopback(config.url):
+    if password is not None and not _is_tls(config) and not is_loopback_url(config.url):
         raise LdapError(
             "identity.ldap sends its password only over TLS: use an ldaps:// URL or set "
             "ca_file for StartTLS"

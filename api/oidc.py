@@ -21,7 +21,6 @@ and a token whose key is unknown is refused.
 from __future__ import annotations
 
 import hmac
-import ipaddress
 import json
 import logging
 import ssl
@@ -32,11 +31,11 @@ import urllib.parse
 import urllib.request
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import urlsplit
 
 import jwt
 
 from api.auth import Principal, Unauthenticated
+from api.net import is_loopback_url
 from governance.config import OidcProvider
 from governance.identity import IdpClaims, InvalidName, canonical_user
 
@@ -80,18 +79,8 @@ def unverified_issuer(token: str) -> str | None:
     return issuer if isinstance(issuer, str) else None
 
 
-def _is_loopback(url: str) -> bool:
-    host = urlsplit(url).hostname or ""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def _allowed_url(url: str) -> bool:
-    return url.startswith("https://") or (url.startswith("http://") and _is_loopback(url))
+    return url.startswith("https://") or (url.startswith("http://") and is_loopback_url(url))
 
 
 class OidcVerifier:

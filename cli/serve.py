@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import logging
 import socket
@@ -10,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from api.net import is_loopback
 from cli.kit import EXIT_OK, EXIT_UNAVAILABLE, config_option, config_path, fail
 
 if TYPE_CHECKING:
@@ -79,7 +79,7 @@ def serve(
             "(401); see api/README.md (lakegate token create makes one)"
         )
     tls = cfg.api.tls_cert is not None and cfg.api.tls_key is not None
-    if not _is_loopback(host) and not tls:
+    if not is_loopback(host) and not tls:
         fail(f"serving on {host}, beyond loopback, without TLS: lakegate certs makes a certificate")
     # uvicorn's default log setup is logging.config.dictConfig, which closes every existing
     # handler, the audit log's included (every request would then be refused): keep ours.
@@ -153,15 +153,6 @@ def _cannot_bind(host: str, port: int) -> str | None:
 def _settle(app: object) -> None:
     """Load the catalog snapshot before the first request instead of during it."""
     app.state.service.discovery.snapshot()  # type: ignore[attr-defined]
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def recovered(lg: Lakegate) -> None:
