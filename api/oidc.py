@@ -126,10 +126,11 @@ class OidcVerifier:
         except urllib.error.HTTPError as e:
             # the provider's error body (`{"error": "invalid_grant"}`) names the reason
             try:
-                reason = json.loads(e.read(4096)).get("error", e.code)
+                error = json.loads(e.read(4096)).get("error")
             except (ValueError, AttributeError, OSError):
-                reason = e.code
-            raise ProviderUnreachable(f"{url}: HTTP {e.code} ({reason})") from None
+                error = None
+            detail = f" ({error})" if isinstance(error, str) else ""
+            raise ProviderUnreachable(f"{url}: HTTP {e.code} {e.reason}{detail}") from None
         except (urllib.error.URLError, OSError, ValueError) as e:
             reason = getattr(e, "reason", None) or e
             raise ProviderUnreachable(f"{url}: {type(e).__name__}: {reason}") from None
