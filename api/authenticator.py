@@ -11,6 +11,7 @@ join the token's.
 from __future__ import annotations
 
 import hashlib
+import logging
 import threading
 import time
 from dataclasses import replace
@@ -19,6 +20,8 @@ from typing import Protocol
 from api.auth import Principal, TokenAuth, Unauthenticated, bearer
 from api.oidc import OidcVerifier, looks_like_jwt, unverified_issuer
 from governance.config import ApiConfig, IdentityConfig
+
+log = logging.getLogger("lakegate.identity")
 
 #: Verified provider tokens remembered (by SHA-256) so that the many RPCs of one query
 #: verify a signature once; an entry is used for at most `REMEMBER_SECONDS` and never past
@@ -97,9 +100,14 @@ class Authenticator:
         directory = self.directory
         if directory is None:
             return principal
-        if directory.deprovisioned(principal.user):
+        try:
+            gone = directory.deprovisioned(principal.user)
+            extra = directory.groups_of(principal.user)
+        except Exception as e:  # the catalog database is down: refuse, never skip the check
+            log.error("the user directory cannot be read: %s: %s", type(e).__name__, e)
+            raise Unauthenticated("refused: the user directory cannot be read") from None
+        if gone:
             raise Deprovisioned(principal.user)
-        extra = directory.groups_of(principal.user)
         if not extra or extra <= principal.claims.groups:
             return principal
         claims = replace(principal.claims, groups=principal.claims.groups | extra)

@@ -278,3 +278,16 @@ def test_directory_groups_join_the_tokens_and_a_deprovisioned_user_is_refused(is
     assert "deprovisioned" in refused(lambda t: auth.authenticate(f"Bearer {t}"), token)
     own = sign_token("s" * 32, "dana")  # whatever token it shows
     assert "deprovisioned" in refused(lambda t: auth.authenticate(f"Bearer {t}"), own)
+
+
+class BrokenDirectory(Directory):
+    def deprovisioned(self, user: str) -> bool:
+        raise ConnectionError("catalog database down")
+
+
+def test_a_directory_that_cannot_be_read_refuses_every_token(issuer, provider):
+    auth = Authenticator(ApiConfig(secret="s" * 32), IdentityConfig((provider,)), BrokenDirectory())
+    for token in (issuer.mint("dana"), sign_token("s" * 32, "dana")):
+        assert "directory cannot be read" in refused(
+            lambda t: auth.authenticate(f"Bearer {t}"), token
+        )
