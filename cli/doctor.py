@@ -90,8 +90,11 @@ def _java() -> Check:
 def _delta_jars() -> Check:
     from importlib.metadata import version
 
+    from governance.spark_line import LINE, NO_SPARK, PYSPARK
+
+    if not PYSPARK:
+        return Check("delta jars", "FAIL", NO_SPARK)
     from governance.spark import cached_delta_jars
-    from governance.spark_line import LINE
 
     jars = cached_delta_jars()
     if jars is None:
@@ -212,10 +215,11 @@ def _file_modes(cfg: Config) -> Check:
     """Anything a group or other users may read (raw values, token hashes, error texts)."""
     loose: list[tuple[Path, int]] = []
     walked = 0
+    sealed: set[Path] = set()
     for root in _lakegate_paths(cfg):
         for path, mode in modes(root):
             walked += 1
-            if mode & NOT_OWNER:
+            if _opens_to_others(path, mode, sealed):
                 loose.append((path, mode))
             if walked >= WALK_LIMIT:
                 break
@@ -231,6 +235,22 @@ def _file_modes(cfg: Config) -> Check:
         )
     limited = f" (first {WALK_LIMIT} entries)" if walked >= WALK_LIMIT else ""
     return Check("file modes", "ok", f"all owner-only{limited}")
+
+
+def _opens_to_others(path: Path, mode: int, sealed: set[Path]) -> bool:
+    """Whether a group or other users may use `path` (`sealed` collects the directories
+    nobody else may enter, parents before children, as `modes` walks).
+
+    Spark marks the jars it copies into its scratch (`state/spark-local/`) a+x, 0711, while
+    it runs: execute bits without read on a file inside a sealed directory give nobody
+    anything, so a healthy running deployment passes. Read or write bits always count."""
+    if path.is_dir():
+        if path.parent in sealed or not mode & 0o011:
+            sealed.add(path)
+        return bool(mode & NOT_OWNER)
+    if mode & 0o066:
+        return True
+    return bool(mode & 0o011) and path.parent not in sealed
 
 
 def _secrets(cfg: Config) -> Check:

@@ -1,7 +1,8 @@
 """Probes during start-up (issue 42, item 4): both servers open their HTTP port before Spark
 starts, answer `/healthz` 200 and `/readyz` 503 while it starts, and `/readyz` 200 once it
-is up; the REST server refuses other requests with 503 meanwhile. Real `lakegate serve` and
-`lakegate connect` processes, stopped by the tests.
+is up; the REST server refuses other requests with 503 meanwhile. A healthy running
+deployment passes `doctor` (item 8: Spark's own 0711 copies of the Delta jars in its scratch
+are no finding). Real `lakegate serve` and `lakegate connect` processes, stopped by the tests.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import json
 import os
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -124,6 +126,38 @@ def test_connect_metrics_port_answers_probes_while_spark_starts_then_ready(
     proc = _start(tmp_path, "connect", "--port", str(_free_port()), "--metrics-port", str(port))
     try:
         _probes_open_before_spark_and_turn_ready(f"http://127.0.0.1:{port}", proc)
+    finally:
+        code = _stop(proc)
+    assert code == 0, (tmp_path / "server.log").read_text()[-2000:]
+
+
+@pytest.mark.timeout(900)
+def test_doctor_passes_while_the_server_runs_with_sparks_scratch_jars(
+    tmp_path: Path, capsys
+) -> None:
+    config = write_config(tmp_path)
+    config.chmod(0o600)
+    port = _free_port()
+    proc = _start(tmp_path, "serve", "--port", str(port))
+    try:
+        _until(f"http://127.0.0.1:{port}/readyz", 200, 600, proc)
+        scratch = tmp_path / "state" / "spark-local"
+        marked = [
+            p
+            for p in scratch.rglob("*.jar")
+            if stat.S_IMODE(p.lstat().st_mode) & 0o011 and not p.is_symlink()
+        ]
+        assert marked, "Spark's scratch holds no a+x jar copies: the case is not exercised"
+        capsys.readouterr()
+        main(["--config", str(config), "doctor", "-o", "json"])
+        checks = {c["check"]: c for c in json.loads(capsys.readouterr().out)}
+        assert checks["file modes"]["status"] == "ok", checks["file modes"]
+        # a read bit for others still counts, in the same tree
+        marked[0].chmod(0o744)
+        main(["--config", str(config), "doctor", "-o", "json"])
+        checks = {c["check"]: c for c in json.loads(capsys.readouterr().out)}
+        assert checks["file modes"]["status"] == "FAIL"
+        assert f"{marked[0]} (744)" in checks["file modes"]["detail"]
     finally:
         code = _stop(proc)
     assert code == 0, (tmp_path / "server.log").read_text()[-2000:]
