@@ -124,5 +124,6 @@ def create_app(lg: Lakegate, cfg: ApiConfig | None = None) -> FastAPI:
     app.add_middleware(AuthMiddleware, service=service, public=public, routes=app.routes)
     app.add_middleware(ConsoleGate, service=service)  # console sign-in, cookie, CSRF, headers
     app.add_middleware(AuditMiddleware, service=service)  # sees every audited answer
-    app.add_middleware(HealthRoutes, lg=lg)  # probes and metrics: no token, not audited
+    # probes and metrics (no token, not audited); every request counted by route and status
+    app.add_middleware(HealthRoutes, lg=lg, routes=list(iter_route_contexts(app.routes)))
     return app

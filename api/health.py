@@ -14,12 +14,16 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
+from collections.abc import Sequence
+from functools import lru_cache
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.errors import body
+from governance.metrics import HTTP_METHODS, HTTP_REQUESTS, HTTP_SECONDS
 
 if TYPE_CHECKING:
     from governance.session import Lakegate
@@ -48,14 +52,50 @@ def readiness(lg: Lakegate) -> dict[str, str]:
 
 
 class HealthRoutes:
-    """Answers the three paths before authentication and auditing; passes the rest on."""
+    """Answers the three paths before authentication and auditing; passes the rest on,
+    counting and timing every request by method, route and status (governance/metrics.py)."""
 
-    def __init__(self, app: ASGIApp, lg: Lakegate) -> None:
+    def __init__(self, app: ASGIApp, lg: Lakegate, routes: Sequence[Any] = ()) -> None:
         self.app = app
         self.lg = lg
+        # (template, regex) of each route, in the router's order
+        self.routes = [(r.path, r.path_regex) for r in routes]
+        self.route_of = lru_cache(maxsize=1024)(self._route_of)
+
+    def _route_of(self, path: str) -> str:
+        """The template of the route `path` falls under, or "unmatched" (a closed set: never
+        the caller's path)."""
+        if path in PATHS:
+            return path
+        for template, regex in self.routes:
+            if regex.match(path):
+                return template
+        return "unmatched"
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] not in PATHS or scope["method"] != "GET":
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start = time.perf_counter()
+        status = 500  # an app that raised before answering
+
+        async def answered(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self._serve(scope, receive, answered)
+        finally:
+            method = scope["method"] if scope["method"] in HTTP_METHODS else "other"
+            path = scope["path"]  # long paths are not kept in the cache (memory)
+            route = self.route_of(path) if len(path) <= 256 else self._route_of(path)
+            HTTP_REQUESTS.labels(method, route, str(status)).inc()
+            HTTP_SECONDS.labels(method, route).observe(time.perf_counter() - start)
+
+    async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["path"] not in PATHS or scope["method"] != "GET":
             await self.app(scope, receive, send)
             return
         path = scope["path"]
