@@ -39,7 +39,8 @@ def run_checks(config: Path) -> list[Check]:
             *(
                 Check(n, "skip", "needs the config")
                 for n in (
-                    *("catalog", "policies", "tags", "audit", "file modes", "secrets"),
+                    *("catalog", "policies", "tags", "audit", "file modes", "leftovers"),
+                    "secrets",
                     *("tokens", "connect tls", "api tls"),
                 )
             ),
@@ -53,6 +54,7 @@ def run_checks(config: Path) -> list[Check]:
         _tags(cfg),
         _audit(cfg.audit),
         _file_modes(cfg),
+        _leftovers(cfg),
         _secrets(cfg),
         Check("tokens", *check_tokens(cfg)),
         Check(
@@ -235,6 +237,28 @@ def _file_modes(cfg: Config) -> Check:
         )
     limited = f" (first {WALK_LIMIT} entries)" if walked >= WALK_LIMIT else ""
     return Check("file modes", "ok", f"all owner-only{limited}")
+
+
+def _leftovers(cfg: Config) -> Check:
+    """Crash leftovers in the warehouse (governance/leftovers.py): named, with the one
+    command that removes them; a warning, since nothing reads them."""
+    from catalog.catalog import Catalog
+    from catalog.store import open_store
+    from governance.leftovers import find_leftovers
+
+    try:
+        found = find_leftovers(Catalog(open_store(cfg.catalog), cfg.warehouse))
+    except Exception as e:
+        return Check("leftovers", "skip", f"catalog unavailable ({type(e).__name__})")
+    if not found:
+        return Check("leftovers", "ok", "none in the warehouse")
+    shown = ", ".join(f"{x.path} ({x.kind})" for x in found[:5])
+    more = f" and {len(found) - 5} more" if len(found) > 5 else ""
+    return Check(
+        "leftovers",
+        "warn",
+        f"crash leftovers: {shown}{more}; 'lakegate catalog leftovers --remove' removes them",
+    )
 
 
 def _opens_to_others(path: Path, mode: int, sealed: set[Path]) -> bool:
