@@ -4,7 +4,8 @@ its Delta commit is on disk and its registration in the catalog is not (the test
 catalog's write lock, so the moment is exact); the restarted server records an outcome that
 agrees with the catalog and the Delta log, `audit query --pending` and `audit verify` show
 nothing unknown, and the leftover, set aside by the next CREATE of the name, is what a later
-look at the intent names.
+look at the intent names. A second kill, once a CTAS's and an INSERT's intents are on
+record, leaves intents that `--pending` already judges without a restart.
 """
 
 from __future__ import annotations
@@ -188,8 +189,52 @@ def test_a_ctas_killed_between_commit_and_registration_is_recovered_not_landed_t
         status, body = _sql(port2, "CREATE TABLE main.sales.copy AS SELECT * FROM main.sales.src")
         assert status == 200, body
         assert list(target.parent.glob("copy.orphan-*")), "the leftover was not set aside"
+
+        # a second moment, two more kinds: a CTAS and an INSERT killed once their intents
+        # are on record (mid-run: Spark may or may not have committed either)
+        writes = {
+            "CREATE TABLE main.sales.copy3 AS SELECT * FROM main.sales.src": "main.sales.copy3",
+            "INSERT INTO main.sales.src VALUES (7)": "main.sales.src",
+        }
+        for statement in writes:
+            threading.Thread(
+                target=lambda q=statement: _try(lambda: _sql(port2, q)), daemon=True
+            ).start()
+        deadline = time.monotonic() + 300
+        while not all(
+            _intent_on_record(root, table, cmd)
+            for table, cmd in (("main.sales.copy3", "create"), ("main.sales.src", "insert"))
+        ):
+            assert time.monotonic() < deadline, "the intents never reached the log"
+            time.sleep(0.02)
+        proc.kill()
+        proc.wait()
     finally:
         _stop(proc)
+
+    # without a restart, the judge alone: a definite outcome for each, agreeing with the catalog
+    code, out = _lakegate(root, capsys, "audit", "query", "--pending", "-o", "json")
+    said = {(r["cmd"], r.get("dst") or r["src"]): r["landing"] for r in json.loads(out)}
+    assert said and not [t for t in said.values() if t.startswith("unknown")], said
+    registered = _lakegate(root, capsys, "catalog", "list", "-o", "json")[1]
+    ctas = said[("create", "main.sales.copy3")]
+    if "main.sales.copy3" in registered:
+        assert ctas.startswith("landed"), ctas
+    else:
+        assert ctas.startswith("not landed"), ctas
+    assert said[("insert", "main.sales.src")].startswith(
+        ("landed: main.sales.src version", "not landed: no commit of it")
+    ), said
+    code, out = _lakegate(root, capsys, "audit", "verify")
+    assert code == 0 and "unknown" not in out, out
+
+
+def _intent_on_record(root: Path, table: str, cmd: str) -> bool:
+    return any(
+        f"\tcmd={cmd}\t" in line and "\tphase=intent" in line and f"={table}\t" in line
+        for log in (root / "audit").glob("audit.log*")
+        for line in log.read_text().splitlines()
+    )
 
 
 def _try(call):  # the request dies with its server
