@@ -5,7 +5,8 @@ catalog's write lock, so the moment is exact); the restarted server records an o
 agrees with the catalog and the Delta log, `audit query --pending` and `audit verify` show
 nothing unknown, and the leftover, set aside by the next CREATE of the name, is what a later
 look at the intent names. A second kill, once a CTAS's and an INSERT's intents are on
-record, leaves intents that `--pending` already judges without a restart.
+record, leaves intents that `--pending` already judges without a restart. Then `doctor`
+passes (item 2), naming the leftover and the command that removes it.
 """
 
 from __future__ import annotations
@@ -117,6 +118,7 @@ def test_a_ctas_killed_between_commit_and_registration_is_recovered_not_landed_t
         "timeout": 600,  # a loaded test machine's first statements
     }
     config.write_text(yaml.safe_dump(cfg))
+    config.chmod(0o600)  # it holds token hashes (doctor checks)
     port = _free_port()
     proc = _serve(root, port)
     try:
@@ -227,6 +229,14 @@ def test_a_ctas_killed_between_commit_and_registration_is_recovered_not_landed_t
     ), said
     code, out = _lakegate(root, capsys, "audit", "verify")
     assert code == 0 and "unknown" not in out, out
+    # item 2: the recovered lakehouse passes doctor, which names the leftover and the one
+    # command that removes it; after that command, nothing is left to name
+    checks = {c["check"]: c for c in json.loads(_lakegate(root, capsys, "doctor", "-o", "json")[1])}
+    assert not [c for c in checks.values() if c["status"] == "FAIL"], checks
+    assert "(set aside); 'lakegate catalog leftovers --remove'" in checks["leftovers"]["detail"]
+    assert _lakegate(root, capsys, "catalog", "leftovers", "--remove", "--yes")[0] == 0
+    checks = {c["check"]: c for c in json.loads(_lakegate(root, capsys, "doctor", "-o", "json")[1])}
+    assert checks["leftovers"]["status"] == "ok", checks["leftovers"]
 
 
 def _intent_on_record(root: Path, table: str, cmd: str) -> bool:
