@@ -61,6 +61,8 @@ class HealthRoutes:
         # (template, regex) of each route, in the router's order
         self.routes = [(r.path, r.path_regex) for r in routes]
         self.route_of = lru_cache(maxsize=1024)(self._route_of)
+        # (method, route, status) -> its counter and histogram: a closed set of keys
+        self.series: dict[tuple[str, str, int], tuple[Any, Any]] = {}
 
     def _route_of(self, path: str) -> str:
         """The template of the route `path` falls under, or "unmatched" (a closed set: never
@@ -91,8 +93,15 @@ class HealthRoutes:
             method = scope["method"] if scope["method"] in HTTP_METHODS else "other"
             path = scope["path"]  # long paths are not kept in the cache (memory)
             route = self.route_of(path) if len(path) <= 256 else self._route_of(path)
-            HTTP_REQUESTS.labels(method, route, str(status)).inc()
-            HTTP_SECONDS.labels(method, route).observe(time.perf_counter() - start)
+            counted = self.series.get((method, route, status))
+            if counted is None:  # `labels()` per request costs more than a dict lookup
+                counted = (
+                    HTTP_REQUESTS.labels(method, route, str(status)),
+                    HTTP_SECONDS.labels(method, route),
+                )
+                self.series[(method, route, status)] = counted
+            counted[0].inc()
+            counted[1].observe(time.perf_counter() - start)
 
     async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["path"] not in PATHS or scope["method"] != "GET":
