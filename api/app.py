@@ -126,5 +126,6 @@ def create_app(lg: Lakegate, cfg: ApiConfig | None = None) -> FastAPI:
     app.add_middleware(ConsoleGate, service=service)  # console sign-in, cookie, CSRF, headers
     app.add_middleware(ScimGate, service=service)  # /scim/v2: the SCIM client's tokens only
     app.add_middleware(AuditMiddleware, service=service)  # sees every audited answer
-    app.add_middleware(HealthRoutes, lg=lg)  # probes and metrics: no token, not audited
+    # probes and metrics (no token, not audited); every request counted by route and status
+    app.add_middleware(HealthRoutes, lg=lg, routes=list(iter_route_contexts(app.routes)))
     return app

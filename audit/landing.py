@@ -48,8 +48,11 @@ def commit_tag(query_id: str) -> str:
 
 @dataclass(frozen=True)
 class Landing:
-    """``landed`` (a commit of the query is in the table's log), ``not landed`` (none is,
-    back to before the intent), or ``unknown`` (no Delta log to ask)."""
+    """``landed`` (a commit of the query is in the table's log, or the catalog holds what a
+    catalog-only statement made), ``not landed`` (none is, back to before the intent),
+    ``set aside`` (its commit is in a crash leftover moved out of a new table's way,
+    ``<location>.orphan-*``, never registered) or ``unknown`` (nothing to ask);
+    ``detail`` says what the evidence is when it is not the table's own log."""
 
     state: str
     table: str | None = None
@@ -57,11 +60,17 @@ class Landing:
     detail: str = ""
 
     def __str__(self) -> str:
+        if self.detail and self.state != "unknown":
+            return f"{self.state}: {self.detail}"
         if self.state == "landed":
             return f"landed: {self.table} version {self.version}"
         if self.state == "not landed":
             return f"not landed: no commit of it in {self.table}"
         return f"unknown: {self.detail}"
+
+
+#: ``judge(intent) -> Landing``: a landing with more to ask than the Delta log (the catalog).
+Judge = Callable[[AuditRecord], Landing]
 
 
 def _local_path(location: str) -> Path | None:
@@ -92,6 +101,11 @@ def find_commit(table_dir: Path, query_id: str, not_before_ms: int | None) -> in
     return None
 
 
+def earliest_commit_ms(record: AuditRecord) -> int:
+    """How far back (epoch ms) a commit of the intent's statement can be."""
+    return int((record.ts - _SKEW).timestamp() * 1000)
+
+
 def landing(record: AuditRecord, locate: Locate | None) -> Landing:
     """Whether the effect an intent line announces reached its table's Delta log."""
     if record.cmd not in COMMITTING_CMDS:
@@ -105,8 +119,7 @@ def landing(record: AuditRecord, locate: Locate | None) -> Landing:
     where = _local_path(location) if location else None
     if where is None or not (where / "_delta_log").is_dir():
         return Landing("unknown", table, detail=f"{table} has no local Delta log")
-    since = int((record.ts - _SKEW).timestamp() * 1000)
-    version = find_commit(where, record.query_id, since)
+    version = find_commit(where, record.query_id, earliest_commit_ms(record))
     if version is None:
         return Landing("not landed", table)
     return Landing("landed", table, version)
@@ -162,8 +175,11 @@ def dead_intents(directory: Path) -> list[AuditRecord]:
     return out
 
 
-def resolve(records: list[AuditRecord], locate: Locate | None) -> list[Recovered]:
-    return [Recovered(record, landing(record, locate)) for record in records]
+def resolve(
+    records: list[AuditRecord], locate: Locate | None, judge: Judge | None = None
+) -> list[Recovered]:
+    ask = judge or (lambda record: landing(record, locate))
+    return [Recovered(record, ask(record)) for record in records]
 
 
 _UGI = re.compile(
@@ -200,10 +216,11 @@ def recovered_event(intent: AuditRecord, answer: Landing) -> AuditEvent:
     )
 
 
-def recover(log: AuditLog, locate: Locate | None) -> list[Recovered]:
-    """Write the missing outcomes of dead writers' intents whose landing is known (landed or
-    not); intents that stay ``unknown`` stay pending. Returns every dead intent examined."""
-    examined = resolve(dead_intents(log.directory), locate)
+def recover(log: AuditLog, locate: Locate | None, judge: Judge | None = None) -> list[Recovered]:
+    """Write the missing outcomes of dead writers' intents whose landing is known (landed,
+    not landed, set aside); intents that stay ``unknown`` stay pending. Returns every dead
+    intent examined. ``judge`` (governance/recovery.py) also asks the catalog."""
+    examined = resolve(dead_intents(log.directory), locate, judge)
     events = [
         recovered_event(item.intent, item.landing)
         for item in examined

@@ -278,6 +278,37 @@ def cmd_catalog_list(output: str) -> int:
     return EXIT_OK
 
 
+@catalog.command("leftovers")
+@config_option
+@click.option("--remove", is_flag=True, help="delete them (asks first; each removal audited)")
+@click.option("--yes", is_flag=True, help="with --remove: do not ask")
+@output_option("table", "json", "csv", default="table")
+def cmd_catalog_leftovers(remove: bool, yes: bool, output: str) -> int:
+    """List crash leftovers in the warehouse; --remove deletes them.
+
+    Set-aside `<table>.orphan-*` directories and Delta tables no registered table owns
+    (a CREATE killed before its registration). No Spark."""
+    from governance.leftovers import find_leftovers
+
+    lg = _open()
+    try:
+        found = find_leftovers(lg.catalog)
+        print_rows(["leftover", "kind"], [(str(x.path), x.kind) for x in found], output)
+        if not remove or not found:
+            return EXIT_OK
+        if not yes and not click.confirm(f"delete these {len(found)} director(ies)?", err=True):
+            fail("nothing removed")
+            return EXIT_FAILED
+        for item in found:
+            lg.remove_leftover(item.path)
+        click.echo(
+            f"removed {len(found)} leftover(s); each is on record (cmd=removeLeftover)", err=True
+        )
+    finally:
+        lg.close()
+    return EXIT_OK
+
+
 def _policies() -> Any:
     """The enforcer for the configured policies (no Spark, no audit: nothing changes)."""
     from governance.policy.enforcer import PolicyEnforcer
@@ -386,7 +417,7 @@ def _ttl(_ctx: click.Context, _param: click.Parameter, value: str | None) -> int
     "--save",
     is_flag=True,
     help="add the token's SHA-256 under api.tokens in lakegate.yaml (the token itself is "
-    "printed once and stored nowhere)",
+    "printed once and stored nowhere); running servers accept it after a restart",
 )
 @output_option("text", "json", default="text")
 def cmd_token_create(user: str, ttl: int | None, save: bool, output: str) -> int:
@@ -455,6 +486,12 @@ def _save_token(user: str, token: str, output: str) -> int:
             f"# {user}'s token; its SHA-256 is now under api.tokens in {path.name}. It is "
             "shown only now: keep it secret"
         )
+    # tokens are read when a server starts (policy files, by contrast, reload by themselves)
+    click.echo(
+        "lakegate: a running `lakegate serve` or `lakegate connect` accepts this token only "
+        "after a restart",
+        err=True,
+    )
     return EXIT_OK
 
 
@@ -464,8 +501,9 @@ def _save_token(user: str, token: str, output: str) -> int:
 def cmd_doctor(output: str) -> int:
     """Check that this setup is ready.
 
-    Config, Java, Delta jars, catalog, policies, audit directory, file modes, secrets,
-    tokens, certificates and identity providers (docs/identity.md); one verdict line."""
+    Config, Java, Delta jars, catalog, policies, audit directory, file modes, crash
+    leftovers, secrets, tokens, certificates and identity providers (docs/identity.md); one
+    verdict line."""
     from cli.doctor import run_checks
 
     checks = run_checks(config_path())

@@ -18,7 +18,7 @@ from audit.checkpoint import (
     load_public_key,
 )
 from audit.format import AuditRecord
-from audit.landing import Locate, landing
+from audit.landing import landing
 from audit.merkle import ProofError
 from audit.proofs import TreeReport, prove, verify_proof, verify_tree
 from audit.query import open_intents, read_records
@@ -56,15 +56,6 @@ def tree_check(
     return verify_tree(directory, load_public_key(key), name, seen, url)
 
 
-def _locator() -> Locate | None:
-    """Table locations from the configured catalog, None without a configuration."""
-    from governance.config import Config
-    from governance.recovery import config_locator
-
-    cfg = config_path()
-    return config_locator(Config.load(cfg)) if cfg.is_file() else None
-
-
 def landings(records: list[AuditRecord]) -> list[str]:
     """For each pending intent: did its write land (the table's Delta log says)?"""
     ask = landing_of()
@@ -72,9 +63,16 @@ def landings(records: list[AuditRecord]) -> list[str]:
 
 
 def landing_of() -> Callable[[AuditRecord], str]:
-    """`record -> "landed: ..." | "not landed: ..." | "unknown: ..."`, catalog opened once."""
-    locate = _locator()
-    return lambda record: str(landing(record, locate))
+    """`record -> "landed: ..." | "not landed: ..." | "set aside: ..." | "unknown: ..."`,
+    from the Delta logs and the catalog (governance/recovery.py), opened once."""
+    from governance.config import Config
+    from governance.recovery import config_judge
+
+    cfg = config_path()
+    if not cfg.is_file():
+        return lambda record: str(landing(record, None))
+    judge = config_judge(Config.load(cfg))
+    return lambda record: str(judge(record))
 
 
 def pending_notices(directory: Path) -> list[dict[str, object]]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import signal
 import threading
-from typing import TYPE_CHECKING
 
 import click
 
@@ -12,9 +11,7 @@ from api.connect.server import Gateway, tls_files
 from api.directory import directory_sync
 from cli.kit import EXIT_OK, config_option, config_path
 from cli.serve import recovered
-
-if TYPE_CHECKING:
-    pass
+from governance.errors import ConfigError
 
 
 @click.command("connect")
@@ -26,14 +23,16 @@ if TYPE_CHECKING:
 @click.option(
     "--metrics-port",
     type=click.IntRange(1, 65535),
-    help="serve Prometheus metrics at http://HOST:PORT/metrics (HOST: the gateway's)",
+    help="serve /metrics, /healthz and /readyz at http://HOST:PORT (HOST: the gateway's), "
+    "open before Spark starts",
 )
 def connect(host: str | None, port: int | None, metrics_port: int | None) -> int:
     """Serve governed Spark Connect (gRPC over TLS) for stock PySpark.
 
     Needs connect.tls_cert and connect.tls_key; tokens are api.tokens / api.secret. Spark
-    starts and the policies load before the port opens; grpc.health.v1 answers SERVING
-    from then on."""
+    starts and the policies load before the gRPC port opens; grpc.health.v1 answers SERVING
+    from then on. --metrics-port opens at once: /healthz 200, /readyz 503 until then."""
+    from api.health import ProbeServer
     from governance.heap import settle_heap
     from governance.session import Lakegate
 
@@ -42,17 +41,22 @@ def connect(host: str | None, port: int | None, metrics_port: int | None) -> int
     lg = Lakegate.open(
         config, spark_log=here / "lakegate-spark.log", error_log=here / "lakegate-server.log"
     )
-    recovered(lg)
+    probes: ProbeServer | None = None
     try:
         tls_files(lg.config)  # no certificate, no endpoint: said before Spark starts
+        if metrics_port is not None:
+            # /healthz 200 and /readyz 503 while Spark starts (api/health.py)
+            try:
+                probes = ProbeServer(lg, host or lg.config.connect.host, metrics_port)
+            except OSError as e:
+                raise ConfigError(f"cannot listen on port {metrics_port}: {e.strerror}") from None
+        recovered(lg)
         click.echo("lakegate: starting Spark before serving...", err=True)
         gateway = Gateway(lg, host=host, port=port)
-        if metrics_port is not None:
-            from prometheus_client import start_http_server
-
-            start_http_server(metrics_port, addr=gateway.host)
         settle_heap()  # start-up's objects out of every full collection (governance/heap.py)
         gateway.start()
+        if probes is not None:
+            probes.ready()
         click.echo(f"lakegate: Spark Connect on {gateway.host}:{gateway.port} (TLS)", err=True)
         done = threading.Event()
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -61,5 +65,7 @@ def connect(host: str | None, port: int | None, metrics_port: int | None) -> int
             done.wait()
         gateway.stop()
     finally:
+        if probes is not None:
+            probes.stop()
         lg.close()
     return EXIT_OK

@@ -40,7 +40,8 @@ def run_checks(config: Path) -> list[Check]:
             *(
                 Check(n, "skip", "needs the config")
                 for n in (
-                    *("catalog", "policies", "tags", "audit", "file modes", "secrets"),
+                    *("catalog", "policies", "tags", "audit", "file modes", "leftovers"),
+                    "secrets",
                     *("tokens", "connect tls", "api tls"),
                 )
             ),
@@ -54,6 +55,7 @@ def run_checks(config: Path) -> list[Check]:
         _tags(cfg),
         _audit(cfg.audit),
         _file_modes(cfg),
+        _leftovers(cfg),
         _secrets(cfg),
         Check("tokens", *check_tokens(cfg)),
         Check(
@@ -92,8 +94,11 @@ def _java() -> Check:
 def _delta_jars() -> Check:
     from importlib.metadata import version
 
+    from governance.spark_line import LINE, NO_SPARK, PYSPARK
+
+    if not PYSPARK:
+        return Check("delta jars", "FAIL", NO_SPARK)
     from governance.spark import cached_delta_jars
-    from governance.spark_line import LINE
 
     jars = cached_delta_jars()
     if jars is None:
@@ -217,10 +222,11 @@ def _file_modes(cfg: Config) -> Check:
     """Anything a group or other users may read (raw values, token hashes, error texts)."""
     loose: list[tuple[Path, int]] = []
     walked = 0
+    sealed: set[Path] = set()
     for root in _lakegate_paths(cfg):
         for path, mode in modes(root):
             walked += 1
-            if mode & NOT_OWNER:
+            if _opens_to_others(path, mode, sealed):
                 loose.append((path, mode))
             if walked >= WALK_LIMIT:
                 break
@@ -236,6 +242,44 @@ def _file_modes(cfg: Config) -> Check:
         )
     limited = f" (first {WALK_LIMIT} entries)" if walked >= WALK_LIMIT else ""
     return Check("file modes", "ok", f"all owner-only{limited}")
+
+
+def _leftovers(cfg: Config) -> Check:
+    """Crash leftovers in the warehouse (governance/leftovers.py): named, with the one
+    command that removes them; a warning, since nothing reads them."""
+    from catalog.catalog import Catalog
+    from catalog.store import open_store
+    from governance.leftovers import find_leftovers
+
+    try:
+        found = find_leftovers(Catalog(open_store(cfg.catalog), cfg.warehouse))
+    except Exception as e:
+        return Check("leftovers", "skip", f"catalog unavailable ({type(e).__name__})")
+    if not found:
+        return Check("leftovers", "ok", "none in the warehouse")
+    shown = ", ".join(f"{x.path} ({x.kind})" for x in found[:5])
+    more = f" and {len(found) - 5} more" if len(found) > 5 else ""
+    return Check(
+        "leftovers",
+        "warn",
+        f"crash leftovers: {shown}{more}; 'lakegate catalog leftovers --remove' removes them",
+    )
+
+
+def _opens_to_others(path: Path, mode: int, sealed: set[Path]) -> bool:
+    """Whether a group or other users may use `path` (`sealed` collects the directories
+    nobody else may enter, parents before children, as `modes` walks).
+
+    Spark marks the jars it copies into its scratch (`state/spark-local/`) a+x, 0711, while
+    it runs: execute bits without read on a file inside a sealed directory give nobody
+    anything, so a healthy running deployment passes. Read or write bits always count."""
+    if path.is_dir():
+        if path.parent in sealed or not mode & 0o011:
+            sealed.add(path)
+        return bool(mode & NOT_OWNER)
+    if mode & 0o066:
+        return True
+    return bool(mode & 0o011) and path.parent not in sealed
 
 
 def _secrets(cfg: Config) -> Check:

@@ -140,6 +140,11 @@ def print_rows(columns: Sequence[str], rows: Sequence[Sequence[Any]], fmt: str) 
         click.echo(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
 
 
+#: What a Spark line's extra installs (pyproject.toml): importing one without it means the
+#: command needs Spark.
+SPARK_PACKAGES = frozenset({"pyspark", "delta"})
+
+
 def run(command: click.Command, argv: Sequence[str] | None, prog: str) -> int:
     """Run a click command and turn what it raises into one line and one exit code."""
     from catalog.catalog import CatalogError
@@ -177,6 +182,14 @@ def run(command: click.Command, argv: Sequence[str] | None, prog: str) -> int:
     except LakegateError as e:
         fail(str(e))
         return EXIT_FAILED
+    except ModuleNotFoundError as e:
+        if (e.name or "").split(".")[0] not in SPARK_PACKAGES:
+            fail(f"unexpected error ({type(e).__name__})")
+            return EXIT_FAILED
+        from governance.spark_line import NO_SPARK
+
+        fail(NO_SPARK)  # a command that needs Spark, installed without a Spark line
+        return EXIT_UNAVAILABLE
     except Exception as e:  # a runtime error's message may carry data: its class only
         fail(f"unexpected error ({type(e).__name__})")
         return EXIT_FAILED

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 import logging
+import signal
 import socket
+import threading
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
@@ -13,6 +16,9 @@ from api.net import is_loopback
 from cli.kit import EXIT_OK, EXIT_UNAVAILABLE, config_option, config_path, fail
 
 if TYPE_CHECKING:
+    import uvicorn
+
+    from api.health import StartingUp
     from governance.session import Lakegate
 
 
@@ -42,14 +48,14 @@ def serve(
     """Serve the REST API.
 
     Unity Catalog discovery, domains, governed SQL; /healthz, /readyz and /metrics.
-    Spark starts and the policies load before the port opens. Exits 5 when the address
-    cannot be bound or Spark cannot start."""
+    The port opens at once: /healthz answers 200 and /readyz 503 (other requests 503)
+    while Spark starts, /readyz 200 once it is up. Exits 5 when the address cannot be bound
+    or Spark cannot start."""
     import uvicorn
 
-    from api.app import create_app
     from api.directory import directory_sync
+    from api.health import StartingUp
     from governance.config import Config
-    from governance.heap import settle_heap
     from governance.session import Lakegate
 
     cfg = Config.load(config_path())
@@ -64,15 +70,6 @@ def serve(
     lg = Lakegate.open(
         cfg, error_log=here / "lakegate-server.log", spark_log=here / "lakegate-spark.log"
     )  # JVM noise off the console
-    recovered(lg)
-    # Ready before serving: the first statement must not pay for Spark's start.
-    click.echo("lakegate: starting Spark before serving...", err=True)
-    try:
-        warm_up(lg)
-    except Exception as e:
-        lg.close()
-        fail(f"Spark could not start ({type(e).__name__}); see {here / 'lakegate-spark.log'}")
-        return EXIT_UNAVAILABLE
     if not cfg.api.tokens and not cfg.api.secret:
         fail(
             "no api.tokens or api.secret in the config: every request will be refused "
@@ -90,29 +87,73 @@ def serve(
         else logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
     )
     logging.basicConfig(level=log_level.upper(), handlers=[handler])
-    app = create_app(lg)
-    _settle(app)
-    settle_heap()  # start-up's objects out of every full collection (governance/heap.py)
+    # The port opens at once (probes: /healthz 200, /readyz 503, api/health.py) and Spark
+    # starts behind it; the real app takes over once the first statement would not pay
+    # for Spark's start.
+    starting = StartingUp()
+    server = uvicorn.Server(
+        uvicorn.Config(
+            starting,
+            host=host,
+            port=port,
+            lifespan="off",
+            log_config=None,
+            log_level=log_level,
+            access_log=access_log,
+            server_header=False,
+            ssl_certfile=str(cfg.api.tls_cert) if tls else None,
+            ssl_keyfile=str(cfg.api.tls_key) if tls else None,
+        )
+    )
+    failed: list[str] = []
+    start = threading.Thread(
+        target=_start_behind, args=(lg, starting, server, here, failed), name="lakegate-start"
+    )
+    start.start()
+    # uvicorn raises a stopping signal again once it has shut down: caught here, so the
+    # server ends with Spark closed and exit 0 instead of being killed by its own signal
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: None)
     try:
         with directory_sync(lg):  # LDAP's groups into the directory while serving
-            uvicorn.run(
-                app,
-                host=host,
-                port=port,
-                log_config=None,
-                log_level=log_level,
-                access_log=access_log,
-                server_header=False,
-                ssl_certfile=str(cfg.api.tls_cert) if tls else None,
-                ssl_keyfile=str(cfg.api.tls_key) if tls else None,
-            )
-    except SystemExit as e:  # uvicorn exits 1 when it cannot start (e.g. lost a bind race)
-        if e.code not in (None, 0):
-            fail(f"the server on {host}:{port} could not start")
-            return EXIT_UNAVAILABLE
+            server.run()
+    except SystemExit:  # uvicorn exits 1 when it cannot bind (e.g. lost a bind race)
+        pass
     finally:
+        start.join()  # Spark is not closed under a start still under way
         lg.close()
+    if failed:
+        fail(failed[0])
+        return EXIT_UNAVAILABLE
+    if not server.started:  # uvicorn could not bind (e.g. lost a bind race)
+        fail(f"the server on {host}:{port} could not start")
+        return EXIT_UNAVAILABLE
     return EXIT_OK
+
+
+def _start_behind(
+    lg: Lakegate, starting: StartingUp, server: uvicorn.Server, here: Path, failed: list[str]
+) -> None:
+    """Recovery, Spark, the app, then hand the app to `starting`; a Spark that cannot start
+    stops the server (exit 5) with one line in `failed`."""
+    from api.app import create_app
+    from governance.heap import settle_heap
+
+    recovered(lg)
+    click.echo("lakegate: starting Spark before serving...", err=True)
+    try:
+        warm_up(lg)
+        app = create_app(lg)
+        _settle(app)
+    except Exception as e:
+        failed.append(
+            f"Spark could not start ({type(e).__name__}); see {here / 'lakegate-spark.log'}"
+        )
+        server.should_exit = True
+        return
+    settle_heap()  # start-up's objects out of every full collection (governance/heap.py)
+    starting.ready(app)
+    click.echo("lakegate: ready", err=True)
 
 
 def warm_up(lg: Lakegate) -> None:

@@ -1,11 +1,12 @@
 """Prometheus metrics (served at `/metrics` by `lakegate serve`): statements by kind and
 outcome, how long planning, verification and execution take, audit lines written and lost,
 policy reloads, cache lookups (the hit ratio of the plan, access and tag caches), open
-Connect sessions and the garbage collector's pauses (governance/heap.py).
+Connect sessions, REST requests by route and status and Connect RPCs by method and status
+(each with a latency histogram), and the garbage collector's pauses (governance/heap.py).
 
 Every label value comes from a closed set (statement kinds are the planner's command names,
-outcomes are ok/denied/failed), never from what a caller sent, so a caller cannot grow the
-series without bound.
+outcomes are ok/denied/failed, routes are the app's templates, RPC methods the service's),
+never from what a caller sent, so a caller cannot grow the series without bound.
 """
 
 from __future__ import annotations
@@ -36,6 +37,34 @@ CACHE_LOOKUPS = Counter(
     ["cache", "result"],
 )
 CONNECT_SESSIONS = Gauge("lakegate_connect_sessions", "Open Spark Connect sessions")
+#: Latency buckets of a request or RPC: a discovery GET takes a millisecond, a statement
+#: up to minutes.
+_REQUEST_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+HTTP_REQUESTS = Counter(
+    "lakegate_http_requests",
+    "REST requests by method, route (the route's template, 'unmatched' for any other path) "
+    "and status",
+    ["method", "route", "status"],
+)
+HTTP_SECONDS = Histogram(
+    "lakegate_http_request_seconds",
+    "REST request latency, first byte received to last byte sent, by method and route",
+    ["method", "route"],
+    buckets=_REQUEST_BUCKETS,
+)
+CONNECT_RPCS = Counter(
+    "lakegate_connect_rpcs",
+    "Spark Connect RPCs by method (the service's own) and gRPC status",
+    ["method", "status"],
+)
+CONNECT_RPC_SECONDS = Histogram(
+    "lakegate_connect_rpc_seconds",
+    "Spark Connect RPC latency, to the last streamed answer, by method",
+    ["method"],
+    buckets=_REQUEST_BUCKETS,
+)
+#: HTTP methods counted by name; any other (a caller's invention) is counted as "other".
+HTTP_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 GC_PAUSE_SECONDS = Histogram(
     "lakegate_gc_pause_seconds",
     "Garbage collector pauses by generation (2: full collections), timed from the "

@@ -1,13 +1,32 @@
 """Resolving intents whose outcome never reached the audit log (audit/landing.py): where a
-table lives comes from the catalog, which the `audit` package may not import."""
+table lives comes from the catalog, which the `audit` package may not import.
+
+Every statement kind gets an outcome that agrees with the catalog and the Delta logs
+(`CatalogJudge`): a write by its table's log; a CREATE the catalog lacks by its managed
+location (committed there but never registered: not landed; its commit in a set-aside
+`<location>.orphan-*`: set aside; nothing: not landed); a DROP, a registration or a
+catalog-only CREATE by whether the catalog holds the name; a statement's extra lines
+(policyRead, tagPropagate) by its own outcome."""
 
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from audit import AuditWriteError
-from audit.landing import Locate, Recovered, recover
+from audit.format import AuditRecord
+from audit.landing import (
+    COMMITTING_CMDS,
+    Landing,
+    Locate,
+    Recovered,
+    earliest_commit_ms,
+    find_commit,
+    landing,
+    recover,
+)
 from catalog.catalog import Catalog
 from catalog.store import open_store
 from governance.config import Config
@@ -31,8 +50,129 @@ def table_locator(catalog: Catalog) -> Locate:
     return locate
 
 
-def config_locator(config: Config) -> Locate:
-    return table_locator(Catalog(open_store(config.catalog), config.warehouse))
+def config_judge(config: Config) -> CatalogJudge:
+    return CatalogJudge(Catalog(open_store(config.catalog), config.warehouse))
+
+
+#: Lines a statement writes beside its own (same query id): their outcome is the statement's.
+EXTRA_LINES = frozenset({"policyRead", "tagPropagate"})
+#: Statements whose effect is a catalog entry (a DROP removes one).
+CATALOG_CMDS = frozenset({"create", "drop", "registerTable"})
+
+
+class CatalogJudge:
+    """`intent -> Landing` from the table's Delta log and the catalog (see the module).
+    Keeps each query's outcome, so the extra lines of a statement follow its own."""
+
+    def __init__(self, catalog: Catalog) -> None:
+        self.catalog = catalog
+        self.locate = table_locator(catalog)
+        self.decided: dict[str, Landing] = {}
+
+    def __call__(self, record: AuditRecord) -> Landing:
+        qid = record.query_id
+        if record.cmd in EXTRA_LINES and qid is not None and qid in self.decided:
+            return self.decided[qid]
+        answer = self._judge(record)
+        if qid is not None and record.cmd not in EXTRA_LINES and answer.state != "unknown":
+            self.decided.setdefault(qid, answer)
+        return answer
+
+    def _judge(self, record: AuditRecord) -> Landing:
+        if record.cmd == "removeLeftover" and record.src:  # an admin's removal: is it gone?
+            gone = not Path(record.src).exists()
+            return Landing(
+                "landed" if gone else "not landed",
+                record.src,
+                detail=f"{record.src} is {'gone' if gone else 'still there'}",
+            )
+        cmd = "insert" if record.cmd in EXTRA_LINES else record.cmd  # a commit on dst
+        name = record.dst or record.src
+        parts = name.split(".") if name else []
+        if cmd in COMMITTING_CMDS:
+            found = landing(record if cmd == record.cmd else _as(record, cmd), self.locate)
+        else:
+            found = Landing("unknown", name, detail=f"cmd={record.cmd} makes no Delta commit")
+        if name is None or record.query_id is None or cmd not in COMMITTING_CMDS | CATALOG_CMDS:
+            return found
+        if found.state == "landed":
+            return found
+        if len(parts) == 3:
+            aside = self._set_aside(parts, record)
+            if aside is not None:
+                return aside
+        if found.state == "not landed" or cmd not in CATALOG_CMDS:
+            return found
+        held = self._holds(parts)
+        if held is None:
+            return found
+        if cmd == "drop":
+            return Landing(
+                "not landed" if held else "landed",
+                name,
+                detail=f"{name} is {'still' if held else 'no longer'} in the catalog",
+            )
+        if held:  # a catalog-only CREATE or a registration: the entry is its effect
+            return Landing("landed", name, detail=f"{name} is in the catalog")
+        if len(parts) == 3:
+            return self._never_registered(parts, record)
+        return Landing("not landed", name, detail=f"{name} is not in the catalog")
+
+    def _holds(self, parts: list[str]) -> bool | None:
+        try:
+            if len(parts) == 3:
+                return self.catalog.table(*parts) is not None
+            if len(parts) == 2:
+                return self.catalog.has_schema(*parts)
+            if len(parts) == 1:
+                return self.catalog.has_catalog(parts[0])
+        except Exception:  # a name no catalog entry can have: nothing to say
+            return None
+        return None
+
+    def _managed(self, parts: list[str]) -> Path | None:
+        try:
+            return Path(self.catalog.managed_location(*parts))
+        except Exception:  # not a valid managed name
+            return None
+
+    def _never_registered(self, parts: list[str], record: AuditRecord) -> Landing:
+        """A CREATE the catalog lacks: did its commit reach the managed location?"""
+        name = ".".join(parts)
+        where = self._managed(parts)
+        if where is not None and (where / "_delta_log").is_dir():
+            version = find_commit(where, record.query_id or "", earliest_commit_ms(record))
+            if version is not None:
+                return Landing(
+                    "not landed",
+                    name,
+                    version,
+                    detail=f"committed to {where} (version {version}) but never registered; "
+                    "the next CREATE of the name sets it aside (lakegate doctor lists it)",
+                )
+        return Landing("not landed", name, detail=f"{name} was never registered")
+
+    def _set_aside(self, parts: list[str], record: AuditRecord) -> Landing | None:
+        """Its commit in a leftover a later CREATE moved aside (`<location>.orphan-*`)."""
+        where = self._managed(parts)
+        if where is None or not where.parent.is_dir():
+            return None
+        for leftover in sorted(where.parent.glob(f"{where.name}.orphan-*")):
+            if not (leftover / "_delta_log").is_dir():
+                continue
+            version = find_commit(leftover, record.query_id or "", earliest_commit_ms(record))
+            if version is not None:
+                return Landing(
+                    "set aside",
+                    ".".join(parts),
+                    version,
+                    detail=f"committed to {leftover} (version {version}), never registered",
+                )
+        return None
+
+
+def _as(record: AuditRecord, cmd: str) -> AuditRecord:
+    return replace(record, cmd=cmd)
 
 
 def recover_outcomes(lg: Lakegate) -> list[Recovered]:
@@ -40,7 +180,7 @@ def recover_outcomes(lg: Lakegate) -> list[Recovered]:
     out, where the tables' Delta logs tell whether the write landed. Never stops the start:
     a failure goes to `lakegate.errors` and the intents stay pending."""
     try:
-        return recover(lg.audit, table_locator(lg.catalog))
+        return recover(lg.audit, table_locator(lg.catalog), CatalogJudge(lg.catalog))
     except (OSError, ValueError, AuditWriteError) as e:
         ERROR_LOG.error("recovering lost audit outcomes failed: %s", e)
         return []

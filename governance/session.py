@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import getpass
 import json
+import shutil
 import threading
 import time
 import uuid
@@ -231,6 +232,26 @@ class Lakegate:
             raise
         audit(True, None, phase="outcome")
         return stored
+
+    def remove_leftover(self, path: Path) -> None:
+        """Delete one crash leftover (governance/leftovers.py), checked again here: strictly
+        inside the warehouse, no registered table's. An admin act, audited like one."""
+        from governance.leftovers import find_leftovers
+
+        path = Path(path)
+        if path not in {item.path for item in find_leftovers(self.catalog)}:
+            raise LakegateError(f"{path} is not a crash leftover in the warehouse")
+        where = self.catalog.check_managed(path)
+        audit = partial(
+            self._audit_admin, getpass.getuser(), "removeLeftover", str(where), uuid.uuid4().hex
+        )
+        audit(True, None, phase="intent")
+        try:
+            shutil.rmtree(where)
+        except OSError as e:
+            audit(False, f"not removed ({e.strerror})", phase="outcome")
+            raise LakegateError(f"{where}: not removed ({e.strerror})") from None
+        audit(True, None, phase="outcome")
 
     def _audit_admin(
         self,

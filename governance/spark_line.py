@@ -142,17 +142,26 @@ def line_of(pyspark_version: str) -> SparkLine:
     return found
 
 
-def _installed() -> SparkLine:
+#: The one line a command that needs Spark says where pyspark is missing (cli/kit.py).
+NO_SPARK = (
+    "Spark is not installed here: install Lakegate with a Spark line's extra, e.g. "
+    "pip install 'lakegate-0.1.0-py3-none-any.whl[spark4]' (or [spark35])"
+)
+
+
+def _installed() -> tuple[SparkLine, bool]:
+    """The installed pyspark's line; without pyspark the default line (4), whose SQL the
+    Spark-free commands (policy validate/test/explain/diff) check against, and False."""
     try:
-        return line_of(version("pyspark"))
+        return line_of(version("pyspark")), True
     except PackageNotFoundError:
-        raise UnsupportedSparkLine(
-            "pyspark is not installed; install lakegate with its spark35 or spark4 extra"
-        ) from None
+        return SPARK_4, False
 
 
-#: The line of the installed pyspark.
-LINE = _installed()
+#: The line of the installed pyspark (the default line when none is: PYSPARK says which).
+LINE, PYSPARK = _installed()
 
 if __name__ == "__main__":  # the Makefile asks which line a virtual environment holds
+    if not PYSPARK:
+        raise SystemExit(NO_SPARK)
     print(LINE.name)

@@ -1,24 +1,28 @@
-"""A package that installs (issue 27): the sdist builds a wheel, and a fresh virtual
-environment holding that wheel as its only Lakegate code runs `lakegate --version`,
-`lakegate demo` and `lakegate policy validate` from outside the repository.
+"""A package that installs (issues 27 and 42): the sdist builds a wheel; a fresh virtual
+environment that borrows nothing from this one gets the wheel as the README installs it.
+Without a Spark line's extra, `--version`, `policy validate` and `doctor` run and a command
+that needs Spark says in one line which extra to add (no traceback); with `[spark4]`,
+`lakegate demo`, `policy validate` and `doctor` run from outside the repository.
 
-Kept fast and offline: the sdist and the wheel are built without build isolation (the dev
-extras carry setuptools and wheel), and the fresh environment gets its third-party
-dependencies by linking this environment's installed distributions (never Lakegate's own)
-into a site directory of it. pip still resolves the wheel's declared dependencies against
-them, so a dependency the wheel names but nothing provides fails the install.
+The sdist and the wheel are built without build isolation (the dev extras carry setuptools
+and wheel); the fresh environment's dependencies come from the package index through pip
+(its cache may answer), so a dependency the wheel names but the index cannot give fails.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
-import sysconfig
 import tarfile
 import zipfile
 from pathlib import Path
+
+import pytest
+
+from governance.spark_line import NO_SPARK
 
 ROOT = Path(__file__).resolve().parent.parent
 # What the sdist is made from (MANIFEST.in and pyproject.toml say what goes in).
@@ -107,33 +111,38 @@ def _build(tmp: Path) -> tuple[Path, Path]:
 
 
 def _fresh_venv(tmp: Path) -> Path:
-    """A new venv whose only Lakegate is what pip installs into it; the third-party
-    packages come from a site directory of links to this environment's."""
+    """A new venv with pip and nothing else: what the wheel needs comes from the package
+    index through pip (its cache may answer), never from this environment."""
     venv = tmp / "venv"
-    _run([sys.executable, "-m", "venv", "--without-pip", str(venv)], tmp)
-    deps = tmp / "deps"
-    deps.mkdir()
-    ours = sysconfig.get_paths()["purelib"]
-    for entry in Path(ours).iterdir():
-        name = entry.name.lower()
-        if name.startswith(("lakegate", "__editable__")) or "lakegate" in name:
-            continue  # the editable install of this checkout must not be visible
-        (deps / entry.name).symlink_to(entry)
-    site = Path(
-        _run(
-            [
-                str(venv / "bin" / "python"),
-                "-c",
-                "import sysconfig; print(sysconfig.get_paths()['purelib'])",
-            ],
-            tmp,
-        ).strip()
-    )
-    (site / "_lakegate_test_deps.pth").write_text(f"import site; site.addsitedir({str(deps)!r})\n")
+    _run([sys.executable, "-m", "venv", str(venv)], tmp)
     return venv
 
 
-def test_a_fresh_venv_with_only_the_wheel_runs_version_demo_and_validate(
+def _env(venv: Path) -> dict[str, str]:
+    """This process's environment without what would point at the checkout or its venv."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PYTHONPATH", "VIRTUAL_ENV", "LAKEGATE_CONFIG", "LAKEGATE_USER")
+    }
+    env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    return env
+
+
+def _lakegate(venv: Path, args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(venv / "bin" / "lakegate"), *args],
+        cwd=cwd,
+        env=_env(venv),
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        check=False,
+    )
+
+
+@pytest.mark.timeout(3000)
+def test_the_readme_install_line_runs_spark_free_commands_and_the_spark4_extra_runs_the_demo(
     tmp_path: Path,
 ) -> None:
     sdist, wheel = _build(tmp_path)
@@ -146,27 +155,44 @@ def test_a_fresh_venv_with_only_the_wheel_runs_version_demo_and_validate(
     assert not missing, f"the wheel lacks {missing}"
 
     venv = _fresh_venv(tmp_path)
-    py = str(venv / "bin" / "python")
-    # A real install: pip resolves the wheel's dependencies (found installed, offline).
-    _run(
-        [sys.executable, "-m", "pip", "--python", py, "install", "-q", "--no-index", str(wheel)],
-        tmp_path,
-    )
-
+    pip = [
+        str(venv / "bin" / "python"),
+        "-m",
+        "pip",
+        "install",
+        "-q",
+        "--disable-pip-version-check",
+    ]
+    # the README's line as written: the Spark-free commands run, the others say what to add
+    _run([*pip, str(wheel)], tmp_path, _env(venv))
     work = tmp_path / "elsewhere"
     work.mkdir()
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in ("PYTHONPATH", "VIRTUAL_ENV", "LAKEGATE_CONFIG", "LAKEGATE_USER")
-    }
-    env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
-    where = _run([py, "-c", "import governance; print(governance.__file__)"], work, env)
+    where = _run(
+        [str(venv / "bin" / "python"), "-c", "import governance; print(governance.__file__)"],
+        work,
+        _env(venv),
+    )
     assert where.startswith(str(venv)), where
-    lakegate = str(venv / "bin" / "lakegate")
+    assert _lakegate(venv, ["--version"], work).stdout.strip() == "lakegate 0.1.0"
+    (work / "policies").mkdir()
+    bare = _lakegate(venv, ["policy", "validate", str(work / "policies")], work)
+    assert bare.returncode == 0 and "0 error(s)" in bare.stdout, bare.stderr
+    doctor = _lakegate(venv, ["doctor", "-o", "json"], work)
+    assert "Traceback" not in doctor.stderr, doctor.stderr
+    jars = next(c for c in json.loads(doctor.stdout) if c["check"] == "delta jars")
+    assert jars["status"] == "FAIL" and "[spark4]" in jars["detail"], jars
+    demo = _lakegate(venv, ["demo", "--dir", "nospark"], work)
+    assert demo.returncode == 5 and "Traceback" not in demo.stderr, demo.stderr
+    assert demo.stderr.strip().splitlines()[-1] == f"lakegate: {NO_SPARK}"
 
-    assert _run([lakegate, "--version"], work, env).strip() == "lakegate 0.1.0"
-    demo = _run([lakegate, "demo", "--dir", "demo"], work, env)
-    assert "carol" in demo and "Orders per region" in demo
-    validated = _run([lakegate, "policy", "validate"], work / "demo", env)
-    assert validated.strip().endswith("policies: 0 error(s), 0 warning(s)"), validated
+    # the Spark line from the wheel, as the README writes it
+    _run([*pip, f"{wheel}[spark4]"], tmp_path, _env(venv))
+    demo = _lakegate(venv, ["demo", "--dir", "demo"], work)
+    assert demo.returncode == 0, demo.stderr[-3000:]
+    assert "carol" in demo.stdout and "Orders per region" in demo.stdout
+    validated = _lakegate(venv, ["policy", "validate"], work / "demo")
+    assert validated.stdout.strip().endswith("policies: 0 error(s), 0 warning(s)"), validated
+    doctor = _lakegate(venv, ["doctor", "-o", "json"], work / "demo")
+    assert "Traceback" not in doctor.stderr, doctor.stderr
+    jars = next(c for c in json.loads(doctor.stdout) if c["check"] == "delta jars")
+    assert jars["status"] == "ok", jars

@@ -39,6 +39,7 @@ class Gateway:
 
         from api.connect.backend import MAX_MESSAGE_BYTES, Backend
         from api.connect.front import Front
+        from api.connect.rpc_metrics import RpcMetrics
         from api.connect.service import ConnectService
 
         cfg = lg.config.connect
@@ -48,6 +49,7 @@ class Gateway:
         self.service = ConnectService(lg, self.backend)
         self.server = grpc.server(
             ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="lakegate-connect"),
+            interceptors=[RpcMetrics()],
             options=[
                 ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
                 ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),

@@ -130,6 +130,7 @@ def test_lakegate_serve_command_answers_the_official_client(api_lakegate, tmp_pa
     import subprocess
     import sys
     import time
+    import urllib.request
 
     import yaml
 
@@ -175,14 +176,14 @@ def test_lakegate_serve_command_answers_the_official_client(api_lakegate, tmp_pa
         env={**os.environ, "PYTHONPATH": str(root)},
     )
     try:
-        deadline = time.time() + 600  # serve starts Spark before it opens the port
+        deadline = time.time() + 600  # the port opens at once, /readyz is 200 once Spark is up
         while True:
             assert proc.poll() is None and time.time() < deadline, "server did not start"
             try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                break
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5):
+                    break  # 200 (a 503 raises HTTPError, an OSError)
             except OSError:
-                time.sleep(0.1)
+                time.sleep(0.2)
         table = with_client(
             f"http://127.0.0.1:{port}",
             "bob",
@@ -191,6 +192,6 @@ def test_lakegate_serve_command_answers_the_official_client(api_lakegate, tmp_pa
         assert [c.name for c in table.columns] == ["id", "name", "email", "country"]
     finally:
         proc.terminate()
-        proc.wait(10)
+        proc.wait(120)  # Spark is stopped before the process ends
     log = (tmp_path / "audit" / "audit.log").read_text()
     assert "ugi=bob (auth:TOKEN)\tip=/127.0.0.1\tcmd=getTable\tsrc=main.sales.customers" in log

@@ -1,6 +1,7 @@
 """Ready before serving (issue 27): `/healthz`, `/readyz` and `/metrics` on the REST server
 answer without a token and stay out of the audit log; `/readyz` says which dependency is not
-ready; `/metrics` counts statements by kind and outcome and times their phases.
+ready; `/metrics` counts statements by kind and outcome and times their phases, and (issue
+42) every request by method, route template and status with a latency histogram.
 """
 
 from __future__ import annotations
@@ -93,3 +94,34 @@ def test_metrics_count_statements_by_kind_and_outcome_and_time_their_phases(app)
             f'lakegate_cache_lookups_total{{cache="{cache}",result="{r}"}}' in text
             for r in ("hit", "miss")
         ), cache
+
+
+def test_metrics_count_and_time_requests_by_route_template_and_status(app) -> None:
+    client = TestClient(app)
+    route = f"{LG}/domains/{{name}}"
+    labels = {"method": "GET", "route": route}
+
+    def counts() -> tuple[float, ...]:
+        return (
+            _sample("lakegate_http_requests_total", {**labels, "status": "200"}),
+            _sample("lakegate_http_requests_total", {**labels, "status": "401"}),
+            _sample(
+                "lakegate_http_requests_total",
+                {"method": "other", "route": "unmatched", "status": "401"},
+            ),
+            _sample("lakegate_http_request_seconds_count", labels),
+        )
+
+    before = counts()
+    auth = {"Authorization": f"Bearer {token_of('erin')}"}
+    assert client.get(f"{LG}/domains/sales", headers=auth).status_code == 200
+    assert client.get(f"{LG}/domains/sales").status_code == 401  # before any routing
+    # a caller's path and method never become a label (authentication comes first: 401)
+    assert client.request("BREW", "/no/such/path-4711").status_code == 401
+    after = counts()
+    assert [a - b for a, b in zip(after, before, strict=True)] == [1, 1, 1, 2]
+    text = client.get("/metrics").text
+    assert "path-4711" not in text and "BREW" not in text
+    assert (
+        f'lakegate_http_request_seconds_bucket{{le="0.005",method="GET",route="{route}"}}' in text
+    )

@@ -41,3 +41,37 @@ def test_metrics_count_the_gateways_open_sessions(gateway, remote) -> None:
         REGISTRY.get_sample_value("lakegate_connect_sessions") == gateway.service.sessions.count()
     )
     assert gateway.service.sessions.count() >= 1
+
+
+def test_metrics_count_and_time_rpcs_by_method_and_status(gateway, remote) -> None:
+    """Issue 42, item 5: every RPC by the service's method name and its gRPC status, with a
+    latency histogram; a refused statement is counted under its refusal's status."""
+    from prometheus_client import REGISTRY
+
+    def sample(name: str, labels: dict[str, str]) -> float:
+        return REGISTRY.get_sample_value(name, labels) or 0.0
+
+    ok = {"method": "ExecutePlan", "status": "OK"}
+    before_ok = sample("lakegate_connect_rpcs_total", ok)
+    before_n = sample("lakegate_connect_rpc_seconds_count", {"method": "ExecutePlan"})
+    refused = {
+        name: sample("lakegate_connect_rpcs_total", {"method": m, "status": s})
+        for name, (m, s) in {
+            "x": ("ExecutePlan", "PERMISSION_DENIED"),
+            "y": ("AnalyzePlan", "PERMISSION_DENIED"),
+        }.items()
+    }
+    carol = remote("carol")
+    carol.sql("SELECT 1").collect()
+    with pytest.raises(Exception):  # noqa: B017 (the client's class differs by line)
+        carol.sql("SELECT salary FROM main.hr.employees").collect()
+    assert sample("lakegate_connect_rpcs_total", ok) > before_ok
+    assert sample("lakegate_connect_rpc_seconds_count", {"method": "ExecutePlan"}) > before_n
+    after = {
+        name: sample("lakegate_connect_rpcs_total", {"method": m, "status": s})
+        for name, (m, s) in {
+            "x": ("ExecutePlan", "PERMISSION_DENIED"),
+            "y": ("AnalyzePlan", "PERMISSION_DENIED"),
+        }.items()
+    }
+    assert sum(after.values()) > sum(refused.values()), after
