@@ -47,6 +47,7 @@ def _gateway_trusting(connect_lakegate, provider: OidcProvider) -> Iterator[Call
         made.append(s)
         return s
 
+    connect.port = gw.port  # type: ignore[attr-defined]
     yield connect
     for s in made:
         with contextlib.suppress(Exception):  # a session whose token expired cannot say bye
@@ -146,3 +147,22 @@ def test_a_keycloak_token_in_the_stock_clients_connection_string_decides(
     subject = keycloak.user_id("mallory")
     lines = lines_of(audit_dir, subject)
     assert lines and {ln["issuer"] for ln in lines} == {keycloak.issuer}
+
+
+def test_lakegate_sql_reaches_the_gateway_with_a_provider_token(
+    oidc_remote, issuer, connect_lakegate, tmp_path, capsys
+):
+    """`lakegate sql --gateway` is a stock client too: a provider token in the token file."""
+    import json
+
+    from cli import main
+
+    token = tmp_path / "sso.token"
+    token.write_text(issuer.mint("mallory", groups=["emea-analysts"]) + "\n")
+    token.chmod(0o600)
+    argv = ["sql", "--gateway", f"sc://127.0.0.1:{oidc_remote.port}"]
+    argv += ["--ca-file", str(connect_lakegate.ca), "--token-file", str(token), "-o", "json"]
+    rc = main([*argv, "SELECT current_user() AS u, is_member('analysts') AS a"])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert json.loads(out) == [{"u": "mallory", "a": True}]
