@@ -15,7 +15,7 @@ import getpass
 import re
 import threading
 import uuid
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +29,7 @@ from governance.policy.model import PolicySet
 from governance.policy.tag_state import governed_state
 from governance.resolve import Namespace
 from governance.rewrite import PolicySql
+from governance.session import table_statement
 
 SEED = 40  # one fixed seed: a sampled run is repeatable
 # diff changes that can change rows or columns (APPLY_TAG rights change neither)
@@ -174,8 +175,6 @@ class _Side:
         time_limit: float | None,
     ) -> Count:
         """The governed rows `uid` (with provider `groups`) reads from `table`."""
-        from governance.session import table_statement
-
         lg = self.lg
         planner = Planner(
             catalog=lg.catalog,
@@ -332,7 +331,7 @@ class Threshold:
         return len(e.unmasked)
 
 
-def audited_impact(lg: Any, compute: Any) -> Impact:
+def audited_impact(lg: Any, compute: Callable[[], Impact]) -> Impact:
     """Run `compute()` as an admin act: its intent on the audit log before any count, its
     outcome after (cmd=policyImpact, proto=cli), like registerTable."""
     qid = uuid.uuid4().hex

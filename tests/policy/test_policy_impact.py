@@ -210,3 +210,39 @@ def test_an_impact_run_is_an_audited_admin_act(lakehouse, dirs, in_process, caps
     assert len(lines) == 2
     assert "phase=intent" in lines[0] and "phase=outcome" in lines[1]
     assert all("proto=cli" in ln for ln in lines)
+
+
+def test_a_count_over_the_time_limit_says_timed_out_and_counts_as_no_change(lakehouse, dirs):
+    old, new = dirs
+    _edit(new, "sales.yaml", *ZOE)
+    impact = _impact(lakehouse, old, new, time_limit=0.001)
+    e = impact.entries[0]
+    assert (e.after.rows, e.after.note) == (None, "timed out")
+    assert e.before.note == "no access"  # denied at planning: nothing to time
+    assert e.gained_rows == 0 and "time limit 0.001 s" in impact.method
+    assert not Threshold.parse("gain-rows>0").exceeded(impact)
+
+
+def test_a_provider_group_is_counted_as_a_member_of_that_group_alone(lakehouse, dirs):
+    old, new = dirs
+    _edit(
+        new,
+        "sales.yaml",
+        *(
+            "grants:\n",
+            "grants:\n  - id: contractors-read-orders\n    principals: [group:contractors]\n"
+            "    privileges: [select]\n    on: main.sales.orders\n",
+        ),
+    )
+    groups = ["contractors"]
+    impact = policy_impact(
+        lakehouse,
+        load_policies(str(old), provider_groups=groups),
+        load_policies(str(new), provider_groups=groups),
+        provider_groups=groups,
+    )
+    e = _entry(impact, "group:contractors", "main.sales.orders")
+    # no row filter names the group: every row, test orders included
+    assert (e.before.note, e.after.rows) == ("no access", _raw(lakehouse, "main.sales.orders"))
+    assert e.after.rows == 8
+    assert [x.who for x in impact.entries] == ["group:contractors"]
