@@ -106,7 +106,11 @@ class Impact:
     entries: list[TableImpact] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        return {"method": self.method, "impact": [e.to_json() for e in self.entries]}
+        return {
+            "method": self.method,
+            "estimated": self.estimated,
+            "impact": [e.to_json() for e in self.entries],
+        }
 
     def to_markdown(self) -> str:
         if not self.entries:
@@ -123,6 +127,12 @@ class Impact:
             cols = ", ".join(f"{c}: {o} -> {n}" for c, o, n in e.columns) or "-"
             b, a = e.before.text(self.estimated), e.after.text(self.estimated)
             lines.append(f"| {e.who} | {e.table} | {b} | {a} | {cols} |")
+        if any(e.who == OTHER_USER or e.who.startswith("group:") for e in self.entries):
+            lines += [
+                "",
+                f"`group:NAME` and `{OTHER_USER}` are counted as `{NOBODY}`, a user no "
+                "policy names (with only that group).",
+            ]
         return "\n".join(lines) + "\n"
 
 

@@ -135,6 +135,7 @@ def test_a_sample_estimates_counts_and_says_so(lakehouse, dirs):
     _edit(new, "sales.yaml", *ZOE)
     impact = _impact(lakehouse, old, new, sample=0.5, time_limit=300)
     assert impact.estimated and "sample 0.5" in impact.method and "300 s" in impact.method
+    assert impact.to_json()["estimated"] is True
     e = impact.entries[0]
     assert e.after.rows is not None and e.after.rows % 2 == 0  # sampled rows / 0.5
     assert "~" in impact.to_markdown()
@@ -246,3 +247,4 @@ def test_a_provider_group_is_counted_as_a_member_of_that_group_alone(lakehouse, 
     assert (e.before.note, e.after.rows) == ("no access", _raw(lakehouse, "main.sales.orders"))
     assert e.after.rows == 8
     assert [x.who for x in impact.entries] == ["group:contractors"]
+    assert "counted as `zz-nobody-zz`" in impact.to_markdown()
