@@ -306,3 +306,87 @@ def cmd_diff(old: str, new: str, directory: str, output: str, fail_on: str | Non
         fail(f"policy diff: {len(d.changes)} change(s) in effective access (--fail-on any)")
         return EXIT_FAILED
     return EXIT_OK
+
+
+@policy.command("impact")
+@config_option
+@click.argument("old")
+@click.argument("new")
+@click.option("--dir", "directory", default="policies", help="policy directory inside the repo")
+@output_option("markdown", "json", default="markdown")
+@click.option(
+    "--sample",
+    type=click.FloatRange(0, 1, min_open=True),
+    help="count a seeded sample of this fraction of each table's rows (estimates)",
+)
+@click.option(
+    "--time-limit",
+    type=click.FloatRange(0, min_open=True),
+    help="seconds per count; a count that takes longer says `timed out`",
+)
+@click.option(
+    "--fail-on",
+    "fail_on",
+    multiple=True,
+    metavar="METRIC>N[:tag=T|:table=C.S.T|:who=NAME]",
+    help="exit 1 when an affected user or group goes over N (repeat); METRIC: "
+    "gain-rows, lose-rows, unmask-columns",
+)
+def cmd_impact(
+    old: str,
+    new: str,
+    directory: str,
+    output: str,
+    sample: float | None,
+    time_limit: float | None,
+    fail_on: tuple[str, ...],
+) -> int:
+    """Rows and columns each affected user or group would see before and after a policy
+    change, counted on the live tables (counts only; audited as cmd=policyImpact)."""
+    from governance.impact import Threshold, audited_impact, policy_impact
+    from governance.policy.problems import PolicyError
+    from governance.session import Lakegate
+
+    try:
+        thresholds = [Threshold.parse(t) for t in fail_on]
+    except ValueError as e:
+        fail(str(e))
+        return EXIT_USAGE
+    cfg_path = config_path()
+    if not cfg_path.is_file():
+        fail(f"{cfg_path} not found: policy impact counts rows on the live tables")
+        return EXIT_USAGE
+    provider = _provider_groups()
+    try:
+        before = load_policies(old, policy_dir=directory, provider_groups=provider)
+        after = load_policies(new, policy_dir=directory, provider_groups=provider)
+    except (PolicyError, ValueError) as e:
+        fail(str(e).splitlines()[0] if str(e) else type(e).__name__)
+        return EXIT_USAGE
+    status("starting Spark to count rows on the live tables (20-60 s)")
+    here = cfg_path.resolve().parent
+    lg = Lakegate.open(
+        cfg_path, spark_log=here / "lakegate-spark.log", error_log=here / "lakegate-server.log"
+    )
+    try:
+        impact = audited_impact(
+            lg,
+            lambda: policy_impact(
+                lg,
+                before,
+                after,
+                provider_groups=sorted(provider or ()),
+                sample=sample,
+                time_limit=time_limit,
+            ),
+        )
+    finally:
+        lg.close()
+    click.echo(
+        json.dumps(impact.to_json(), indent=1) if output == "json" else impact.to_markdown(),
+        nl=output == "json",
+    )
+    over = [(t, e) for t in thresholds for e in t.exceeded(impact)]
+    for t, e in over:
+        fail(f"policy impact: {e.who} on {e.table} exceeds --fail-on {t}")
+    return EXIT_FAILED if over else EXIT_OK
