@@ -304,7 +304,9 @@ def page(
             m = _CURSOR.fullmatch(before)
             slots = [i for i, f in enumerate(files) if m and f.file_id == m.group(1)]
             if not m or not slots or int(m.group(2)) > files[slots[0]].size:
-                raise ApiError(400, "that page is no longer in the audit log; start again")
+                # a cursor of the right form naming no line of this log: that page is not
+                # found (404), as the schema cannot say which cursors exist (malformed: 400)
+                raise ApiError(404, "that page is no longer in the audit log; start again")
             slot, end = slots[0], int(m.group(2))
         while slot >= 0 and not full:
             item = files[slot]
@@ -383,12 +385,12 @@ async def audit_summary(request: Request, caller: CallerDep, q: FiltersDep) -> d
     return summary(get_service(request), caller, q)
 
 
-@router.get("/audit/page", operation_id="pageAudit", responses=responses(400))
+@router.get("/audit/page", operation_id="pageAudit", responses=responses(400, 404))
 async def page_audit(
     request: Request,
     caller: CallerDep,
     q: FiltersDep,
-    before: Annotated[str | None, Query(max_length=64)] = None,
+    before: Annotated[str | None, Query(max_length=64, pattern=f"^{_CURSOR.pattern}$")] = None,
     size: Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE)] = PAGE_SIZE,
 ) -> dict:
     """One page of the lines you may see, newest first, older than the `before` cursor
