@@ -20,9 +20,9 @@ from api.errors import ApiError, responses
 from api.models import TablePath
 from governance.errors import LakegateError
 from governance.identity import InvalidName, canonical_user
-from governance.policies_in_force import git_commit, git_policy_set, git_run
 from governance.policy.analysis import OTHER_USER, Access, diff_policies, effective_access
 from governance.policy.analysis import who_can_see as policy_who_can_see
+from governance.session.policies_in_force import git_commit, git_policy_set, git_run
 
 if TYPE_CHECKING:
     from api.caller import Caller

@@ -28,7 +28,7 @@ from api.scim import ScimGate
 from governance.config import ApiConfig
 
 if TYPE_CHECKING:
-    from governance.session import Lakegate
+    from governance.session.governed import Lakegate
 
 UC_PREFIX = "/api/2.1/unity-catalog"
 LG_PREFIX = "/api/lakegate/v1"

@@ -26,10 +26,10 @@ from api.registry import Registry
 from audit import AuditEvent
 from governance.config import ApiConfig
 from governance.errors import AuditUnavailable
-from governance.recorder import write_or_refuse
+from governance.session.recorder import write_or_refuse
 
 if TYPE_CHECKING:
-    from governance.session import Lakegate
+    from governance.session.governed import Lakegate
 
 
 class Service:

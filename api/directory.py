@@ -15,7 +15,7 @@ from catalog.directory import SCIM, DirectoryStore
 from governance.identity import GroupMapping
 
 if TYPE_CHECKING:
-    from governance.session import Lakegate
+    from governance.session.governed import Lakegate
 
 LDAP = "ldap"
 _DIRECTORIES: WeakKeyDictionary[Lakegate, DirectoryStore] = WeakKeyDictionary()

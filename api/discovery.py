@@ -36,7 +36,7 @@ from catalog.names import NAME_PATTERN, InvalidName, check_name
 if TYPE_CHECKING:
     from api.caller import Caller
     from governance.policy.enforcer import PolicyEnforcer, TableAccess
-    from governance.session import Lakegate
+    from governance.session.governed import Lakegate
 
 DEFAULT_PAGE = 100
 CHECK_INTERVAL = 0.05  # seconds between catalog generation checks

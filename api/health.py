@@ -26,7 +26,7 @@ from api.errors import body
 from governance.metrics import HTTP_METHODS, HTTP_REQUESTS, HTTP_SECONDS
 
 if TYPE_CHECKING:
-    from governance.session import Lakegate
+    from governance.session.governed import Lakegate
 
 PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 

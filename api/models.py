@@ -15,7 +15,7 @@ from pydantic.json_schema import SkipJsonSchema
 
 from api.discovery import TABLE_NAME_PATTERN
 from catalog.products import CLASSIFICATIONS, STAGES
-from governance.masks import MASK_KINDS
+from governance.policy.masks import MASK_KINDS
 
 # --- Unity Catalog -------------------------------------------------------------------------
 

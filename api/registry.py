@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from api.caller import Caller
     from api.discovery import Discovery
     from governance.policy.model import Domain
-    from governance.session import Lakegate
+    from governance.session.governed import Lakegate
 
 log = logging.getLogger("lakegate.api")
 

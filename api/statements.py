@@ -34,7 +34,7 @@ from governance.errors import (
     OutcomeNotRecorded,
     SqlParseError,
 )
-from governance.session import StatementFailed, failure_message
+from governance.session.governed import StatementFailed, failure_message
 
 router = authenticated_router(tags=["Lakegate: SQL"])
 _pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lakegate-stmt")

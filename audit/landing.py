@@ -219,7 +219,7 @@ def recovered_event(intent: AuditRecord, answer: Landing) -> AuditEvent:
 def recover(log: AuditLog, locate: Locate | None, judge: Judge | None = None) -> list[Recovered]:
     """Write the missing outcomes of dead writers' intents whose landing is known (landed,
     not landed, set aside); intents that stay ``unknown`` stay pending. Returns every dead
-    intent examined. ``judge`` (governance/recovery.py) also asks the catalog."""
+    intent examined. ``judge`` (governance/session/recovery.py) also asks the catalog."""
     examined = resolve(dead_intents(log.directory), locate, judge)
     events = [
         recovered_event(item.intent, item.landing)

@@ -87,7 +87,7 @@ def shapes(variant: str, paths: dict[str, str], cols: dict[str, list[str]]) -> d
 
 
 def scenario(args: argparse.Namespace) -> int:
-    from governance.spark import build_spark
+    from governance.runtime.spark import build_spark
 
     spark = build_spark(args.master, {"spark.ui.enabled": "false"}, app_name="lakegate-analysis")
     tmp = tempfile.TemporaryDirectory(prefix="lakegate-analysis-")

@@ -34,8 +34,8 @@ def breakdown_ms(spark: Any, session: Any, sql: str) -> dict[str, float]:
     query has been run governed at least once, so the verifier's view cache is warm, as in
     steady state."""
     from audit import statement_hash
-    from governance.guard import query_frame
-    from governance.verify import verify_plan
+    from governance.verify.guard import query_frame
+    from governance.verify.plan import verify_plan
 
     out: dict[str, float] = {}
     out["plan_ms"], planned = timed_ms(lambda: session._planner().plan(sql))
@@ -45,7 +45,7 @@ def breakdown_ms(spark: Any, session: Any, sql: str) -> dict[str, float]:
     raw_qe = raw._jdf.queryExecution()
     out["optimize_a_ms"], _ = timed_ms(raw_qe.optimizedPlan)
     out["execute_a_ms"], _ = timed_ms(raw.collect)
-    # parsed as the governed path parses it (governance/guard.py)
+    # parsed as the governed path parses it (governance/verify/guard.py)
     out["analyze_c_ms"], df = timed_ms(lambda: query_frame(spark, planned.sql))
     qe = df._jdf.queryExecution()
     if session.lg.config.verify_plans:

@@ -46,7 +46,7 @@ STATEMENT = "SELECT count(*) FROM main.sales.orders"
 BARE = """
 import sys
 from pyspark.sql import SparkSession
-from governance.spark import cached_delta_jars
+from governance.runtime.spark import cached_delta_jars
 b = (SparkSession.builder.master("local[*]")
      .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
      .config("spark.sql.catalog.spark_catalog",
@@ -65,7 +65,7 @@ s.stop()
 PHASES = """
 import json, sys, time
 t = [time.perf_counter()]
-from governance.session import Lakegate
+from governance.session.governed import Lakegate
 t.append(time.perf_counter())
 lg = Lakegate.open(sys.argv[1], spark_log=__import__("pathlib").Path(sys.argv[2]))
 t.append(time.perf_counter())

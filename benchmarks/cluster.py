@@ -3,7 +3,7 @@
 
 Two worker processes each hold one governed session (a Python process holds one
 SparkContext): `local[2]`, and a standalone cluster on 127.0.0.1 (one Master, two Workers
-with one core each, from the pyspark wheel: `governance/local_cluster.py`). This process
+with one core each, from the pyspark wheel: `governance/runtime/local_cluster.py`). This process
 alternates each query between them, round by round (L C, C L, ...), and compares answers
 (checksums): a governed answer that differs between the engines fails the run. It prints
 medians per query, the total cluster/local ratio, and stops every process it started.
@@ -46,7 +46,7 @@ def worker(args: argparse.Namespace) -> int:
     from benchmarks.tpcds_delta import setup_lakegate, tables_of
     from benchmarks.tpcds_policies import BENCH_USER
     from benchmarks.tpcds_views import CATALOG, SCHEMA
-    from governance.spark import build_spark
+    from governance.runtime.spark import build_spark
 
     conf = {
         "spark.driver.memory": "2g",
@@ -138,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.worker:
         args.name = args.worker
         return worker(args)
-    from governance.local_cluster import standalone_cluster
+    from governance.runtime.local_cluster import standalone_cluster
 
     with ExitStack() as stack:
         if args.dir is None:

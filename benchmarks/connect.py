@@ -62,7 +62,7 @@ def gateway(lg: Any, user: str, root: Path) -> Iterator[tuple[Any, dict[str, str
 
     from api.connect.server import Gateway
     from governance.config import ApiConfig, ApiToken, ConnectConfig
-    from governance.session import Lakegate
+    from governance.session.governed import Lakegate
 
     ca, cert, key = make_tls(root)
     token = hashlib.sha256(token_of(user).encode()).hexdigest()
@@ -87,7 +87,7 @@ def gateway(lg: Any, user: str, root: Path) -> Iterator[tuple[Any, dict[str, str
 
 
 def demo_spec(root: Path) -> tuple[dict[str, Any], contextlib.ExitStack]:
-    from governance.demo import build_demo
+    from governance.tools.demo import build_demo
 
     stack = contextlib.ExitStack()
     demo = build_demo(root / "lh", spark_log=root / "spark.log")
@@ -121,7 +121,7 @@ def tpcds_spec(root: Path, data: Path, wanted: str) -> tuple[dict[str, Any], con
     from benchmarks.tpcds_delta import setup_lakegate, tables_of
     from benchmarks.tpcds_policies import BENCH_USER
     from benchmarks.tpcds_views import CATALOG, FLOOR_DB, SCHEMA, qualify, setup_floor_views
-    from governance.spark import build_spark
+    from governance.runtime.spark import build_spark
 
     ids = harness.parse_ids(wanted)
     plain = [(n, q) for n, q in spark_queries() if ids is None or n in ids]

@@ -10,7 +10,7 @@ Four modes, interleaved per round (harness.rotations), medians compared:
 - L: the governed session for a user whose policy lists the same keys by hand (what
   governance costs with a literal policy);
 - C: the governed session for the mapping-table user, the lookup answered at plan time and
-  inlined as a literal set (governance/entitlements.py, the default);
+  inlined as a literal set (governance/rewrite/entitlements.py, the default);
 - S: the same user through a Lakegate with `mapping_inline_max_keys: 0` (the subquery form,
   as before issue 31: a broadcast semi join per statement; its plan is checked for one).
 
@@ -102,9 +102,9 @@ def broadcasts(df: Any) -> int:
 
 def scenario(args: argparse.Namespace) -> int:
     from governance.config import Config
-    from governance.demo import write_config
-    from governance.session import Lakegate
-    from governance.spark import build_spark
+    from governance.runtime.spark import build_spark
+    from governance.session.governed import Lakegate
+    from governance.tools.demo import write_config
 
     root = Path(args.workdir or tempfile.mkdtemp(prefix="lakegate-mapping-")).resolve()
     root.mkdir(parents=True, exist_ok=True)

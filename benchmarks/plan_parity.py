@@ -148,7 +148,7 @@ def phases(spark: Any, session: Any, queries: list[tuple[int, str, str]], reps: 
     """Spark's analysis and optimisation alone, C's rewritten text against A''s, interleaved
     (C's analysis is of the text the session runs, parsed as it parses it; its planning and
     verification are not in these figures): medians in ms."""
-    from governance.guard import query_frame
+    from governance.verify.guard import query_frame
 
     print(f"\nanalysis + optimisation, {reps} reps interleaved, medians in ms")
     print(f"{'query':>6} {'anaA2':>6} {'anaC':>6} {'optA2':>6} {'optC':>6} {'C-A2':>6}")
@@ -221,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", metavar="OUT")
     args = ap.parse_args(argv)
 
-    from governance.spark import build_spark
+    from governance.runtime.spark import build_spark
 
     data = Path(args.data).resolve()
     root = Path(tempfile.mkdtemp(prefix="lakegate-parity-"))

@@ -47,8 +47,8 @@ def diagnose_cross_joins(query_ids: list[int]) -> dict[int, int]:
     from benchmarks.tpcds import spark_queries
     from benchmarks.tpcds_policies import BENCH_USER
     from governance.planning.dispatch import Planner
-    from governance.resolve import Namespace
-    from governance.rewrite import PolicySql
+    from governance.rewrite.dynamic_views import PolicySql
+    from governance.sql.resolve import Namespace
 
     queries = dict(spark_queries())
     out: dict[int, int] = {}

@@ -81,7 +81,8 @@ def rewrite_section(results: dict[str, Any], add: Add, img: Img) -> None:
         if g:
             heap = "settled as the servers settle theirs" if rw.get("settled") else "not settled"
             add(
-                f"The garbage collector over the warm rounds (heap {heap}, governance/heap.py): "
+                f"The garbage collector over the warm rounds (heap {heap}, "
+                "governance/runtime/heap.py): "
                 f"{g['gen2_n']:.0f} full collections, longest "
                 f"{g['gen2_max_ms']:.1f} ms ({g['gen2_max_cpu_ms']:.1f} ms CPU), "
                 f"{g['gen2_total_ms']:.0f} ms in all; {g['tracked_after']:,} live objects "

@@ -14,8 +14,8 @@ under `targets` as `over_sqlglot_median_issue_31`.
     python benchmarks/rewrite.py [--rounds N] [--json] [--unsettled]
 
 The process is set up as `lakegate serve` and `lakegate connect` set themselves up: catalog
-and policies loaded, then `governance.heap.settle_heap()`, the servers' own start-up call (one
-collection, then `gc.freeze()` of what start-up left alive), before the first statement;
+and policies loaded, then `governance.runtime.heap.settle_heap()`, the servers' own start-up
+call (one collection, then `gc.freeze()` of what start-up left alive), before the first statement;
 `--unsettled` skips it. The collector's pauses over the warm rounds (gc.callbacks: count,
 total and longest per generation), the live objects a full collection walks afterwards, the
 objects frozen and the peak RSS are printed and in --json under `gc`: counts are load-proof
@@ -35,7 +35,7 @@ Issue 31 item 3 (2026-11-27): those walks were still one per step, each costing 
 full traversal whatever it looked for (cProfile of the warm loop: the hint walk 2%, the
 comma-join walk 2%, constructs 9%, resolve_tables' Python walk 9%, columns_named 5%, the
 words check 4%, two passes over the tokens 3%). The planner now walks the parsed tree once
-(governance/walk.py) and each step reads its own node kinds from that record; resolve_tables
+(governance/sql/walk.py) and each step reads its own node kinds from that record; resolve_tables
 orders the tables it gets by their paths, so CTE numbering, read order and the first refusal
 are unchanged; the generated SQL is byte-identical on the 99 queries. Planner time went to
 0.82-0.89 of before (per-query median; old and new interleaved query by query, three runs
@@ -50,7 +50,7 @@ byte-identical on the 99 queries and on 74 of 77 edge cases (old and new planner
 processes; the other three are the fix below):
 Spark's four SELECT transforms (QUALIFY, DISTINCT ON, UNNEST, ANY; `any_to_exists` walks
 each SELECT's subtree again) run only when the one walk shows one of their node kinds
-(governance/sqlgen.py; a quarter of generation), a tokenizer made per statement (now one
+(governance/sql/sqlgen.py; a quarter of generation), a tokenizer made per statement (now one
 per thread, 2%), a dialect looked up and made per generation (1%), pathlib in the Delta
 log listing (1.5%), prometheus `labels()` per cache lookup (0.5-1%), the running bracket
 depth computed for every statement (now only past 256 openings). Found on the way: the
@@ -75,7 +75,7 @@ each cached view kept its table node and a node's parent links (or, for a node t
 replaced, its identifiers reused in the new tree) reach the whole parsed statement: at the
 cache's bound of 2048 entries a server held a million such objects (a full collection of about
 1.3 s). The cache now keeps a copy of the table node alone (78 objects per entry; 160,000 at
-the bound), and the process freezes what start-up left alive (governance/heap.py); a full
+the bound), and the process freezes what start-up left alive (governance/runtime/heap.py); a full
 collection then walks about 15,000 live objects. Raising the collector's thresholds was
 measured and rejected: at gen0 50,000 each young collection frees a larger batch of sqlglot
 garbage at once (165-266 ms pauses).
@@ -103,13 +103,13 @@ from benchmarks.tpcds import spark_queries, tpcds_tables
 from benchmarks.tpcds_policies import BENCH_USER, tpcds_policy_yaml
 from catalog.catalog import Catalog
 from catalog.store import SqliteStore
-from governance.heap import settle_heap
 from governance.planning.cache import PlanCache, plan_key
 from governance.planning.dispatch import Planner
 from governance.policy.enforcer import PolicyEnforcer
 from governance.policy.loader import load_policy_text
-from governance.resolve import Namespace
-from governance.rewrite import PolicySql
+from governance.rewrite.dynamic_views import PolicySql
+from governance.runtime.heap import settle_heap
+from governance.sql.resolve import Namespace
 
 TARGET_P50_MS = 5.0
 TARGET_MAX_MS = 25.0
@@ -287,8 +287,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--unsettled",
         action="store_true",
-        help="skip the servers' start-up heap settling (governance/heap.py): what a process "
-        "that does not freeze its start-up objects pays",
+        help="skip the servers' start-up heap settling (governance/runtime/heap.py): what a "
+        "process that does not freeze its start-up objects pays",
     )
     args = ap.parse_args(argv)
     r = run(args.rounds, settle=not args.unsettled)

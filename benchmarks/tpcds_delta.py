@@ -143,8 +143,8 @@ def tables_of(sqls: list[str]) -> tuple[str, ...]:
 
 
 def setup_lakegate(spark: Any, root: Path, delta_paths: dict[str, str]) -> Any:
-    from governance.demo import write_config
-    from governance.session import Lakegate
+    from governance.session.governed import Lakegate
+    from governance.tools.demo import write_config
 
     lake = root / "lakegate"
     if lake.exists():
@@ -358,7 +358,7 @@ def main(argv: list[str] | None = None) -> int:
         "load_before": os.getloadavg(),
     }
     try:
-        from governance.spark import build_spark
+        from governance.runtime.spark import build_spark
 
         conf = {
             "spark.driver.memory": args.driver_memory,

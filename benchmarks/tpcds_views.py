@@ -35,7 +35,7 @@ def qualify(sql: str, db: str) -> str:
     partition pruning on an explicit cross join: written so, A' lost it on the partitioned
     `inventory` (q21, q22, q37, q39, q82) where A and C keep it (benchmarks/plan_parity.py
     found it). With no CROSS keyword in the text every such join came from a comma and is
-    written back as one, as the governed session does (governance/parse.py)."""
+    written back as one, as the governed session does (governance/sql/parse.py)."""
     tree = sqlglot.parse_one(sql, read="spark")
     if not any(t.token_type == TokenType.CROSS for t in sqlglot.tokenize(sql, read="spark")):
         for join in tree.find_all(exp.Join):
@@ -112,7 +112,7 @@ class DynamicViews:
 
     def view_sql(self, enforcer: Any, table: Any, source: str | None = None) -> str:
         """The view's SELECT over `source` (a view name), by default the Delta table's path."""
-        from governance.masks import mask_sql, quote_ident
+        from governance.policy.masks import mask_sql, quote_ident
 
         ps = enforcer.policy_set
         c, s, t = table.catalog, table.schema, table.name

@@ -58,7 +58,7 @@ cli.add_command(identity)
 def _open() -> Any:
     """Spark's own console output goes to a log beside the config, keeping stdout for
     results and stderr for one-line errors."""
-    from governance.session import Lakegate
+    from governance.session.governed import Lakegate
 
     path = config_path()
     log = path.resolve().parent / "lakegate-spark.log"
@@ -110,7 +110,7 @@ def _config() -> Any:
 )
 def cmd_demo(directory: str, force: bool) -> int:
     """Build a demo lakehouse and query it as four personas."""
-    from governance.demo import DemoRefused, run_demo
+    from governance.tools.demo import DemoRefused, run_demo
 
     try:
         return run_demo(Path(directory).resolve(), force=force)
@@ -288,7 +288,7 @@ def cmd_catalog_leftovers(remove: bool, yes: bool, output: str) -> int:
 
     Set-aside `<table>.orphan-*` directories and Delta tables no registered table owns
     (a CREATE killed before its registration). No Spark."""
-    from governance.leftovers import find_leftovers
+    from governance.execute.leftovers import find_leftovers
 
     lg = _open()
     try:

@@ -64,9 +64,9 @@ def landings(records: list[AuditRecord]) -> list[str]:
 
 def landing_of() -> Callable[[AuditRecord], str]:
     """`record -> "landed: ..." | "not landed: ..." | "set aside: ..." | "unknown: ..."`,
-    from the Delta logs and the catalog (governance/recovery.py), opened once."""
+    from the Delta logs and the catalog (governance/session/recovery.py), opened once."""
     from governance.config import Config
-    from governance.recovery import config_judge
+    from governance.session.recovery import config_judge
 
     cfg = config_path()
     if not cfg.is_file():

@@ -33,8 +33,8 @@ def connect(host: str | None, port: int | None, metrics_port: int | None) -> int
     starts and the policies load before the gRPC port opens; grpc.health.v1 answers SERVING
     from then on. --metrics-port opens at once: /healthz 200, /readyz 503 until then."""
     from api.health import ProbeServer
-    from governance.heap import settle_heap
-    from governance.session import Lakegate
+    from governance.runtime.heap import settle_heap
+    from governance.session.governed import Lakegate
 
     config = config_path()
     here = config.resolve().parent
@@ -53,7 +53,7 @@ def connect(host: str | None, port: int | None, metrics_port: int | None) -> int
         recovered(lg)
         click.echo("lakegate: starting Spark before serving...", err=True)
         gateway = Gateway(lg, host=host, port=port)
-        settle_heap()  # start-up's objects out of every full collection (governance/heap.py)
+        settle_heap()  # start-up's objects out of every full collection (runtime/heap.py)
         gateway.start()
         if probes is not None:
             probes.ready()

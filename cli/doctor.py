@@ -98,7 +98,7 @@ def _delta_jars() -> Check:
 
     if not PYSPARK:
         return Check("delta jars", "FAIL", NO_SPARK)
-    from governance.spark import cached_delta_jars
+    from governance.runtime.spark import cached_delta_jars
 
     jars = cached_delta_jars()
     if jars is None:
@@ -245,11 +245,11 @@ def _file_modes(cfg: Config) -> Check:
 
 
 def _leftovers(cfg: Config) -> Check:
-    """Crash leftovers in the warehouse (governance/leftovers.py): named, with the one
+    """Crash leftovers in the warehouse (governance/execute/leftovers.py): named, with the one
     command that removes them; a warning, since nothing reads them."""
     from catalog.catalog import Catalog
     from catalog.store import open_store
-    from governance.leftovers import find_leftovers
+    from governance.execute.leftovers import find_leftovers
 
     try:
         found = find_leftovers(Catalog(open_store(cfg.catalog), cfg.warehouse))

@@ -82,7 +82,7 @@ def cmd_validate(directory: str, output: str, strict: bool) -> int:
 def cmd_test(directory: str, tests_dir: str | None, spark: bool, require_spark: bool) -> int:
     """Run policy test cases (YAML). Without --spark, cases with row expectations are
     skipped and the summary says how many."""
-    from governance.policytests import run_tests
+    from governance.tools.policytests import run_tests
 
     policy_dir = Path(directory)
     where = Path(tests_dir) if tests_dir else policy_dir / "tests"
@@ -343,9 +343,9 @@ def cmd_impact(
 ) -> int:
     """Rows and columns each affected user or group would see before and after a policy
     change, counted on the live tables (counts only; audited as cmd=policyImpact)."""
-    from governance.impact import Threshold, audited_impact, policy_impact
     from governance.policy.problems import PolicyError
-    from governance.session import Lakegate
+    from governance.session.governed import Lakegate
+    from governance.tools.impact import Threshold, audited_impact, policy_impact
 
     try:
         thresholds = [Threshold.parse(t) for t in fail_on]

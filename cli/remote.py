@@ -261,7 +261,7 @@ def sql_via_gateway(
 
 def sql_on(gw: Gateway, statement: str, output: str) -> int:
     """One statement on a gateway already reached: exit code, rows printed as locally."""
-    from governance.parse import parse_statement
+    from governance.sql.parse import parse_statement
 
     parse_statement(statement)  # SqlParseError: exit 4, as in the local mode
     columns, rows, code, line = run_remote(gw, statement)

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     import uvicorn
 
     from api.health import StartingUp
-    from governance.session import Lakegate
+    from governance.session.governed import Lakegate
 
 
 @click.command("serve")
@@ -56,7 +56,7 @@ def serve(
     from api.directory import directory_sync
     from api.health import StartingUp
     from governance.config import Config
-    from governance.session import Lakegate
+    from governance.session.governed import Lakegate
 
     cfg = Config.load(config_path())
     host = host or cfg.api.host
@@ -137,7 +137,7 @@ def _start_behind(
     """Recovery, Spark, the app, then hand the app to `starting`; a Spark that cannot start
     stops the server (exit 5) with one line in `failed`."""
     from api.app import create_app
-    from governance.heap import settle_heap
+    from governance.runtime.heap import settle_heap
 
     recovered(lg)
     click.echo("lakegate: starting Spark before serving...", err=True)
@@ -151,7 +151,7 @@ def _start_behind(
         )
         server.should_exit = True
         return
-    settle_heap()  # start-up's objects out of every full collection (governance/heap.py)
+    settle_heap()  # start-up's objects out of every full collection (governance/runtime/heap.py)
     starting.ready(app)
     click.echo("lakegate: ready", err=True)
 
@@ -197,9 +197,9 @@ def _settle(app: object) -> None:
 
 
 def recovered(lg: Lakegate) -> None:
-    """Write the outcomes a crashed server left out (governance/recovery.py), and say so
+    """Write the outcomes a crashed server left out (governance/session/recovery.py), and say so
     (`serve` and `connect` both do, before they accept work)."""
-    from governance.recovery import recover_outcomes
+    from governance.session.recovery import recover_outcomes
 
     resolved = [r for r in recover_outcomes(lg) if r.landing.state != "unknown"]
     if resolved:

@@ -30,7 +30,7 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     if name in ("Lakegate", "GovernedSession", "StatementFailed"):
-        from governance import session
+        from governance.session import governed as session
 
         return getattr(session, name)
     raise AttributeError(f"module 'governance' has no attribute {name!r}")

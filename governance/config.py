@@ -178,7 +178,7 @@ class Config:
     verify_plans: bool = True
     pinned_sources: bool = True  # queries read tables through DataFrames loaded once
     # a query's governed views are global temp views over those, made once per body
-    # (governance/sources.py); off: each statement carries its views' text
+    # (governance/execute/sources.py); off: each statement carries its views' text
     governed_views: bool = True
     # a mapping-table lookup answering at most this many keys is inlined as literals at plan
     # time (docs/mapping-tables.md); larger ones, and 0, keep the subquery

@@ -2,7 +2,7 @@
 outcome, how long planning, verification and execution take, audit lines written and lost,
 policy reloads, cache lookups (the hit ratio of the plan, access and tag caches), open
 Connect sessions, REST requests by route and status and Connect RPCs by method and status
-(each with a latency histogram), and the garbage collector's pauses (governance/heap.py).
+(each with a latency histogram), and the garbage collector's pauses (governance/runtime/heap.py).
 
 Every label value comes from a closed set (statement kinds are the planner's command names,
 outcomes are ok/denied/failed, routes are the app's templates, RPC methods the service's),
@@ -68,13 +68,14 @@ HTTP_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTI
 GC_PAUSE_SECONDS = Histogram(
     "lakegate_gc_pause_seconds",
     "Garbage collector pauses by generation (2: full collections), timed from the "
-    "collector's own callbacks once a server settled its heap (governance/heap.py)",
+    "collector's own callbacks once a server settled its heap (governance/runtime/heap.py)",
     ["generation"],
     buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1),
 )
 GC_FROZEN = Gauge(
     "lakegate_gc_frozen_objects",
-    "Objects alive at a server's start-up, frozen out of every collection (governance/heap.py)",
+    "Objects alive at a server's start-up, frozen out of every collection "
+    "(governance/runtime/heap.py)",
 )
 
 #: The outcome label of a statement.

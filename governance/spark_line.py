@@ -43,11 +43,11 @@ class SparkLine:
     # the method naming a Spark error's class (SparkThrowable, PySparkException)
     error_class_method: str
     # the session and Dataset classes with `sessionState` and `Dataset.ofRows`, imported by
-    # the Java Lakegate compiles in the driver (governance/GovernedSql.java): Spark 4 moved
+    # the Java Lakegate compiles in the driver (governance/verify/GovernedSql.java): Spark 4 moved
     # them to `classic`
     session_classes: tuple[str, ...]
     # write commands whose target (and source) are plan fields, not children
-    # (governance/verify.py); Delta's own commands, as Delta on this line names them
+    # (governance/verify/plan.py); Delta's own commands, as Delta on this line names them
     command_plan_fields: tuple[tuple[str, tuple[tuple[str, bool], ...]], ...]
     # the line's Spark Connect client (`lakegate sql --gateway`): the channel builder class
     # in pyspark.sql.connect.client.core that takes an `sc://` URL (Spark 4 made
@@ -56,10 +56,10 @@ class SparkLine:
     connect_channel_builder: str
     connect_no_retries: Callable[[Any], None]
     # the line's built-in function names (FunctionRegistry.builtin), a file beside this
-    # module read by governance/constructs.py; any other function is refused
+    # module read by governance/sql/constructs.py; any other function is refused
     builtin_functions: str
     # the language features Spark 4 added that Lakegate governs on this line (see
-    # governance/spark4_syntax.py); on a line without one, it is refused by name
+    # governance/sql/spark4_syntax.py); on a line without one, it is refused by name
     language: frozenset[str] = frozenset()
 
 

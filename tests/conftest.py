@@ -10,7 +10,7 @@ import pytest
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator:
-    from governance.spark import build_spark
+    from governance.runtime.spark import build_spark
 
     session = build_spark("local[2]", {"spark.sql.shuffle.partitions": "2"})
     yield session
@@ -20,7 +20,7 @@ def spark() -> Iterator:
 @pytest.fixture(scope="session")
 def lakehouse(spark, tmp_path_factory: pytest.TempPathFactory) -> Iterator:
     """The demo lakehouse with the reference policies; tests must not change its tables."""
-    from governance.demo import build_demo
+    from governance.tools.demo import build_demo
 
     root: Path = tmp_path_factory.mktemp("lakehouse")
     lg = build_demo(root, spark=spark)

@@ -204,7 +204,7 @@ def test_every_relative_link_resolves() -> None:
 def demo(spark, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One demo lakehouse, as `make demo` (`lakegate demo`) builds it and queries it as the
     four personas; its Lakegate reuses the run's SparkSession."""
-    from governance.demo import run_demo
+    from governance.tools.demo import run_demo
 
     root = tmp_path_factory.mktemp("docs") / "demo-lakehouse"
     assert run_demo(root, io.StringIO()) == 0

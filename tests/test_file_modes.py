@@ -18,7 +18,7 @@ import yaml
 
 from cli import main
 from governance.files import loose_modes
-from governance.spark_launch import Launch
+from governance.runtime.spark_launch import Launch
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -30,7 +30,7 @@ def test_the_demo_and_the_rest_server_write_nothing_a_group_or_other_users_can_r
 
     from api.app import create_app
     from governance.config import ApiConfig, ApiToken
-    from governance.session import Lakegate
+    from governance.session.governed import Lakegate
 
     root = tmp_path / "demo"
     assert main(["demo", "--dir", str(root)]) == 0
@@ -106,7 +106,7 @@ def test_a_real_jvm_gets_the_secret_without_it_on_any_command_line_and_runs_in_t
         import json, os, sys
         from pathlib import Path
         sys.path.insert(0, {str(ROOT)!r})
-        from governance.spark import build_spark
+        from governance.runtime.spark import build_spark
         spark = build_spark(
             "local[1]", {{"spark.hadoop.fs.s3a.secret.key": os.environ["PROBE_SECRET"]}},
             workdir=Path({str(state)!r}),

@@ -1,4 +1,4 @@
-// Compiled at run time inside the driver's JVM by Janino (as governance/PlanWalker.java is),
+// Compiled at run time inside the driver's JVM by Janino (as governance/verify/PlanWalker.java is),
 // against the Spark Connect server classes on the driver's class path. It serves Spark's
 // own Connect service (SparkConnectService) on 127.0.0.1 only, behind the token check of
 // the Spark line (`authorization: Bearer <token>`, the gateway's per-process secret: Spark
@@ -9,7 +9,7 @@
 // session and cancels an operation's jobs for the gateway.
 // grpc and protobuf are shaded into org.sparkproject.connect by Spark's Connect jar.
 // Each backend session's governed settings (variable substitution off, parser and legacy
-// settings pinned: governance/GovernedSql.java, the guard handed in at start) are put in
+// settings pinned: governance/verify/GovernedSql.java, the guard handed in at start) are put in
 // place before a relation is planned in it, and the relation is parsed and analysed with
 // that session active on the calling thread, as the backend's own execution thread has it:
 // the verifier sees the plan that runs. A session already secured whose settings changed

@@ -27,7 +27,7 @@ from governance.errors import AccessDenied
 if TYPE_CHECKING:
     from api.connect.backend import Backend
     from api.connect.limits import Statement, StatementLimits
-    from governance.session import Lakegate
+    from governance.session.governed import Lakegate
 
 #: AnalyzePlan requests refused: Spark's cache is one for every user of the backend, so a
 #: user would see (storageLevel) and drop (unpersist) another user's cached DataFrame.

@@ -17,9 +17,9 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from governance.guard import checked, jvm_guard, refuse_drift
-from governance.java import compiled
+from governance.runtime.java import compiled
 from governance.spark_line import LINE
+from governance.verify.guard import checked, jvm_guard, refuse_drift
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -34,7 +34,7 @@ _lock = threading.Lock()
 
 
 class BackendUnavailable(RuntimeError):
-    """The driver JVM has no Spark Connect server classes (see governance/spark.py)."""
+    """The driver JVM has no Spark Connect server classes (see governance/runtime/spark.py)."""
 
 
 class Backend:
@@ -107,7 +107,7 @@ class Backend:
 
 
 def _compile(spark: SparkSession) -> Any:
-    """The JVM's one ConnectBackend (`governance.java`), once Spark Connect's server
+    """The JVM's one ConnectBackend (`governance.runtime.java`), once Spark Connect's server
     classes are known to be on the driver's class path."""
     jvm = spark.sparkContext._jvm
     gateway = spark.sparkContext._gateway
@@ -120,8 +120,8 @@ def _compile(spark: SparkSession) -> Any:
         except Exception:
             raise BackendUnavailable(
                 "the Spark Connect server classes are not on the driver's class path; start "
-                "Spark through governance.spark.build_spark (it adds spark-connect on Spark "
-                "3.5)"
+                "Spark through governance.runtime.spark.build_spark (it adds spark-connect on "
+                "Spark 3.5)"
             ) from None
         here = Path(__file__).parent
         imports = "".join(f"import {c};\n" for c in LINE.session_classes)

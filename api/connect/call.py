@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from api.connect.sessions import Entry
 from governance.identity import NO_CLAIMS, IdpClaims
-from governance.readable import Seen
+from governance.verify.readable import Seen
 
 
 @dataclass
@@ -25,7 +25,7 @@ class Call:
     started: float = field(default_factory=time.perf_counter)
     stmt_hash: str | None = None
     entry: Entry | None = None  # the admitted session (sessions.py)
-    seen: Callable[[], Seen] | None = None  # what an error may name (governance/readable.py)
+    seen: Callable[[], Seen] | None = None  # what an error may name (governance/verify/readable.py)
     kept: str | None = None  # the backend key of the verified Dataset it runs (service.py)
     auth: str = "TOKEN"  # the ugi's method (Principal.audit_method)
     claims: IdpClaims = NO_CLAIMS  # what the identity provider said about the user

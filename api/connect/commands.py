@@ -22,20 +22,20 @@ from api.connect.call import Call
 from api.connect.limits import LimitExceeded
 from api.connect.relations import PlanGovernor, WriteSourceGovernor, checked_write
 from audit.landing import commit_tag
-from governance.actions import execute_actions
 from governance.errors import AccessDenied, LakegateError
-from governance.execute import StatementFailed, failure_message
-from governance.parse import parse_statement
+from governance.execute.actions import execute_actions
+from governance.execute.run import StatementFailed, failure_message
 from governance.planning.context import PlanningContext
 from governance.planning.planned import Planned
 from governance.planning.writes import FrameInsert, plan_frame_insert
-from governance.resolve import checked_parts
-from governance.verify import verify_plan
+from governance.sql.parse import parse_statement
+from governance.sql.resolve import checked_parts
+from governance.verify.plan import verify_plan
 
 if TYPE_CHECKING:
     from api.connect.backend import Backend
     from api.connect.limits import StatementLimits
-    from governance.session import GovernedSession, Lakegate
+    from governance.session.governed import GovernedSession, Lakegate
 
 #: DataFrame write settings that are refused, with the line the caller reads.
 #: operations answered here whose ReleaseExecute is awaited (a client releases each at once)

@@ -27,12 +27,12 @@ from pyspark.sql.connect.proto import base_pb2, relations_pb2
 
 from api.connect import compat
 from governance.errors import AuditUnavailable, LakegateError
-from governance.execute import ERROR_LOG
+from governance.execute.run import ERROR_LOG
 
 if TYPE_CHECKING:
     from api.connect.backend import Backend
     from api.connect.sessions import SessionRegistry
-    from governance.session import Lakegate
+    from governance.session.governed import Lakegate
 
 OpKey = tuple[str, str, str]  # (user, session id, operation id)
 

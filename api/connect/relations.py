@@ -8,7 +8,7 @@ audit lines and verifier as `s.sql`) and replaced by the rewritten SQL; `read.na
 (`spark.table`, `spark.read.table`) becomes the governed `SELECT *` of that table, or, when
 its one-part name is a temporary view of the session, the view's stored relation, governed
 here like any other (see `create_view`). Function
-calls follow governance.constructs' rules (identity functions become literals of the
+calls follow governance.sql.constructs' rules (identity functions become literals of the
 verified user; denied and non-built-in functions are refused); expression strings
 (`selectExpr`, `filter("...")`, `expr(...)`) are parsed with sqlglot, refused when they read
 tables, and sent as sqlglot regenerates them. The composed plan is then analysed in the
@@ -28,7 +28,11 @@ from sqlglot import exp
 
 from api.connect.eager import eager_inputs, message_children
 from api.connect.verified import Columns
-from governance.constructs import (
+from governance.errors import Refused
+from governance.execute.sources import ensure_pins
+from governance.planning.views import TempView, expand, view_name
+from governance.session.governed import table_statement
+from governance.sql.constructs import (
     DENIED_FUNCTIONS,
     IDENTITY_MEMBER,
     IDENTITY_USER,
@@ -36,20 +40,16 @@ from governance.constructs import (
     SPARK_BUILTINS,
     govern_expression,
 )
-from governance.errors import Refused
-from governance.parse import MAX_STATEMENT_CHARS, parse_statement
-from governance.planning.views import TempView, expand, view_name
-from governance.readable import Seen, seen_by
-from governance.resolve import checked_parts, qualify_name
-from governance.session import table_statement
-from governance.sources import ensure_pins
-from governance.verify import Expected, Verified, columns_used, verify_plan
+from governance.sql.parse import MAX_STATEMENT_CHARS, parse_statement
+from governance.sql.resolve import checked_parts, qualify_name
+from governance.verify.plan import Expected, Verified, columns_used, verify_plan
+from governance.verify.readable import Seen, seen_by
 
 if TYPE_CHECKING:
     from api.connect.backend import Backend
     from governance.planning.planned import Planned
     from governance.planning.writes import FrameInsert
-    from governance.session import GovernedSession
+    from governance.session.governed import GovernedSession
 
 Relation = relations_pb2.Relation
 Expression = expressions_pb2.Expression
@@ -363,7 +363,7 @@ class PlanGovernor:
         return planned.sql
 
     def seen(self) -> Seen:
-        """What an error about this request may name (governance/readable.py)."""
+        """What an error about this request may name (governance/verify/readable.py)."""
         return seen_by(self._sent.decode("utf-8", "replace"), self._views, self._hidden)
 
     # expressions ------------------------------------------------------------------------

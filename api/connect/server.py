@@ -15,7 +15,7 @@ from governance.errors import ConfigError
 
 if TYPE_CHECKING:
     from governance.config import Config
-    from governance.session import Lakegate
+    from governance.session.governed import Lakegate
 
 
 #: What the health service reports on: the server as a whole ("") and the Connect service.

@@ -51,7 +51,7 @@ from api.connect.verified import VerifiedQuery, identity
 from api.directory import directory_of
 from audit import AuditEvent
 from governance.errors import AccessDenied, AuditUnavailable, LakegateError
-from governance.execute import (
+from governance.execute.run import (
     ERROR_LOG,
     READABLE_ANALYSIS_ERRORS,
     StatementFailed,
@@ -59,11 +59,11 @@ from governance.execute import (
     failure_message,
     message_parameters,
 )
+from governance.execute.sources import SCHEMA_CHANGED
 from governance.metrics import CONNECT_SESSIONS
-from governance.readable import readable_line, seen_by
-from governance.recorder import write_or_refuse
-from governance.session import GovernedSession, Lakegate
-from governance.sources import SCHEMA_CHANGED
+from governance.session.governed import GovernedSession, Lakegate
+from governance.session.recorder import write_or_refuse
+from governance.verify.readable import readable_line, seen_by
 
 REFUSED_COMMANDS = {
     "register_function": "Python and Scala UDFs are refused",

@@ -24,10 +24,10 @@ from typing import TYPE_CHECKING, Any
 
 from api.connect.verified import VerifiedQueries
 from governance.errors import LakegateError
-from governance.execute import ERROR_LOG
+from governance.execute.run import ERROR_LOG
 
 if TYPE_CHECKING:
-    from governance.session import GovernedSession
+    from governance.session.governed import GovernedSession
 
 Key = tuple[str, str]  # (user, session id)
 

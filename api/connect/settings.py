@@ -2,7 +2,7 @@
 
 No setting a client can set is free text: each takes booleans or whole numbers only, so no
 setting can carry text into a statement, a plan or a file path (and Spark's `${...}`
-variable substitution is off in every session: governance/guard.py). `spark.remote`, which
+variable substitution is off in every session: governance/verify/guard.py). `spark.remote`, which
 PySpark's builder sets on every new session (its value holds the connection string and
 token), is answered by the gateway and never reaches the backend.
 """
@@ -20,7 +20,7 @@ from governance.errors import AccessDenied
 
 #: Settings a client may change in its backend session, each with the only values it takes:
 #: none is free text, so no setting can carry text into a statement, a plan or a path (and
-#: variable substitution is off everywhere: governance/guard.py). Everything else is
+#: variable substitution is off everywhere: governance/verify/guard.py). Everything else is
 #: refused: governance relies on the rest (ANSI mode; the time zone moves row-filter
 #: boundaries; parser and legacy settings change what a checked text means).
 _BOOL = re.compile(r"^(?i:true|false)$")

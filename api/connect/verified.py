@@ -6,7 +6,7 @@ it would on Spark. The client then runs the same `sql` relation (`collect`, `sho
 `toPandas`). The gateway used to govern it again and have the backend analyse and verify
 it a second time; now the Dataset the first verification accepted is kept in the backend
 session, and a later use whose governed plan is byte for byte the same, under the same
-policy version, catalog generation and pinned sources (governance/sources.py: a pin dropped
+policy version, catalog generation and pinned sources (governance/execute/sources.py: a pin dropped
 after a schema change is made again under the same name), runs that Dataset. Its audit
 lines name the columns the first verification found.
 
@@ -31,7 +31,7 @@ from pyspark.sql.connect.proto.relations_pb2 import Relation
 
 KEPT = 8  # verified queries kept per Connect session
 
-Columns = tuple[tuple[str, int, tuple[int, ...]], ...]  # governance.verify.columns_used
+Columns = tuple[tuple[str, int, tuple[int, ...]], ...]  # governance.verify.plan.columns_used
 
 
 @dataclass(frozen=True)

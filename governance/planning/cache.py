@@ -37,7 +37,7 @@ from governance.planning.expected import Expected
 from governance.planning.planned import Planned
 from governance.planning.views import TempViews
 from governance.policy.tags import TagsUnreadable, delta_tags
-from governance.resolve import Namespace
+from governance.sql.resolve import Namespace
 
 #: Entries held; the least recently used goes first.
 MAX_ENTRIES = 2048

@@ -12,18 +12,19 @@ from sqlglot import exp
 from catalog.catalog import Catalog
 from catalog.identity import DeltaIdentity, IdentityUnreadable, columns_at, delta_identity
 from catalog.model import TableInfo
-from governance.columns import (
+from governance.errors import AccessDenied, Refused
+from governance.planning.planned import Planned
+from governance.policy.enforcer import Identity, PolicyEnforcer, TableAccess, mask_columns
+from governance.rewrite.columns import (
     check_hidden_columns,
     columns_named,
     columns_read,
     columns_to_project,
     words_spark_may_resolve,
 )
-from governance.constructs import GOVERNED_NODES, govern_nodes
-from governance.errors import AccessDenied, Refused
-from governance.planning.planned import Planned
-from governance.policy.enforcer import Identity, PolicyEnforcer, TableAccess, mask_columns
-from governance.resolve import (
+from governance.rewrite.dynamic_views import PolicySql, replace_reads, splice, view_sql
+from governance.sql.constructs import GOVERNED_NODES, govern_nodes
+from governance.sql.resolve import (
     Namespace,
     TableRef,
     denied_or_missing,
@@ -31,9 +32,8 @@ from governance.resolve import (
     resolve_tables,
     table_parts,
 )
-from governance.rewrite import PolicySql, replace_reads, splice, view_sql
-from governance.sqlgen import spark_sql
-from governance.walk import Walked, valid
+from governance.sql.sqlgen import spark_sql
+from governance.sql.walk import Walked, valid
 
 
 class PlanningContext:
@@ -56,7 +56,7 @@ class PlanningContext:
         """`derived`: full table name -> the SQL relation it is read from (layer-owned temp
         views, e.g. the audit log), instead of its Delta location; `pin`: a query's
         relation for a table read at its current version, named by the table and its Delta
-        id (governance/sources.py), None: `delta.`<location>``; `pin_view`: the name of
+        id (governance/execute/sources.py), None: `delta.`<location>``; `pin_view`: the name of
         the governed view made once over a pin for a view body (None: bodies are inlined);
         `groups`: the identity provider's groups for this user (IdpClaims.groups)."""
         self.derived = derived or {}
@@ -72,7 +72,7 @@ class PlanningContext:
         self.ns = namespace
         self.ident: Identity = enforcer.identity(user, groups)
         self.clock_read = False  # a time was folded from the clock: the plan holds only now
-        # the parsed statement's one walk (governance/walk.py), set by the dispatcher
+        # the parsed statement's one walk (governance/sql/walk.py), set by the dispatcher
         self.walked: Walked | None = None
 
     def govern(self, tree: exp.Expression, walked: Walked | None = None) -> exp.Expression:

@@ -26,7 +26,7 @@ from governance.planning.planned import (
 )
 from governance.policy.tag_rights import tag_changes
 from governance.policy.tag_state import governed_state
-from governance.resolve import (
+from governance.sql.resolve import (
     TableRef,
     checked_parts,
     denied_or_missing,

@@ -19,14 +19,14 @@ from sqlglot import exp
 from catalog.catalog import Catalog
 from catalog.model import TableInfo
 from governance.errors import Refused
-from governance.parse import parse_walked
 from governance.planning import ddl, metadata, queries, views, writes
 from governance.planning.context import PlanningContext
 from governance.planning.planned import Planned
 from governance.policy.enforcer import AmbiguousMask, PolicyEnforcer
-from governance.resolve import Namespace
-from governance.rewrite import PolicySql
-from governance.walk import collect
+from governance.rewrite.dynamic_views import PolicySql
+from governance.sql.parse import parse_walked
+from governance.sql.resolve import Namespace
+from governance.sql.walk import collect
 
 
 @dataclass(frozen=True)

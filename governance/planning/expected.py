@@ -1,7 +1,7 @@
 """What the plan verifier must find in Spark's analyzed plan: pure data the planner fills.
 
 It lives with planning, not with the verifier, so that planning stays free of Spark; the
-verifier (`governance.verify`, at the Spark edge) reads it.
+verifier (`governance.verify.plan`, at the Spark edge) reads it.
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ from sqlglot.optimizer.qualify import qualify
 
 from catalog.model import TableInfo
 from governance.errors import Refused
-from governance.masks import mask_sql
+from governance.policy.masks import mask_sql
 from governance.policy.model import PolicySet
 from governance.policy.tags import column_tags
 

@@ -10,10 +10,10 @@ import re
 from sqlglot import exp
 
 from governance.errors import LakegateError, Refused
-from governance.masks import masked_type
 from governance.planning.context import PlanningContext
 from governance.planning.planned import Planned, ReadHistory
-from governance.resolve import Namespace, checked_parts, table_parts
+from governance.policy.masks import masked_type
+from governance.sql.resolve import Namespace, checked_parts, table_parts
 
 #: SHOW TABLES/SCHEMAS/CATALOGS, which sqlglot does not parse into a tree; matched on text.
 SHOW = re.compile(

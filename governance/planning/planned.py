@@ -2,7 +2,7 @@
 
 `Planned` is one statement's plan (the SQL that runs, the views it reads, what the verifier
 must find, the audit lines); DDL effects are frozen dataclasses of plain data (`Action`)
-that `governance.actions` runs at the Spark edge, after the intent record.
+that `governance.execute.actions` runs at the Spark edge, after the intent record.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from catalog.identity import DeltaIdentity
 from governance.planning.expected import Expected
 from governance.planning.lineage import Layout, Propagation
 from governance.policy.enforcer import TableAccess
-from governance.readable import Seen, seen_by
-from governance.resolve import Namespace
-from governance.rewrite import PolicyRead, ReadView
+from governance.rewrite.dynamic_views import PolicyRead, ReadView
+from governance.sql.resolve import Namespace
+from governance.verify.readable import Seen, seen_by
 
 # The message of our own raise_error/assert_true when a written row (INSERT, the new version
 # of an UPDATEd or MERGEd row) fails the writer's row filter; the session maps it to
@@ -113,7 +113,7 @@ class ReadHistory:
     metrics: bool
 
 
-# A DDL effect as plain data: the session executes it (governance/actions.py), so planning
+# A DDL effect as plain data: the session executes it (governance/execute/actions.py), so planning
 # needs no handle on the session or Spark.
 Action = (
     CreateCatalog | CreateSchema | RegisterTable | DropTable | AlterTable | PropagateTags | SetAside
@@ -149,7 +149,7 @@ class Planned:
     #: location -> the Delta table found there while planning (its own id and version):
     #: the plan cache holds a plan only while each is still the table there
     identities: dict[str, DeltaIdentity] = field(default_factory=dict)
-    statement: str | bytes | None = None  # as the caller sent it (governance/readable.py)
+    statement: str | bytes | None = None  # as the caller sent it (governance/verify/readable.py)
 
     @property
     def placeholders(self) -> list[str]:
@@ -175,7 +175,7 @@ class Planned:
 
     def add_read(self, view: int, projected: tuple[str, ...], positions: tuple[int, ...]) -> None:
         """Spark's plan reads the columns at `positions` of view `view`'s projection
-        (`projected`, lower-case; governance.verify.columns_used): recorded in the table's
+        (`projected`, lower-case; governance.verify.plan.columns_used): recorded in the table's
         column order, added to what other placements of the view read."""
         if not 0 <= view < len(self.views):
             return

@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 from sqlglot import exp
 
 from governance.errors import LakegateError, Refused
-from governance.parse import MAX_STATEMENT_CHARS, parse_statement
 from governance.planning.context import PlanningContext
 from governance.planning.planned import Planned
 from governance.planning.queries import QUERY_TYPES
-from governance.resolve import resolve_tables, table_parts
+from governance.sql.parse import MAX_STATEMENT_CHARS, parse_statement
+from governance.sql.resolve import resolve_tables, table_parts
 
 #: Temporary views one session may hold.
 MAX_TEMP_VIEWS = 100
@@ -241,7 +241,7 @@ def expand(stmt: exp.Expression, views: TempViews | None) -> exp.Expression:
     """`stmt` with every reference to a temp view of the session replaced by its stored
     query (one level: stored queries hold no view references). A CTE in scope shadows a
     view, a view shadows a catalog table (as in Spark). The expanded statement is
-    re-parsed from its generated SQL, so the statement limits of governance.parse apply to
+    re-parsed from its generated SQL, so the statement limits of governance.sql.parse apply to
     what is planned, not to what was typed."""
     if not views or isinstance(stmt, exp.Use):
         return stmt

@@ -12,14 +12,14 @@ from sqlglot import exp
 
 from catalog.model import TableInfo
 from governance.errors import AccessDenied, LakegateError, Refused
-from governance.masks import sql_type
 from governance.planning.context import PlanningContext, delta_table
 from governance.planning.lineage import Propagation, propagate
 from governance.planning.planned import ROW_FILTER_VIOLATION, Planned, PropagateTags
 from governance.policy.enforcer import TableAccess
+from governance.policy.masks import sql_type
 from governance.policy.model import PolicySet
 from governance.policy.tags import column_tags
-from governance.resolve import TableRef
+from governance.sql.resolve import TableRef
 
 
 def plan_insert(ctx: PlanningContext, stmt: exp.Insert) -> Planned:

@@ -22,7 +22,6 @@ import casbin
 from sqlglot import exp
 
 from catalog.model import TableInfo
-from governance.masks import MASK_KINDS
 from governance.metrics import cache_lookup
 from governance.policy.compile import (
     FilterLine,
@@ -32,6 +31,7 @@ from governance.policy.compile import (
     split_object,
 )
 from governance.policy.expressions import parse_expression
+from governance.policy.masks import MASK_KINDS
 from governance.policy.model import (
     PRIVILEGES,
     ColumnMask,
@@ -149,7 +149,7 @@ def _top(masks: Iterable[ColumnMask], where: str) -> ColumnMask:
 def _strongest(masks: list[ColumnMask], where: str) -> ColumnMask:
     """Masks reaching one column through different tags, a tag the policies did not put on
     it among them (a Delta tag, a steward's or a write's): the one hiding the most applies
-    (governance.masks strength: nothing shown > a digest > a part of the value), whatever
+    (governance.policy.masks strength: nothing shown > a digest > a part of the value), whatever
     its priority, so a tag a copy carries never weakens another; priority decides between
     masks of one output. Two showing different parts, or a custom mask (its strength is
     unknown) against any but a mask showing nothing, cannot be ordered: ambiguous."""

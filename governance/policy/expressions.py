@@ -4,7 +4,7 @@ One checker for `lakegate policy validate` and for the rewrite: a policy set tha
 validation never makes a table unreadable at run time, and an expression validation would
 refuse is refused at plan time under the same rule name (all rules but a custom mask's use
 of `{col}`, which the rewrite has already replaced by the column). Which functions no governed SQL
-may call is governance.constructs' (shared with statements); what else a per-row policy
+may call is governance.sql.constructs' (shared with statements); what else a per-row policy
 expression may not contain is decided here.
 """
 
@@ -20,7 +20,9 @@ from sqlglot.errors import ParseError, SqlglotError
 from sqlglot.optimizer.annotate_types import annotate_types
 
 from catalog.names import InvalidName, check_name
-from governance.constructs import (
+from governance.errors import Refused
+from governance.policy.problems import group_hint
+from governance.sql.constructs import (
     DENIED_FUNCTIONS,
     IDENTITY_MEMBER,
     IDENTITY_USER,
@@ -28,10 +30,8 @@ from governance.constructs import (
     function_name,
     is_unknown_function,
 )
-from governance.errors import Refused
-from governance.parse import describe_parse_error
-from governance.policy.problems import group_hint
-from governance.resolve import FILE_FORMATS
+from governance.sql.parse import describe_parse_error
+from governance.sql.resolve import FILE_FORMATS
 
 # Identity functions the layer resolves itself, with the number of arguments each takes.
 IDENTITY_ARITY: dict[str, int] = {

@@ -13,13 +13,13 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from governance.identity import canonical_name
-from governance.masks import MASK_KINDS
+from governance.policy.masks import MASK_KINDS
 
 PRIVILEGES: tuple[str, ...] = ("select", "modify", "create", "manage")
 #: The right to set, change or remove a column tag (extension; `manage` does not imply it).
 APPLY_TAG = "apply_tag"
 ANY_TAG = "*"  # `tags: ["*"]` of an apply_tag grant: every tag
-MASKS: tuple[str, ...] = tuple(MASK_KINDS)  # one table of masks: governance/masks.py
+MASKS: tuple[str, ...] = tuple(MASK_KINDS)  # one table of masks: governance/policy/masks.py
 EFFECTS: tuple[str, ...] = ("allow", "deny")
 FILTER_KINDS: tuple[str, ...] = ("permissive", "restrictive")
 Effect = Literal["allow", "deny"]

@@ -108,7 +108,7 @@ def api_lakegate_on(lakehouse, spark, root: Path, **config):
     and its own copy of the catalog, products and audit under `root`; `config` overrides
     lakegate.yaml keys (e.g. `policies`)."""
     from governance.config import ApiConfig, ApiToken
-    from governance.session import Lakegate
+    from governance.session.governed import Lakegate
 
     src = sqlite3.connect(lakehouse.config.catalog)
     dst = sqlite3.connect(root / "catalog.db")

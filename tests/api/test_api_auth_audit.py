@@ -125,7 +125,7 @@ def test_every_request_is_audited_with_operation_and_table(as_user, api_lakegate
 def test_audit_failure_refuses_the_request(api_lakegate, tmp_path: Path) -> None:
     """If the audit line cannot be written the caller gets 503 and none of the answer."""
     from api.app import create_app
-    from governance.session import Lakegate
+    from governance.session.governed import Lakegate
 
     cfg = replace(api_lakegate.config, audit=tmp_path / "audit")
     lg = Lakegate(cfg)

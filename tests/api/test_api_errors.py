@@ -7,7 +7,7 @@ import re
 
 from api_testkit import LG, read_audit
 
-from governance.session import route_error_log
+from governance.session.governed import route_error_log
 
 
 def test_rest_collect_error_is_class_and_query_id_only(as_user, api_lakegate, tmp_path):

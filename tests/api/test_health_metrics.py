@@ -37,8 +37,8 @@ def test_healthz_and_readyz_answer_without_a_token_and_are_not_audited(app, api_
 
 def test_readyz_is_503_and_names_spark_while_it_has_not_started(tmp_path: Path) -> None:
     from api.app import create_app
-    from governance.demo import write_config
-    from governance.session import Lakegate
+    from governance.session.governed import Lakegate
+    from governance.tools.demo import write_config
 
     lg = Lakegate.open(write_config(tmp_path))  # Spark starts on first use: not yet
     try:

@@ -25,8 +25,8 @@ STATEMENTS = "/api/lakegate/v1/statements"
 def lakehouse_app(spark, tmp_path: Path) -> Iterator:
     from api.app import create_app
     from governance.config import ApiConfig, ApiToken
-    from governance.demo import write_config
-    from governance.session import Lakegate
+    from governance.session.governed import Lakegate
+    from governance.tools.demo import write_config
 
     lg = Lakegate.open(write_config(tmp_path), spark=spark)
     s = lg.session("root")

@@ -259,7 +259,8 @@ def test_report_writer(tmp_path: Path, scaling: dict) -> None:
     assert "q3: `StatementFailed: boom`" in text  # product bugs are listed
     assert "| tables referenced | 30 |" in text
     assert (  # the collector's pauses, which the rewrite's warm max depends on
-        "(heap settled as the servers settle theirs, governance/heap.py): 4 full collections, "
+        "(heap settled as the servers settle theirs, governance/runtime/heap.py): "
+        "4 full collections, "
         "longest 9.8 ms (9.7 ms CPU), 35 ms in all; 15,129 live objects walked by each, "
         "135,341 frozen at start-up; peak RSS 216 MB."
     ) in text

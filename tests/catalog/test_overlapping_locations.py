@@ -140,8 +140,8 @@ grants:
 
 @pytest.fixture(scope="module")
 def lg(spark, tmp_path_factory: pytest.TempPathFactory):
-    from governance.demo import write_config
-    from governance.session import Lakegate
+    from governance.session.governed import Lakegate
+    from governance.tools.demo import write_config
 
     root = tmp_path_factory.mktemp("overlap")
     src = root / "policies"

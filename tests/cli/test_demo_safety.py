@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from cli import main
-from governance.demo import MARKER, DemoRefused, prepare_dir, write_config
+from governance.tools.demo import MARKER, DemoRefused, prepare_dir, write_config
 
 
 def _precious(tmp_path: Path) -> Path:

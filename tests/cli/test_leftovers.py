@@ -18,7 +18,7 @@ from click.testing import CliRunner
 from deltalake import write_deltalake
 
 from cli.app import cli
-from governance.demo import write_config
+from governance.tools.demo import write_config
 
 ROOT = Path(__file__).resolve().parents[2]
 

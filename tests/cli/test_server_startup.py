@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from cli import main
-from governance.demo import write_config
+from governance.tools.demo import write_config
 
 ROOT = Path(__file__).resolve().parents[2]
 

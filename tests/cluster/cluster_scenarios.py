@@ -58,7 +58,7 @@ def run_scenarios(lg: Any) -> list[dict[str, Any]]:
 def main(root: str, master: str) -> None:
     import yaml
 
-    from governance.demo import build_demo, write_config
+    from governance.tools.demo import build_demo, write_config
 
     path = write_config(Path(root))
     cfg = yaml.safe_load(path.read_text())

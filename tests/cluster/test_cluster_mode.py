@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from cluster_scenarios import SCENARIOS, run_scenarios
 
-from governance.demo import build_demo
-from governance.local_cluster import ClusterDidNotStart, standalone_cluster
+from governance.runtime.local_cluster import ClusterDidNotStart, standalone_cluster
+from governance.tools.demo import build_demo
 
 HERE = Path(__file__).resolve().parent
 

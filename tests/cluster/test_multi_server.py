@@ -20,9 +20,9 @@ import yaml
 
 from audit.query import query
 from audit.verify import verify
-from governance.demo import SETUP, write_config
-from governance.local_cluster import free_port, stop_groups
-from governance.session import Lakegate
+from governance.runtime.local_cluster import free_port, stop_groups
+from governance.session.governed import Lakegate
+from governance.tools.demo import SETUP, write_config
 
 LAKEGATE = str(Path(sys.executable).with_name("lakegate"))
 USERS = ("alice", "carol", "erin")
@@ -125,7 +125,7 @@ def load(servers: dict) -> dict:
 
 
 def test_each_server_froze_its_start_up_objects_before_serving(servers: dict) -> None:
-    """governance/heap.py: what start-up left alive is out of every full collection, and the
+    """governance/runtime/heap.py: what start-up left alive is out of every full collection, and the
     collector's pauses are timed (a collection has run since: the servers answered)."""
     for base in servers["bases"]:
         text = httpx.get(f"{base}/metrics", timeout=60).text

@@ -16,11 +16,11 @@ from catalog.store import SqliteStore
 from governance.planning.dispatch import Planner
 from governance.policy.enforcer import PolicyEnforcer
 from governance.policy.loader import load_policy_dir
-from governance.resolve import Namespace
-from governance.rewrite import PolicySql
+from governance.rewrite.dynamic_views import PolicySql
+from governance.sql.resolve import Namespace
 
 if TYPE_CHECKING:
-    from governance.session import Lakegate
+    from governance.session.governed import Lakegate
 
 POLICIES = Path(__file__).resolve().parents[2] / "policies"
 
@@ -111,8 +111,8 @@ def make_lakegate(spark, tmp_path_factory: pytest.TempPathFactory) -> Iterator[L
     policy directory, opens the lakehouse and runs `setup_statements` as `admin` through the
     governed session (so the policies must grant `admin` manage on what it creates).
     """
-    from governance.demo import write_config
-    from governance.session import Lakegate
+    from governance.session.governed import Lakegate
+    from governance.tools.demo import write_config
 
     opened: list[Lakegate] = []
 

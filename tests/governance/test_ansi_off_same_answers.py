@@ -2,7 +2,7 @@
 
 Spark 4 turns ANSI mode on by default, and ANSI errors quote the offending value
 ("[CAST_INVALID_INPUT] The value 'Anna Schmidt' of the type ..."). Lakegate keeps it off
-for governed execution (governance/spark.py GOVERNED_CONF), so each error-raising function
+for governed execution (governance/runtime/spark.py GOVERNED_CONF), so each error-raising function
 family answers NULL (or wraps) exactly as on Spark 3.5; the families that raise whatever
 the mode answer with their error class and query id only, never a value.
 """
@@ -13,8 +13,8 @@ import re
 
 import pytest
 
-from governance.session import StatementFailed
-from governance.spark import GOVERNED_CONF, check_spark
+from governance.runtime.spark import GOVERNED_CONF, check_spark
+from governance.session.governed import StatementFailed
 
 CUSTOMER = "FROM main.sales.customers WHERE id = 1"  # Anna Schmidt, visible to alice
 ORDER = "FROM main.sales.orders WHERE id = 1"  # 120.00 on 2026-01-05
@@ -51,7 +51,7 @@ def test_governed_sessions_run_with_ansi_mode_off(spark):
 
 
 def test_a_session_handed_in_with_ansi_mode_on_is_turned_off(spark):
-    from governance.guard import secure
+    from governance.verify.guard import secure
 
     other = spark.newSession()
     other.conf.set("spark.sql.ansi.enabled", "true")  # Spark 4's own default

@@ -18,8 +18,8 @@ from audit.verify import verify
 from cli.audit import audit
 from cli.kit import EXIT_OK
 from cli.kit import run as run_cli
-from governance.execute import tagged_commits
-from governance.recovery import recover_outcomes
+from governance.execute.run import tagged_commits
+from governance.session.recovery import recover_outcomes
 
 POLICIES = """
 groups:

@@ -15,14 +15,14 @@ from sqlglot import exp
 from catalog.catalog import Catalog
 from catalog.model import ColumnInfo, TableInfo
 from catalog.store import SqliteStore
-from governance.demo import write_config
 from governance.planning.dispatch import Planner
 from governance.policy.enforcer import PolicyEnforcer
 from governance.policy.loader import load_policy_text
-from governance.resolve import Namespace
-from governance.rewrite import PolicySql
-from governance.session import Lakegate
-from governance.verify import analysis_key
+from governance.rewrite.dynamic_views import PolicySql
+from governance.session.governed import Lakegate
+from governance.sql.resolve import Namespace
+from governance.tools.demo import write_config
+from governance.verify.plan import analysis_key
 
 POLICIES = """
 groups:
@@ -247,16 +247,16 @@ def test_a_re_registered_delta_table_is_read_with_its_new_columns(relake, spark,
 
 
 def test_a_handed_in_spark_session_is_checked_once(spark, tmp_path, monkeypatch) -> None:
-    import governance.spark
+    import governance.runtime.spark
 
     calls: list[object] = []
-    real = governance.spark.check_spark
+    real = governance.runtime.spark.check_spark
 
     def counted(session: object) -> None:
         calls.append(session)
         real(session)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(governance.spark, "check_spark", counted)
+    monkeypatch.setattr(governance.runtime.spark, "check_spark", counted)
     src = tmp_path / "policy-src"
     src.mkdir()
     (src / "p.yaml").write_text(POLICIES)

@@ -29,7 +29,7 @@ import pytest
 import yaml
 
 from cli import main
-from governance.demo import write_config
+from governance.tools.demo import write_config
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "crash-recovery-root-token-0123456789"

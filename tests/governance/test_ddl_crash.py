@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from governance.demo import write_config
-from governance.session import Lakegate
+from governance.session.governed import Lakegate
+from governance.tools.demo import write_config
 
 
 @pytest.fixture

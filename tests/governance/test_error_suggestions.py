@@ -15,9 +15,14 @@ import shutil
 import pytest
 
 from governance.errors import Refused
-from governance.execute import READABLE_ANALYSIS_ERRORS, StatementFailed, error_class, spark_error
-from governance.readable import readable_line, seen_by
+from governance.execute.run import (
+    READABLE_ANALYSIS_ERRORS,
+    StatementFailed,
+    error_class,
+    spark_error,
+)
 from governance.spark_line import LINE
+from governance.verify.readable import readable_line, seen_by
 
 POLICIES = """
 groups:
@@ -133,7 +138,7 @@ BOB_STATEMENT = "SELECT emp_id, nme, title FROM main.hr.staff"
 def _bob_planned(lg):
     """bob's plan of a statement over staff (the words and views his errors may name)."""
     from governance.planning.dispatch import Planner
-    from governance.resolve import Namespace
+    from governance.sql.resolve import Namespace
 
     return Planner(
         catalog=lg.catalog,

@@ -11,7 +11,7 @@ import pytest
 
 from audit.query import query
 from cli import main
-from governance.session import StatementFailed, route_error_log
+from governance.session.governed import StatementFailed, route_error_log
 
 # to_number fails on every name and Spark's message quotes the value it could not parse
 QUOTING = "SELECT to_number(name, '9') AS n FROM main.sales.customers"

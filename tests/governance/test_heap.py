@@ -1,5 +1,5 @@
-"""A server's heap after start-up (governance/heap.py): what start-up left alive is frozen out
-of every collection, and the collector's pauses are timed into `/metrics`.
+"""A server's heap after start-up (governance/runtime/heap.py): what start-up left alive is frozen
+out of every collection, and the collector's pauses are timed into `/metrics`.
 
 Each rule runs in a process of its own: a freeze cannot be undone for the objects it froze,
 and this test process must not keep its fixtures' objects forever.
@@ -25,7 +25,7 @@ def _run(code: str) -> str:
 def test_settling_freezes_what_start_up_left_alive_and_nothing_made_after() -> None:
     out = _run(
         "import gc\n"
-        "from governance.heap import settle_heap\n"
+        "from governance.runtime.heap import settle_heap\n"
         "loaded = [[n] for n in range(5000)]\n"
         "frozen = settle_heap()\n"
         "later = [[n] for n in range(10)]\n"
@@ -41,7 +41,7 @@ def test_settling_keeps_pythons_collection_thresholds() -> None:
     out = _run(
         "import gc\n"
         "before = gc.get_threshold()\n"
-        "from governance.heap import settle_heap\n"
+        "from governance.runtime.heap import settle_heap\n"
         "settle_heap()\n"
         "print(gc.get_threshold() == before == (700, 10, 10))\n"
     )
@@ -52,7 +52,7 @@ def test_a_settled_process_times_each_full_collection_into_metrics() -> None:
     out = _run(
         "import gc\n"
         "from prometheus_client import REGISTRY\n"
-        "from governance.heap import settle_heap\n"
+        "from governance.runtime.heap import settle_heap\n"
         "frozen = settle_heap()\n"
         "settle_heap()\n"  # a second call adds no second timer
         "full2 = {'generation': '2'}\n"

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from governance.verify import verify_plan
+from governance.verify.plan import verify_plan
 
 LOOKUP = "SELECT allowed_k FROM m.acl.keys WHERE user_name = current_user()"
 USERS = [f"r{i}" for i in range(8)]
@@ -100,8 +100,8 @@ HOSTILE = [
 @pytest.fixture(scope="module")
 def open_lakegate(spark, tmp_path_factory) -> Iterator[Callable[..., Any]]:
     from governance.config import Config
-    from governance.demo import write_config
-    from governance.session import Lakegate
+    from governance.session.governed import Lakegate
+    from governance.tools.demo import write_config
 
     opened: list[Any] = []
 

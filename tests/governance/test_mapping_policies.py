@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from governance import AccessDenied, LakegateError, Refused
-from governance.verify import verify_plan
+from governance.verify.plan import verify_plan
 
 IN_FORM = (
     "region IN (SELECT allowed_region FROM m.acl.user_regions WHERE user_name = current_user())"

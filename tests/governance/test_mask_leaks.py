@@ -17,8 +17,8 @@ from governance.errors import AccessDenied
 from governance.planning.dispatch import Planner
 from governance.policy.enforcer import PolicyEnforcer
 from governance.policy.loader import load_policy_dir
-from governance.resolve import Namespace
-from governance.rewrite import PolicySql
+from governance.rewrite.dynamic_views import PolicySql
+from governance.sql.resolve import Namespace
 
 LEAK_POLICIES = """
 grants:

@@ -1,4 +1,4 @@
-"""The planner's one walk over a statement (governance/walk.py, issue 31), without Spark:
+"""The planner's one walk over a statement (governance/sql/walk.py, issue 31), without Spark:
 each step reads what its own walk would have found, and tables are resolved in the order
 the earlier per-step walk visited them (CTE numbering, reads, the first refusal).
 """
@@ -10,12 +10,13 @@ from sqlglot import exp
 
 from benchmarks.tpcds import spark_queries
 from catalog.catalog import Catalog
-from governance import AccessDenied, sqlgen
-from governance.parse import parse_statement, parse_walked
-from governance.resolve import Namespace, resolve_tables
-from governance.spark_dialect import SPARK
-from governance.sqlgen import spark_sql
-from governance.walk import LISTS, collect
+from governance import AccessDenied
+from governance.sql import sqlgen
+from governance.sql.parse import parse_statement, parse_walked
+from governance.sql.resolve import Namespace, resolve_tables
+from governance.sql.spark_dialect import SPARK
+from governance.sql.sqlgen import spark_sql
+from governance.sql.walk import LISTS, collect
 
 STATEMENTS = [
     "SELECT * FROM orders o JOIN customers c ON o.customer_id = c.id WHERE o.amount > 1",
@@ -116,7 +117,7 @@ RESHAPING = [
 @pytest.mark.parametrize("sql", STATEMENTS + RESHAPING + [q for _, q in spark_queries()])
 def test_generation_from_the_one_walk_writes_what_sqlglots_spark_generator_writes(sql):
     """A tree its walk shows free of QUALIFY, DISTINCT ON, UNNEST and ANY skips the SELECT
-    transforms (governance/sqlgen.py); the text is the same either way."""
+    transforms (governance/sql/sqlgen.py); the text is the same either way."""
     expected = parse_statement(sql).sql("spark")
     stmt, walked = parse_walked(sql)
     assert spark_sql(stmt, walked) == expected

@@ -1,4 +1,4 @@
-"""Pinned sources (governance/sources.py): a query's views read their table through a
+"""Pinned sources (governance/execute/sources.py): a query's views read their table through a
 DataFrame loaded once, and are themselves global temp views made once per body, without
 giving up fresh reads, time travel, fail-closed schema changes or the verifier's guarantee.
 One test per rule, on a private lakehouse (and the shared demo lakehouse for the verifier's
@@ -14,14 +14,14 @@ import pytest
 from catalog.identity import delta_identity
 from governance import AccessDenied
 from governance.errors import LakegateError, Refused
-from governance.execute import StatementFailed, analyze_only
+from governance.execute.run import StatementFailed, analyze_only
+from governance.execute.sources import SCHEMA_CHANGED, PinnedSources, ensure_pins
 from governance.planning.dispatch import Planner
 from governance.planning.expected import Expected
 from governance.planning.planned import Planned
-from governance.resolve import Namespace
-from governance.session import Lakegate
-from governance.sources import SCHEMA_CHANGED, PinnedSources, ensure_pins
-from governance.verify import verify_plan
+from governance.session.governed import Lakegate
+from governance.sql.resolve import Namespace
+from governance.verify.plan import verify_plan
 
 POLICIES = """
 groups:

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from governance import AccessDenied
-from governance.execute import StatementFailed
+from governance.execute.run import StatementFailed
 from governance.planning import dispatch
 from governance.planning.cache import MAX_CACHED_CHARS, PlanCache, PlanKey, plan_key
 from governance.planning.dispatch import Planner

@@ -13,7 +13,7 @@ import pytest
 
 from audit.query import query
 from governance.errors import LakegateError
-from governance.session import Lakegate
+from governance.session.governed import Lakegate
 
 POLICIES = """
 groups:

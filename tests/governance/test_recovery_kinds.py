@@ -17,7 +17,7 @@ from audit.landing import commit_tag, recover
 from audit.query import query
 from catalog.catalog import Catalog
 from catalog.store import open_store
-from governance.recovery import CatalogJudge, table_locator
+from governance.session.recovery import CatalogJudge, table_locator
 
 
 def _intent(query_id: str, cmd: str, src: str | None, dst: str | None = None) -> AuditEvent:

@@ -11,7 +11,7 @@ import pytest
 
 from catalog.delta import NotADeltaTable
 from governance import AccessDenied, Lakegate
-from governance.demo import write_config
+from governance.tools.demo import write_config
 
 GRANT = """
 groups:

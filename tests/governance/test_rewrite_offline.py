@@ -18,8 +18,8 @@ from governance import AccessDenied, Refused, SqlParseError
 from governance.planning.dispatch import Planner
 from governance.policy.enforcer import PolicyEnforcer
 from governance.policy.loader import load_policy_dir
-from governance.resolve import Namespace
-from governance.rewrite import PolicySql
+from governance.rewrite.dynamic_views import PolicySql
+from governance.sql.resolve import Namespace
 
 ORDERS_COLS = "`id`, `customer_id`, `region`, `amount`, `order_date`, `is_test`"
 ORDERS_LOC = "delta.`/wh/main/sales/orders`"
@@ -846,7 +846,7 @@ def test_every_word_of_the_generated_text_counts_as_a_name(planner):
     to a function or keyword otherwise, so a word sqlglot reads as a keyword still counts."""
     import sqlglot
 
-    from governance.columns import words_spark_may_resolve
+    from governance.rewrite.columns import words_spark_may_resolve
 
     sql = "SELECT current_date, user, x FROM t GROUP BY ALL"
     words = words_spark_may_resolve(sqlglot.parse_one(sql, read="spark"), sql)

@@ -22,7 +22,7 @@ import pytest
 from audit.query import query
 from governance import AccessDenied
 from governance.errors import LakegateError, Refused
-from governance.execute import StatementFailed
+from governance.execute.run import StatementFailed
 
 POLICIES = """
 groups:

@@ -14,7 +14,7 @@ import pytest
 from api.delta_log import read_log
 from catalog.identity import delta_identity
 from governance.policy.tags import delta_tags
-from governance.verify import analysis_key
+from governance.verify.plan import analysis_key
 
 POLICIES = """
 groups:

@@ -13,8 +13,8 @@ from governance.planning.planned import PropagateTags
 from governance.planning.writes import plan_frame_insert
 from governance.policy.enforcer import PolicyEnforcer
 from governance.policy.loader import load_policy_text
-from governance.resolve import Namespace
-from governance.rewrite import PolicySql
+from governance.rewrite.dynamic_views import PolicySql
+from governance.sql.resolve import Namespace
 
 POLICIES = """\
 tags:

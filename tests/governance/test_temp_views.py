@@ -237,7 +237,7 @@ def test_a_chain_of_views_cannot_outgrow_the_statement_size_limit(lakehouse, mon
 
 
 def test_a_chain_of_views_cannot_outgrow_the_nesting_limit(lakehouse, monkeypatch):
-    from governance import parse
+    from governance.sql import parse
 
     monkeypatch.setattr(parse, "MAX_NESTING", 6)
     s = lakehouse.session("alice")

@@ -203,7 +203,7 @@ def test_cli_validate_with_a_config_checks_mapping_tables_in_its_catalog(
     from catalog.model import ColumnInfo, TableInfo
     from catalog.store import open_store
     from governance.config import Config
-    from governance.demo import write_config
+    from governance.tools.demo import write_config
 
     d = _policy_dir(tmp_path, FILTER)
     cfg_path = write_config(tmp_path / "lakehouse", d)

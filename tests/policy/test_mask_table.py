@@ -1,4 +1,4 @@
-"""The masks are one table (governance/masks.py): everything that knows mask kinds derives
+"""The masks are one table (governance/policy/masks.py): everything that knows mask kinds derives
 from it, so a new mask is one entry. Offline: no JVM."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 
 from api.models import MaskedColumn, MaskInfo
 from governance.errors import Refused
-from governance.masks import MASK_KINDS, mask_expr, masked_type
+from governance.policy.masks import MASK_KINDS, mask_expr, masked_type
 from governance.policy.model import MASKS
 
 SCHEMA = json.loads((Path(__file__).parents[2] / "policies" / "schema.json").read_text())

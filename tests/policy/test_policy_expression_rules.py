@@ -18,14 +18,14 @@ from catalog.catalog import Catalog
 from catalog.model import ColumnInfo, TableInfo
 from catalog.store import SqliteStore
 from cli import main
-from governance.constructs import DENIED_FUNCTIONS
 from governance.errors import Refused
 from governance.planning.dispatch import Planner
 from governance.policy.build import parse_policy_text
 from governance.policy.enforcer import PolicyEnforcer
 from governance.policy.expressions import ExpressionRules, checked_expression
-from governance.resolve import Namespace
-from governance.rewrite import PolicySql
+from governance.rewrite.dynamic_views import PolicySql
+from governance.sql.constructs import DENIED_FUNCTIONS
+from governance.sql.resolve import Namespace
 
 # Each denied function called the way a policy author would.
 DENIED_CALLS: dict[str, str] = {

@@ -1,4 +1,4 @@
-"""`lakegate policy impact` (governance/impact.py) on the demo lakehouse: each side's counts
+"""`lakegate policy impact` (governance/tools/impact.py) on the demo lakehouse: each side's counts
 checked against the same Delta tables read by plain Spark and filtered by hand, the columns
 that change state, the --fail-on grammar and exit code, counts only in the output, and the
 admin act on the audit log."""
@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from cli import main
-from governance.impact import Impact, Threshold, policy_impact
 from governance.policy.analysis import load_policies
+from governance.tools.impact import Impact, Threshold, policy_impact
 
 
 def _raw(lakehouse: Any, table: str, where: str | None = None) -> int:

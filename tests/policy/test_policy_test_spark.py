@@ -6,7 +6,7 @@ from pathlib import Path
 
 from governance.config import IdentityConfig, OidcProvider
 from governance.identity import GroupMapping
-from governance.policytests import run_tests
+from governance.tools.policytests import run_tests
 
 REFERENCE = Path(__file__).resolve().parents[2] / "policies"
 

@@ -17,7 +17,7 @@ from governance.policy.analysis import (
 )
 from governance.policy.enforcer import PolicyEnforcer
 from governance.policy.loader import load_policy_dir, load_policy_text
-from governance.policytests import run_tests
+from governance.tools.policytests import run_tests
 
 REFERENCE = Path(__file__).resolve().parents[2] / "policies"
 

@@ -24,7 +24,7 @@ from governance.policy.build import parse_policy_text
 from governance.policy.enforcer import PolicyEnforcer
 from governance.policy.loader import PolicyError, load_policy_text
 from governance.policy.validate import validate_parsed
-from governance.policytests import PolicyTestError, load_suite, run_tests
+from governance.tools.policytests import PolicyTestError, load_suite, run_tests
 
 ISSUER = "https://idp.example/realms/corp"
 

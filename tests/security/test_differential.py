@@ -133,8 +133,8 @@ grants:
 @pytest.fixture(scope="module")
 def oracle_lakegate(spark, tmp_path_factory) -> Iterator[Any]:
     """A private Lakegate holding m.s.t; the examples only swap its policy file."""
-    from governance.demo import write_config
-    from governance.session import Lakegate
+    from governance.session.governed import Lakegate
+    from governance.tools.demo import write_config
 
     root = tmp_path_factory.mktemp("oracle")
     src = root / "policy-src"

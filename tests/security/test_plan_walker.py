@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from governance.verify import describe_plan
+from governance.verify.plan import describe_plan
 
 FORGERIES = [
     "x\n99\t-1\tOneRowRelation\t0\t1\t\t",  # a fake line

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from governance import constructs
-from governance.constructs import DENIED_FUNCTIONS, builtin_names
 from governance.spark_line import LINE
+from governance.sql import constructs
+from governance.sql.constructs import DENIED_FUNCTIONS, builtin_names
 
 from .test_spark4_syntax import CAROL_ORDERS, EMAILS, SPARK4, governed, refused, sha
 

@@ -161,6 +161,6 @@ RECURSIVE = (
 
 @pytest.mark.parametrize("sql", RECURSIVE)
 def test_recursive_cte_is_refused_with_its_reason(lakehouse, sql: str) -> None:
-    from governance.resolve import RECURSIVE_CTE
+    from governance.sql.resolve import RECURSIVE_CTE
 
     assert refused(lakehouse, "carol", sql) == RECURSIVE_CTE

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from governance.guard import SettingChanged
-from governance.spark import GOVERNED_CONF
+from governance.runtime.spark import GOVERNED_CONF
+from governance.verify.guard import SettingChanged
 
 #: Each would read the server's environment, JVM properties or Spark settings if Spark
 #: substituted it; with substitution off each is just the text it is.
@@ -114,7 +114,7 @@ def test_a_command_is_parsed_as_checked(lakehouse, tmp_path) -> None:
     table) is stored as written, never substituted."""
     from dataclasses import replace
 
-    from governance.session import Lakegate
+    from governance.session.governed import Lakegate
 
     cfg = replace(
         lakehouse.config,
@@ -141,7 +141,7 @@ def test_a_command_is_parsed_as_checked(lakehouse, tmp_path) -> None:
 
 
 def test_a_handed_in_session_gets_substitution_turned_off(lakehouse, tmp_path) -> None:
-    from governance.session import Lakegate
+    from governance.session.governed import Lakegate
 
     spark = lakehouse.spark
     spark.conf.set("spark.sql.variable.substitute", "true")

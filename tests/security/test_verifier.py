@@ -19,9 +19,9 @@ from governance import Refused
 from governance.planning.context import PlanningContext
 from governance.planning.dispatch import Planner
 from governance.planning.planned import Planned
-from governance.resolve import Namespace
-from governance.session import analyze_only
-from governance.verify import Expected, verify_plan
+from governance.session.governed import analyze_only
+from governance.sql.resolve import Namespace
+from governance.verify.plan import Expected, verify_plan
 
 from .helpers import assert_no_leak
 

@@ -64,7 +64,7 @@ grants:
 @pytest.fixture(scope="session")
 def connect_lakegate(lakehouse, spark, tmp_path_factory: pytest.TempPathFactory) -> Iterator:
     from governance.config import ApiConfig, ApiToken, ConnectConfig
-    from governance.session import Lakegate
+    from governance.session.governed import Lakegate
 
     root = tmp_path_factory.mktemp("connect")
     src = sqlite3.connect(lakehouse.config.catalog)

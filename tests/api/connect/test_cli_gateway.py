@@ -34,7 +34,8 @@ import sys
 from cli import main
 rc = main(sys.argv[1:])
 from pyspark import SparkContext
-sys.exit(99 if SparkContext._gateway is not None or "governance.session" in sys.modules else rc)
+governed = "governance.session.governed" in sys.modules
+sys.exit(99 if SparkContext._gateway is not None or governed else rc)
 """
 
 

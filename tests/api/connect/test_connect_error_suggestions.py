@@ -1,6 +1,6 @@
 """Through the gateway too, a readable analysis error names only what the caller may see
 (issue 25, item 4): Spark's line is checked against the words of the request the client
-sent and the views it read (governance/readable.py)."""
+sent and the views it read (governance/verify/readable.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Pinned sources through the gateway (governance/sources.py): the backend's sessions read
+"""Pinned sources through the gateway (governance/execute/sources.py): the backend's sessions read
 the driver's pins, and a schema change behind the catalog's back fails one statement with
 its error class only, then the next statement loads the table again."""
 

@@ -12,7 +12,7 @@ from connect_testkit import audit_lines
 
 import api.connect.relations as relations
 from governance.planning import dispatch
-from governance.session import GovernedSession
+from governance.session.governed import GovernedSession
 
 # a text no other test sends, so the first use here is a miss
 QUERY = "SELECT id, region FROM main.sales.orders WHERE id <> -4242"
@@ -81,7 +81,7 @@ def test_a_spark_sql_query_run_later_reads_the_rows_written_meanwhile(remote, em
 def test_a_kept_query_is_verified_again_once_pinned_sources_are_dropped(
     remote, gateway, calls
 ) -> None:
-    """A schema change behind the catalog's back drops the pins (governance/sources.py) and
+    """A schema change behind the catalog's back drops the pins (governance/execute/sources.py) and
     they are made again under the same names: a Dataset analysed before holds the old ones,
     so it is not run again."""
     s = remote("carol")

@@ -36,8 +36,8 @@ from typing import Any
 from catalog.catalog import normalise_location
 from catalog.identity import IdentityUnreadable, delta_identity
 from governance.errors import Refused
-from governance.java import compiled
 from governance.planning.expected import Expected
+from governance.runtime.java import compiled
 from governance.spark_line import LINE
 
 # Leaves that read no stored data. ResolvedIdentifier only names a table to create;

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from audit import AuditEvent, AuditLog, AuditWriteError
 from governance import metrics
 from governance.errors import AccessDenied, AuditUnavailable, OutcomeNotRecorded
-from governance.execute import ERROR_LOG
+from governance.execute.run import ERROR_LOG
 from governance.identity import NO_CLAIMS, IdpClaims
 
 if TYPE_CHECKING:

@@ -21,15 +21,15 @@ from typing import Any
 
 from catalog.model import TableInfo
 from governance.errors import AccessDenied, LakegateError
-from governance.execute import run_planned
+from governance.execute.run import run_planned
 from governance.planning.dispatch import Planner
 from governance.policy.analysis import NOBODY, OTHER_USER, Access, diff_policies, effective_access
 from governance.policy.enforcer import PolicyEnforcer
 from governance.policy.model import PolicySet
 from governance.policy.tag_state import governed_state
-from governance.resolve import Namespace
-from governance.rewrite import PolicySql
-from governance.session import table_statement
+from governance.rewrite.dynamic_views import PolicySql
+from governance.session.governed import table_statement
+from governance.sql.resolve import Namespace
 
 SEED = 40  # one fixed seed: a sampled run is repeatable
 # diff changes that can change rows or columns (APPLY_TAG rights change neither)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from governance.errors import Refused
-from governance.java import compiled
+from governance.runtime.java import compiled
 from governance.spark_line import LINE
 
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ class SettingChanged(Refused):
 
 def governed_pins() -> dict[str, str]:
     """The guarded families' governed values (the rest of each family stays unset)."""
-    from governance.spark import GOVERNED_CONF
+    from governance.runtime.spark import GOVERNED_CONF
 
     return {k: v for k, v in GOVERNED_CONF.items() if k.startswith(GUARDED_FAMILIES)}
 

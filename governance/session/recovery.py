@@ -32,7 +32,7 @@ from catalog.store import open_store
 from governance.config import Config
 
 if TYPE_CHECKING:
-    from governance.session import Lakegate
+    from governance.session.governed import Lakegate
 
 ERROR_LOG = logging.getLogger("lakegate.errors")
 

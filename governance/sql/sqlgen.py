@@ -15,8 +15,8 @@ from collections.abc import Callable
 
 from sqlglot import exp
 
-from governance.spark_dialect import SPARK
-from governance.walk import Walked
+from governance.sql.spark_dialect import SPARK
+from governance.sql.walk import Walked
 
 
 def _plain_dispatch() -> dict[type[exp.Expression], Callable[..., str]] | None:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from sqlglot import exp
 
-from governance.constructs import GOVERNED_NODES
+from governance.sql.constructs import GOVERNED_NODES
 
 #: columns_named's kinds (governance/columns.py), and check_hidden_columns' Column.
 NAMED = (exp.Column, exp.Star, exp.Dot)

@@ -24,7 +24,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from governance.constructs import SPARK_BUILTINS
+from governance.sql.constructs import SPARK_BUILTINS
 
 #: Parameters Spark fills with its own text (documentation root, the function search path,
 #: argument counts, the any_value() rewrite of an expression already checked).

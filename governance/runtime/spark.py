@@ -17,7 +17,7 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from governance.files import owner_only, owner_only_umask
-from governance.spark_launch import Launch
+from governance.runtime.spark_launch import Launch
 from governance.spark_line import LINE
 
 # Settings the layer relies on; user-supplied conf cannot override these.

@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING
 
 from catalog.catalog import Catalog, CatalogError
 from governance.errors import LakegateError
-from governance.guard import analyzed_command, run_analyzed
 from governance.planning.planned import (
     Action,
     AlterTable,
@@ -32,6 +31,7 @@ from governance.planning.planned import (
     SetAside,
 )
 from governance.policy.tag_state import with_governed_state
+from governance.verify.guard import analyzed_command, run_analyzed
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -18,9 +18,9 @@ from sqlglot import exp
 from catalog.catalog import Catalog
 from catalog.model import TableInfo
 from catalog.names import InvalidName, check_name
-from governance.constructs import function_name
 from governance.errors import AccessDenied, Refused
-from governance.walk import Walked, collect, valid
+from governance.sql.constructs import function_name
+from governance.sql.walk import Walked, collect, valid
 
 Role = Literal["read", "target"]
 

@@ -18,16 +18,16 @@ from typing import TYPE_CHECKING, Any
 
 from audit.landing import COMMIT_TAG_CONF, commit_tag
 from catalog.catalog import Catalog
-from governance.actions import execute_actions, read_history
 from governance.errors import AccessDenied, LakegateError
+from governance.execute.actions import execute_actions, read_history
+from governance.execute.sources import PinnedSources, ensure_pins
 from governance.files import owner_only
-from governance.guard import analyzed_command, query_frame, run_analyzed
 from governance.metrics import PHASE_SECONDS
 from governance.planning.planned import ROW_FILTER_VIOLATION, Planned
-from governance.readable import Seen, readable_line, seen_by
-from governance.sources import PinnedSources, ensure_pins
 from governance.spark_line import LINE
-from governance.verify import Analyze, Verified, columns_used, verify_plan
+from governance.verify.guard import analyzed_command, query_frame, run_analyzed
+from governance.verify.plan import Analyze, Verified, columns_used, verify_plan
+from governance.verify.readable import Seen, readable_line, seen_by
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -19,10 +19,10 @@ from sqlglot import exp
 from sqlglot.errors import ErrorLevel, ParseError, TokenError
 from sqlglot.tokens import TokenType
 
-from governance import pipe, spark4_syntax
 from governance.errors import Refused, SqlParseError
-from governance.spark_dialect import SPARK, tokenize
-from governance.walk import Walked, collect
+from governance.sql import pipe, spark4_syntax
+from governance.sql.spark_dialect import SPARK, tokenize
+from governance.sql.walk import Walked, collect
 
 MAX_STATEMENT_CHARS = 1_000_000
 # sqlglot's parser and generator recurse per nesting level. Deeper statements are refused

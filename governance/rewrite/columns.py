@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING
 from sqlglot import exp
 
 from governance.errors import AccessDenied
-from governance.walk import Walked, collect
+from governance.sql.walk import Walked, collect
 
 if TYPE_CHECKING:
     from governance.policy.enforcer import TableAccess
-    from governance.rewrite import ReadView
+    from governance.rewrite.dynamic_views import ReadView
 
 
 def columns_named(

@@ -30,7 +30,7 @@ from governance.errors import (
     LakegateError,
     Refused,
 )
-from governance.execute import (
+from governance.execute.run import (
     ERROR_LOG,
     StatementFailed,
     error_class,
@@ -42,22 +42,22 @@ from governance.execute import (
 )
 
 # re-exported: callers (api/statements.py, tests) import these from the session
-from governance.execute import analyze_only as analyze_only
-from governance.execute import failure_message as failure_message
+from governance.execute.run import analyze_only as analyze_only
+from governance.execute.run import failure_message as failure_message
+from governance.execute.sources import PinnedSources
 from governance.files import owner_only_umask
-from governance.guard import query_frame, secure
 from governance.identity import NO_CLAIMS, IdpClaims, InvalidName, canonical_user
 from governance.planning.cache import PlanCache, plan_key
 from governance.planning.dispatch import Planner
 from governance.planning.planned import Planned
 from governance.planning.views import TempViews, ViewPlanned
-from governance.policies_in_force import PoliciesInForce
 from governance.policy.enforcer import PolicyEnforcer
-from governance.recorder import StatementRecorder, write_or_refuse
-from governance.resolve import Namespace
-from governance.rewrite import PolicySql
-from governance.sources import PinnedSources
-from governance.verify import analysis_key
+from governance.rewrite.dynamic_views import PolicySql
+from governance.session.policies_in_force import PoliciesInForce
+from governance.session.recorder import StatementRecorder, write_or_refuse
+from governance.sql.resolve import Namespace
+from governance.verify.guard import query_frame, secure
+from governance.verify.plan import analysis_key
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -142,7 +142,7 @@ class Lakegate:
     @property
     def spark(self) -> SparkSession:
         if self._spark is None:
-            from governance.spark import build_spark
+            from governance.runtime.spark import build_spark
 
             self._spark = build_spark(
                 self.config.spark_master,
@@ -151,7 +151,7 @@ class Lakegate:
                 workdir=self.config.state,
             )
         elif not self._spark_checked:  # checked once: six py4j calls per access otherwise
-            from governance.spark import check_spark
+            from governance.runtime.spark import check_spark
 
             check_spark(self._spark)
         if not self._spark_checked:  # once: each statement re-checks in its own JVM call
@@ -236,7 +236,7 @@ class Lakegate:
     def remove_leftover(self, path: Path) -> None:
         """Delete one crash leftover (governance/leftovers.py), checked again here: strictly
         inside the warehouse, no registered table's. An admin act, audited like one."""
-        from governance.leftovers import find_leftovers
+        from governance.execute.leftovers import find_leftovers
 
         path = Path(path)
         if path not in {item.path for item in find_leftovers(self.catalog)}:

@@ -155,7 +155,7 @@ class PinnedSources:
 
     def _make(self, spark: SparkSession, name: str) -> None:
         """Make one pin or governed view (a governed view's pin first); under the lock."""
-        from governance.guard import query_frame
+        from governance.verify.guard import query_frame
 
         if name in self._made:
             return

@@ -44,8 +44,8 @@ from governance.planning.dispatch import Planner
 from governance.planning.planned import Planned
 from governance.policy.enforcer import PolicyEnforcer
 from governance.policy.loader import load_policy_dir
-from governance.resolve import Namespace
-from governance.rewrite import PolicySql
+from governance.rewrite.dynamic_views import PolicySql
+from governance.sql.resolve import Namespace
 
 _CASE_KEYS = {"name", "user", "sql", "expect", "namespace", "groups"}
 _EXPECT_KEYS = {"allowed", "error", "visible", "masked", "row_filters", "row_count", "rows"}
@@ -220,8 +220,8 @@ def run_spark(
     output goes to `spark_log` (the CLI's lakegate-spark.log), not to the terminal."""
     import shutil
 
-    from governance.demo import write_config
-    from governance.session import Lakegate
+    from governance.session.governed import Lakegate
+    from governance.tools.demo import write_config
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)

@@ -17,11 +17,11 @@ from catalog.catalog import Catalog
 from catalog.products import dir_stamp
 from governance.config import Config
 from governance.errors import LakegateError
-from governance.execute import ERROR_LOG
+from governance.execute.run import ERROR_LOG
 from governance.policy.enforcer import PolicyEnforcer
 from governance.policy.loader import is_policy_file, load_policy_dir, load_policy_text
 from governance.policy.model import PolicySet
-from governance.rewrite import PolicySql
+from governance.rewrite.dynamic_views import PolicySql
 
 #: Hears every load: (took effect, first line of why not, content hash, version in force).
 OnReload = Callable[[bool, str | None, str | None, str | None], None]

@@ -18,7 +18,7 @@ from sqlglot import exp
 from sqlglot.tokens import Token, TokenType
 
 from governance.errors import Refused
-from governance.spark_dialect import tokenize
+from governance.sql.spark_dialect import tokenize
 
 _OPENING = frozenset({TokenType.L_PAREN, TokenType.L_BRACKET})
 _CLOSING = frozenset({TokenType.R_PAREN, TokenType.R_BRACKET})

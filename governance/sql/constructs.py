@@ -13,9 +13,9 @@ from pathlib import Path
 
 from sqlglot import exp
 
-from governance import spark4_syntax
 from governance.errors import Refused
 from governance.spark_line import LINE, SPARK_4
+from governance.sql import spark4_syntax
 
 _RUNS_CODE = "runs arbitrary JVM code"
 _READS_FILES = "reads files or file metadata instead of governed values"

@@ -28,13 +28,13 @@ from sqlglot import exp
 from catalog.catalog import Catalog
 from catalog.identity import DeltaIdentity, IdentityUnreadable, delta_identity
 from catalog.model import TableInfo
-from governance.constructs import govern_expression
-from governance.entitlements import INLINE_MAX_KEYS, Entitlements, Mapped
 from governance.errors import Refused
-from governance.masks import mask_expr, quote_ident
 from governance.policy.enforcer import Identity, PolicyEnforcer, TableAccess
 from governance.policy.expressions import checked_expression, mapping_name, mapping_tables
-from governance.resolve import TableRef
+from governance.policy.masks import mask_expr, quote_ident
+from governance.rewrite.entitlements import INLINE_MAX_KEYS, Entitlements, Mapped
+from governance.sql.constructs import govern_expression
+from governance.sql.resolve import TableRef
 
 # The relation inside a view body is always explicitly aliased, so nothing after it (WHERE
 # is not reserved with ANSI off) can be read as its alias; the mark is where the Delta

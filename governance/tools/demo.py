@@ -13,7 +13,7 @@ from governance.files import owner_only_tree
 
 # The reference policies travel inside the package (a link to policies/ in a clone), so a
 # wheel-installed `lakegate demo` finds them too.
-REFERENCE_POLICIES = Path(__file__).resolve().parent / "reference" / "policies"
+REFERENCE_POLICIES = Path(__file__).resolve().parents[1] / "reference" / "policies"
 
 SETUP = [
     "CREATE CATALOG IF NOT EXISTS main",
@@ -165,7 +165,7 @@ def build_demo(
     root: Path, spark: Any = None, policies: Path | None = None, spark_log: Path | None = None
 ) -> Any:
     """Create the demo lakehouse under `root` and return the open Lakegate."""
-    from governance.session import Lakegate
+    from governance.session.governed import Lakegate
 
     lg = Lakegate.open(write_config(root, policies), spark=spark, spark_log=spark_log)
     admin = lg.session("root")
