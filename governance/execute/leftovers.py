@@ -2,7 +2,7 @@
 
 A CREATE TABLE killed between Delta's commit and its registration leaves a Delta table at a
 managed location the catalog does not know ("unregistered"); the next CREATE of the name
-moves it to `<location>.orphan-<time>-<id>` ("set aside", governance/actions.py). Nothing
+moves it to `<location>.orphan-<time>-<id>` ("set aside", governance/execute/actions.py). Nothing
 deletes either by itself: `lakegate doctor` lists them and `lakegate catalog leftovers
 --remove` removes them after confirmation, each removal an audited admin act.
 """

@@ -228,7 +228,7 @@ def run_planned(
     if planned.local_rows is not None:
         return spark.createDataFrame(planned.local_rows, planned.local_schema)
     assert planned.sql is not None
-    # parsed as checked (governance/guard.py); what is verified is the very plan that runs
+    # parsed as checked (governance/verify/guard.py); what is verified is the very plan that runs
     if planned.is_query:
         df = query_frame(spark, planned.sql)
         qe = df._jdf.queryExecution()

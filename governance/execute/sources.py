@@ -26,7 +26,7 @@ short queries over many references cost more than the query's own analysis (q88 
 179 ms against 75 ms for the raw text). `view` names a global temp view per distinct body
 (content-addressed: the same text is the same view, whoever's statement asks; a body
 projects the columns a statement can name, so statements naming the same columns share
-it), made from the body parsed as checked (governance/guard.py), so Spark analyses each
+it), made from the body parsed as checked (governance/verify/guard.py), so Spark analyses each
 body once per process and a statement reads it by name. The verifier is unchanged: the
 view's stored plan is the body's analysis, and the projection over the pinned relation
 must still be, by `sameResult`, the governed view the rewriter generated. A governed view

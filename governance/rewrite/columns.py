@@ -24,7 +24,7 @@ def columns_named(
 ) -> tuple[set[str], set[str], bool, set[str]]:
     """Column names (lower), their qualifiers, whether an unqualified `*` occurs, and the
     qualifiers of `t.*`; a conservative picture of what a statement reads. `walked`: the
-    statement's one walk (governance/walk.py), if current."""
+    statement's one walk (governance/sql/walk.py), if current."""
     names: set[str] = set()
     qualifiers: set[str] = set()
     qualified_stars: set[str] = set()
@@ -59,7 +59,7 @@ def words_spark_may_resolve(
     a column alias list `t (a, b)`, which renames by position),
     when the text is not ASCII (Java's case-insensitive matching of non-ASCII letters is
     not Python's), or when a quoted name is no plain word (Spark may read it as a regex).
-    `walked`: the statement's one walk (governance/walk.py), if current."""
+    `walked`: the statement's one walk (governance/sql/walk.py), if current."""
     if not text.isascii():
         return None
     for node in (walked or collect(stmt)).unnamed:
@@ -118,7 +118,7 @@ def check_hidden_columns(
     stmt: exp.Expression, views: list[ReadView], user: str, walked: Walked | None = None
 ) -> None:
     """Naming a denied column is an access-denied error, not 'column not found'. `walked`:
-    the statement's one walk (governance/walk.py), if current."""
+    the statement's one walk (governance/sql/walk.py), if current."""
     hiddens = {id(v): {h.lower(): h for h in v.access.hidden_columns} for v in views}
     if not any(hiddens.values()):
         return  # nothing is hidden: no name can be a denied column (skips the walk)

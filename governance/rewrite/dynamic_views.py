@@ -89,7 +89,7 @@ def _key(ident: Identity, access: TableAccess, reads: tuple[PolicyRead, ...] = (
     tag-driven rules); the policies are fixed for this PolicySql's enforcer. A mapping
     table's registration (its location) and its Delta identity (table id and version) are
     part of the view too: an inlined lookup holds that version's rows, so a new version
-    is a new view at the next statement (governance/entitlements.py)."""
+    is a new view at the next statement (governance/rewrite/entitlements.py)."""
     table = access.table
     mapped = tuple(
         (r.table.full_name, r.table.updated_at, r.table.location, r.identity) for r in reads
@@ -475,8 +475,8 @@ def view_sql(
     identities: dict[str, DeltaIdentity] | None = None,
 ) -> str:
     """The governed view's body; `source` replaces the Delta path (a derived table, or
-    a query's pinned source: see governance/sources.py);
-    `picks` narrows the projection (see `governance.columns.columns_to_project`);
+    a query's pinned source: see governance/execute/sources.py);
+    `picks` narrows the projection (see `governance.rewrite.columns.columns_to_project`);
     `identities`: the statement's Delta identities (see `PolicySql.policy_reads`)."""
     if source is not None:
         if node is not None and (node.args.get("version") or node.args.get("sample")):
@@ -555,7 +555,7 @@ def _strip_qualifiers(columns: Iterable[exp.Column], unaliased: dict[tuple[str, 
 
 def splice(sql: str, views: list[ReadView], relations: list[str]) -> str:
     """Each view's placeholder replaced by its relation: a parenthesized body, or the name
-    of a governed view made over a pin (governance/sources.py)."""
+    of a governed view made over a pin (governance/execute/sources.py)."""
     for v, relation in zip(views, relations, strict=True):
         if sql.count(v.placeholder) != 1:
             raise Refused("internal: governed view placeholder lost in rewriting")

@@ -1,9 +1,10 @@
 """Java compiled in the driver's JVM by Janino, the compiler Spark itself uses.
 
-The plan walker (`verify.py`), the statement guard (`guard.py`) and the Spark Connect backend
-(`api/connect/backend.py`) each ship a Java source next to their module; this compiles one
-instance of each class once per JVM and keeps it: py4j caches methods by class name, so a
-second class of the same name (from another Janino loader) would be called through the first.
+The plan walker (`verify/plan.py`), the statement guard (`verify/guard.py`) and the Spark
+Connect backend (`api/connect/backend.py`) each ship a Java source next to their module; this
+compiles one instance of each class once per JVM and keeps it: py4j caches methods by class
+name, so a second class of the same name (from another Janino loader) would be called through
+the first.
 """
 
 from __future__ import annotations

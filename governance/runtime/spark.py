@@ -29,7 +29,8 @@ GOVERNED_CONF = {
     "spark.sql.ansi.enabled": "false",
     "spark.sql.legacy.timeParserPolicy": "CORRECTED",
     # Spark rewrites `${env:X}`, `${system:x}` and `${<setting>}` in a statement's text before
-    # parsing it: text Lakegate checked would not be the text that runs (governance/guard.py).
+    # parsing it: text Lakegate checked would not be the text that runs
+    # (governance/verify/guard.py).
     "spark.sql.variable.substitute": "false",
     # Both change what a checked text means: backslashes in literals, and backquoted names as
     # column regexes.
@@ -141,11 +142,11 @@ def build_spark(
 
 def check_spark(spark: SparkSession) -> None:
     """A SparkSession handed in must have Delta (its governed runtime settings are put in
-    place by governance.guard.secure, as a built one's are)."""
+    place by governance.verify.guard.secure, as a built one's are)."""
     for key in STATIC_CONF:
         actual = spark.conf.get(key, None)
         if actual is None or GOVERNED_CONF[key] not in actual:
             raise RuntimeError(
                 f"SparkSession lacks {key}={GOVERNED_CONF[key]}; build it with "
-                "governance.spark.build_spark or set it yourself"
+                "governance.runtime.spark.build_spark or set it yourself"
             )

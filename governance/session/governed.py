@@ -3,7 +3,7 @@
 `Lakegate` holds what is shared (Spark, catalog, the current policy enforcer, the audit
 log); `GovernedSession` is one user's identity and current namespace. Each statement is
 planned in `governance.planning` without Spark, verified against Spark's analyzed plan, run
-(its DDL actions through `governance.actions`), and recorded in the audit log before its
+(its DDL actions through `governance.execute.actions`), and recorded in the audit log before its
 result is handed back.
 """
 
@@ -107,7 +107,7 @@ class Lakegate:
         self.audit_view = f"__lg_audit_{uuid.uuid4().hex}"
         self._view_plans: dict[tuple, Any] = {}  # view SQL, tables -> analyzed plan
         self.plans = PlanCache()  # query plans by everything they depend on, across sessions
-        # a query's tables read through DataFrames loaded once (governance/sources.py)
+        # a query's tables read through DataFrames loaded once (governance/execute/sources.py)
         self.sources = PinnedSources() if config.pinned_sources else None
         self._register_audit_table()
 
@@ -161,7 +161,7 @@ class Lakegate:
             self._spark_checked = True
         return self._spark
 
-    # policies (governance/policies_in_force.py) ---------------------------------------
+    # policies (governance/session/policies_in_force.py) ---------------------------------------
 
     def reload_policies(self, *, initial: bool = False) -> bool:
         return self.policies.reload(initial=initial)
@@ -234,7 +234,7 @@ class Lakegate:
         return stored
 
     def remove_leftover(self, path: Path) -> None:
-        """Delete one crash leftover (governance/leftovers.py), checked again here: strictly
+        """Delete one crash leftover (governance/execute/leftovers.py), checked again here: strictly
         inside the warehouse, no registered table's. An admin act, audited like one."""
         from governance.execute.leftovers import find_leftovers
 
@@ -374,7 +374,7 @@ class GovernedSession:
         # the last statement's plan (rewritten SQL, expected views): entry points that run
         # it elsewhere (api/connect) send this SQL and verify against `expected`
         self.last_planned: Planned | None = None
-        # the statement's audit lines, fail closed (governance/recorder.py)
+        # the statement's audit lines, fail closed (governance/session/recorder.py)
         self.record = StatementRecorder(
             lg.audit,
             lg.config.audit,
@@ -407,7 +407,7 @@ class GovernedSession:
     def explain(self, statement: str | bytes) -> str:
         """The Spark SQL the statement is rewritten to (no Spark needed, nothing audited).
         Views read `delta.`<location>``, which says which table; a query runs over the
-        table's pinned source instead (governance/sources.py), a name of this process."""
+        table's pinned source instead (governance/execute/sources.py), a name of this process."""
         planned = self._planner(pinned=False).plan(statement)
         return planned.sql or planned.describe()
 
@@ -602,7 +602,7 @@ class GovernedSession:
     def _spark_error(
         self, e: Exception, planned: Planned | None, query_id: str
     ) -> str | AccessDenied:
-        """Spark's error as the caller may see it (see `governance.execute.spark_error`)."""
+        """Spark's error as the caller may see it (see `governance.execute.run.spark_error`)."""
         return spark_error(e, planned, query_id, self.user)
 
 

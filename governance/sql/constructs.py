@@ -89,7 +89,7 @@ def builtin_names(listing: str) -> frozenset[str]:
 SPARK_BUILTINS = builtin_names(LINE.builtin_functions)
 # Spark 4's built-ins this line lacks, refused by name instead of failing inside Spark
 # (empty on Spark 4). The variant and collation functions have their own refusal
-# (governance/spark4_syntax.py), denied and identity functions theirs on both lines;
+# (governance/sql/spark4_syntax.py), denied and identity functions theirs on both lines;
 # percentile_cont/_disc ... WITHIN GROUP is 3.5 grammar; sqlglot reads listagg and
 # string_agg as group_concat.
 NEEDS_SPARK_4 = (
@@ -227,8 +227,8 @@ GOVERNED_NODES = (
     exp.Directory,
     exp.Column,
     exp.Dot,
-    exp.DataType,  # VARIANT (governance/spark4_syntax.py)
-    exp.Like,  # grouping written out (governance/spark4_syntax.py)
+    exp.DataType,  # VARIANT (governance/sql/spark4_syntax.py)
+    exp.Like,  # grouping written out (governance/sql/spark4_syntax.py)
     exp.ILike,
     exp.RegexpLike,
 )
@@ -267,7 +267,7 @@ def govern_nodes(
     on_clock: Callable[[], None] | None = None,
 ) -> tuple[exp.Expression, bool]:
     """govern_expression over `nodes`, the tree's nodes of the GOVERNED_NODES kinds in
-    breadth-first order (sqlglot's find_all, or governance/walk.py's one walk); also says
+    breadth-first order (sqlglot's find_all, or governance/sql/walk.py's one walk); also says
     whether the tree changed (a node was replaced)."""
     replacements: list[tuple[exp.Expression, exp.Expression]] = []
     for node in nodes:  # the kinds checked below, nothing else

@@ -88,7 +88,7 @@ def parse_statement(text: str | bytes) -> exp.Expression:
 
 
 def parse_walked(text: str | bytes) -> tuple[exp.Expression, Walked]:
-    """parse_statement, and the statement's one walk (governance/walk.py) the planner's
+    """parse_statement, and the statement's one walk (governance/sql/walk.py) the planner's
     steps read instead of walking the tree again each."""
     stmt, cross = _parse(text)
     walked = collect(stmt)
@@ -108,7 +108,7 @@ def _parse(text: str | bytes) -> tuple[exp.Expression, bool]:
         spark4_syntax.refuse_statement_forms(tokens, forms)
         if forms:
             spark4_syntax.read_function_forms(tokens, forms)
-        if has_pipe:  # Spark 4's `|>`, read operator by operator (governance/pipe.py)
+        if has_pipe:  # Spark 4's `|>`, read operator by operator (governance/sql/pipe.py)
             stmt = pipe.translate(tokens, lambda part: _one_statement(part, text))
         else:
             stmt = _one_statement(tokens, text)

@@ -154,7 +154,7 @@ def resolve_tables(
     walked: Walked | None = None,
 ) -> Resolved:
     """Classify and resolve every Table node; `targets` are ids of nodes written to;
-    `walked`: the statement's one walk (governance/walk.py), read if current.
+    `walked`: the statement's one walk (governance/sql/walk.py), read if current.
 
     The tables and WITH clauses come from that one walk, each table's CTE scope from its
     path to the root. They are visited in the order of a depth-first walk that takes a

@@ -6,7 +6,7 @@ node Spark's generator writes as plain `x`, `v:a` as `v AS :a`, `collate(x, 'c')
 `x COLLATE 'c'` (which Spark does not parse), Spark 4's statement forms (scripting,
 `WITH SCHEMA EVOLUTION`) not at all or as an opaque Command. So the statement forms are
 recognised from the token stream before parsing, and expressions are fixed or refused
-node by node (`govern_node`, called by governance.constructs for statements and policy
+node by node (`govern_node`, called by governance.sql.constructs for statements and policy
 expressions alike). A feature the running Spark line lacks (`LINE.language`) is refused
 by name, the same on every line, instead of failing inside Spark.
 """

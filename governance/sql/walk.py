@@ -6,7 +6,7 @@ tree once per step (hints, comma joins, constructs, columns named, words Spark m
 resolve), and resolving tables walked it once more in Python. `collect` walks it once and
 keeps, per step, the nodes of that step's kinds in the order sqlglot's breadth-first
 `find_all` yields them: a step reading its list sees what its own walk would have seen on
-the tree as collected (resolve_tables orders its tables itself, governance/resolve.py).
+the tree as collected (resolve_tables orders its tables itself, governance/sql/resolve.py).
 
 A step that replaces or drops nodes a later step counts (an identity function folded to a
 literal, a table's time travel dropped by the rewrite) marks the record `stale`; `valid`
@@ -25,7 +25,7 @@ from sqlglot import exp
 
 from governance.sql.constructs import GOVERNED_NODES
 
-#: columns_named's kinds (governance/columns.py), and check_hidden_columns' Column.
+#: columns_named's kinds (governance/rewrite/columns.py), and check_hidden_columns' Column.
 NAMED = (exp.Column, exp.Star, exp.Dot)
 #: The kinds words_spark_may_resolve looks at for a column read without being named.
 UNNAMED = (exp.Star, exp.Join, exp.Identifier, exp.TableAlias, exp.Pivot)

@@ -13,7 +13,7 @@
 // - a query comes back as the Dataset whose analyzed plan is verified and then run; a
 //   command as its analyzed plan (nothing run), which `run` then executes as it is.
 
-// Dataset and SparkSession are imported by governance/guard.py from the Spark line's adapter
+// Dataset and SparkSession are imported by governance/verify/guard.py from the Spark line's adapter
 // (governance/spark_line.py: Spark 4 keeps `sessionState` and `ofRows` in `classic`).
 import java.util.HashMap;
 import java.util.Map;

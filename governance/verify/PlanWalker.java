@@ -1,6 +1,6 @@
 // Compiled at run time inside the driver's JVM by Janino (which Spark ships), so the plan
 // verifier learns a whole analyzed plan's shape in one py4j call instead of several calls
-// per node. It only describes the plan; every decision is made in governance/verify.py.
+// per node. It only describes the plan; every decision is made in governance/verify/plan.py.
 //
 // apply(plan, spec) returns Object[]: [0] a description (deflated, Base64), one line per node:
 //   id TAB parent TAB kind TAB inTarget TAB leaf TAB paths(US-separated) TAB columns(US)

@@ -5,7 +5,7 @@ Spark's parser rewrites a statement before parsing it (`${env:X}`, `${system:x}`
 settings change what a text means. Every governed statement is therefore parsed through
 `GovernedSql.java` (compiled in the driver's JVM, as the plan walker is), which in the same
 JVM call checks that the session's settings in those families are exactly the governed ones
-(`governance.spark.GOVERNED_CONF`) and parses under a private copy of them: nothing in the
+(`governance.runtime.spark.GOVERNED_CONF`) and parses under a private copy of them: nothing in the
 process can turn substitution back on between the check and the parse. A changed setting is
 put back and the statement refused with one line naming it.
 """

@@ -64,7 +64,7 @@ _PLAN_FIELDS: dict[str, tuple[tuple[str, bool], ...]] = {
     "InsertIntoStatement": (("table", True), ("query", False)),
 }
 # Nodes between a governed view's projection and its relation (View: a pinned source,
-# governance/sources.py; canonicalisation drops it, so sameResult still decides).
+# governance/execute/sources.py; canonicalisation drops it, so sameResult still decides).
 _VIEW_INNER = frozenset({"SubqueryAlias", "View", "Filter", "Sample", "GlobalLimit", "LocalLimit"})
 
 
@@ -78,7 +78,7 @@ def analysis_key(sql: str) -> tuple:
     """What a view body's analyzed plan depends on besides its text: the Delta table (own id
     and version) at each path it reads, so a cached analysis is never one of the table that
     was there before (dropped and created again, or replaced behind the catalog's back).
-    A pinned source's name already carries its table's id (governance/sources.py). One log
+    A pinned source's name already carries its table's id (governance/execute/sources.py). One log
     listing per path; an unreadable log keys as unreadable, and Spark's fresh analysis
     decides."""
     paths = dict.fromkeys(p.replace("``", "`") for p in _DELTA_PATH.findall(sql))

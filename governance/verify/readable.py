@@ -1,6 +1,6 @@
 """Readable analysis errors name only what the caller may see (issue 25, item 4).
 
-Spark's analysis errors are allow-listed by class (governance/execute.py) because their
+Spark's analysis errors are allow-listed by class (governance/execute/run.py) because their
 messages name identifiers, not values. But the identifiers are Spark's, not the caller's:
 `UNRESOLVED_COLUMN.WITH_SUGGESTION` lists the columns of whatever relation failed, which
 for an error inside a governed view body is the Delta table itself, hidden columns
