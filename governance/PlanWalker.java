@@ -208,7 +208,8 @@ public class PlanWalker implements java.util.function.BiFunction {
     /**
      * Where each column a write's query makes comes from (governance/planning/lineage.py):
      * `field` names the plan field holding the query ("" for the plan itself). One line per
-     * output attribute, in order: its name, then TAB and one leaf per source column it is
+     * output attribute, in order: its name and the names it had below where it is only a
+     * renamed (or cast) column (US-separated), then TAB and one leaf per source column it is
      * computed from (the relation's root paths, US-separated, then US and the column's
      * name), each part escaped. When a node or expression cannot be traced: "!kind", then
      * one line per output name (the caller gives every column every tag).
@@ -225,7 +226,13 @@ public class PlanWalker implements java.util.function.BiFunction {
             while (it.hasNext()) {
                 org.apache.spark.sql.catalyst.expressions.Attribute a =
                     (org.apache.spark.sql.catalyst.expressions.Attribute) it.next();
-                out.append(esc(a.name()));
+                java.util.List names = pass.names(a);
+                for (int i = 0; i < names.size(); i++) {
+                    if (i > 0) {
+                        out.append(US);
+                    }
+                    out.append(esc((String) names.get(i)));
+                }
                 java.util.Iterator leaves = pass.of(a).iterator();
                 while (leaves.hasNext()) {
                     out.append('\t').append((String) leaves.next());
@@ -587,6 +594,7 @@ class Lineage {
     private static final int MAX_DEPTH = 20000;
 
     private final java.util.Map env = new java.util.HashMap();  // ExprId -> Set of leaves
+    private final java.util.Map renamed = new java.util.HashMap();  // ExprId -> List of names
     private final java.util.IdentityHashMap done = new java.util.IdentityHashMap();
     private final java.util.Map ctes = new java.util.HashMap();  // cte id -> List of Sets
 
@@ -753,7 +761,34 @@ class Lineage {
         while (it.hasNext()) {
             Object e = it.next();
             define(e, leaves(e, depth));
+            org.apache.spark.sql.catalyst.expressions.Attribute a =
+                ((org.apache.spark.sql.catalyst.expressions.NamedExpression) e).toAttribute();
+            Object inner = e;
+            while (inner instanceof org.apache.spark.sql.catalyst.expressions.Alias
+                    || inner instanceof org.apache.spark.sql.catalyst.expressions.Cast) {
+                inner = ((org.apache.spark.sql.catalyst.expressions.Expression) inner)
+                    .children().apply(0);
+            }
+            if (inner != e && inner instanceof org.apache.spark.sql.catalyst.expressions.Attribute) {
+                java.util.List chain = new java.util.ArrayList();
+                chain.add(a.name());
+                chain.addAll(names((org.apache.spark.sql.catalyst.expressions.Attribute) inner));
+                renamed.put(a.exprId(), chain);
+            }
         }
+    }
+
+    /** The attribute's name, then those it had below as a renamed or cast column. */
+    java.util.List names(org.apache.spark.sql.catalyst.expressions.Attribute a) {
+        java.util.List chain = (java.util.List) renamed.get(a.exprId());
+        if (chain != null) {
+            java.util.List out = new java.util.ArrayList(chain);
+            out.set(0, a.name());
+            return out;
+        }
+        java.util.List out = new java.util.ArrayList();
+        out.add(a.name());
+        return out;
     }
 
     /** The leaves of every attribute an expression reads, a subquery's whole output. */

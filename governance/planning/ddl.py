@@ -151,7 +151,7 @@ def plan_create(ctx: PlanningContext, stmt: exp.Create) -> Planned:
         _, reads = ctx.reads(query)
         planned.dst = name
         sources = [(r.node, r.info, a.visible_columns) for r, a in reads]
-        planned.carry = plan_carry(ctx.enforcer.policy_set, query, sources, name, named=True)
+        planned.carry = plan_carry(ctx.enforcer.policy_set, query, sources, name)
         wrapper = exp.Select(expressions=[exp.Star()]).from_(
             exp.Subquery(this=query, alias=exp.TableAlias(this=exp.to_identifier("__lg_q")))
         )

@@ -77,15 +77,14 @@ class Traced:
 class Carry:
     """What a write (CTAS, INSERT ... SELECT) needs to learn its tags from Spark's analysed
     plan: the plan field holding its query, each read's location -> (table, column -> tags),
-    the user's projections as traced (for the mask-drop rule; `named`: an output's name
-    must match too, a CTAS's), the target's tags before the write and the tag-driven masks
+    the user's projections as traced (for the mask-drop rule), the target's tags before the
+    write and the tag-driven masks
     (for the strength check), and an existing target's columns (the fallback's)."""
 
     field: str
     target: str
     reads: dict[str, tuple[str, dict[str, frozenset[str]]]]
     traced: tuple[Traced, ...]
-    named: bool
     existing: dict[str, frozenset[str]] = field(default_factory=dict)
     masks: tuple[ColumnMask, ...] = ()
     columns: tuple[str, ...] = ()  # an existing target's columns
@@ -96,8 +95,6 @@ def plan_carry(
     query: exp.Expression,
     sources: Iterable[Source],
     target: str,
-    *,
-    named: bool,
     existing: TableInfo | None = None,
 ) -> Carry | None:
     """The Carry of a write reading `sources` through `query` into `target` (None when no
@@ -116,7 +113,7 @@ def plan_carry(
         traced = ()
     have = dict(column_tags(ps, existing).columns) if existing is not None else {}
     columns = tuple(c.name for c in existing.columns) if existing is not None else ()
-    return Carry("query", target, reads, traced, named, have, tag_masks(ps, target), columns)
+    return Carry("query", target, reads, traced, have, tag_masks(ps, target), columns)
 
 
 def carried(carry: Carry, answer: str | None) -> list[Propagation]:
@@ -134,16 +131,15 @@ def carried(carry: Carry, answer: str | None) -> list[Propagation]:
         return _every(carry, [_unescape(n) for n in lines[1:]])
     out: list[Propagation] = []
     for position, line in enumerate(lines):
-        name, *leaves = line.split("\t")
-        name = _unescape(name)
+        head, *leaves = line.split("\t")
+        names = [_unescape(n) for n in head.split("\x1f")]
+        name, known = names[0], {n.lower() for n in names}
         found = {_leaf(x) for x in leaves}
         sources = frozenset(
             (carry.reads[loc][0], col.lower()) for loc, col in found if loc in carry.reads
         )
         candidates = [
-            t
-            for t in carry.traced
-            if t.sources == sources and (not carry.named or t.name in ("", name.lower()))
+            t for t in carry.traced if t.sources == sources and (t.name == "" or t.name in known)
         ]
         for table, column in sorted(sources):
             have = next(tags for t, tags in carry.reads.values() if t == table).get(column)

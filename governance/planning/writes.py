@@ -56,7 +56,7 @@ def plan_insert(ctx: PlanningContext, stmt: exp.Insert) -> Planned:
         planned.dst = info.full_name
         sources = [(r.node, r.info, a.visible_columns) for r, a in reads]
         planned.carry = plan_carry(
-            ctx.enforcer.policy_set, source, sources, info.full_name, named=False, existing=info
+            ctx.enforcer.policy_set, source, sources, info.full_name, existing=info
         )
     # the source's columns are renamed to the target's on the tree (a TableAlias with
     # columns), so nothing in the source's text can change the wrapper
