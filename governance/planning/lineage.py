@@ -40,7 +40,8 @@ from sqlglot.optimizer.qualify import qualify
 from catalog.locations import normalise_location
 from catalog.model import TableInfo
 from governance.errors import Refused
-from governance.masks import MASK_KINDS, mask_sql
+from governance.masks import mask_sql
+from governance.policy.enforcer import AmbiguousMask, strongest
 from governance.policy.model import ColumnMask, PolicySet
 from governance.policy.tags import column_tags
 
@@ -215,13 +216,12 @@ def refuse_unorderable(
 
 
 def _orderable(a: ColumnMask, b: ColumnMask) -> bool:
-    """governance.policy.enforcer's _strongest on two masks of different tags."""
-    strength = [MASK_KINDS[m.mask].strength if m.mask in MASK_KINDS else 0 for m in (a, b)]
-    level = max(strength)
-    best = [m for m, s in zip((a, b), strength, strict=True) if s == level]
-    custom = any(m.mask == "custom" for m in (a, b))
-    outputs = {(m.mask, m.expression) for m in best}
-    return level == 3 or (not custom and level == 2) or len(outputs) == 1
+    """The enforcer's own rule for two masks reaching one column through different tags."""
+    try:
+        strongest([a, b], "")
+    except AmbiguousMask:
+        return False
+    return True
 
 
 def _mask_tags(m: ColumnMask) -> tuple[str, ...]:
