@@ -52,10 +52,8 @@ def execute_actions(actions: Sequence[Action], catalog: Catalog, spark: SparkSes
                 from catalog.delta import read_delta_table
 
                 info = read_delta_table(spark, c, s, t, location, domain=domain, comment=comment)
-                if tags is not None:  # propagated by CTAS: governed from the first read on
-                    at = tags.at(len(info.columns))
-                    by_name = [(info.columns[i].name, v) for i, v in at]
-                    props = with_governed_state(info.properties, by_name, merge=True)
+                if tags:  # propagated by CTAS: governed from the first read on
+                    props = with_governed_state(info.properties, tags, merge=True)
                     info = replace(info, properties=props)
                 try:
                     catalog.register_table(info)

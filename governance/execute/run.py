@@ -13,6 +13,7 @@ import logging
 import re
 import threading
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,10 +24,12 @@ from governance.execute.actions import execute_actions, read_history
 from governance.execute.sources import PinnedSources, ensure_pins
 from governance.files import owner_only
 from governance.metrics import PHASE_SECONDS
-from governance.planning.planned import ROW_FILTER_VIOLATION, Planned
+from governance.planning.lineage import carried, refuse_unorderable
+from governance.planning.planned import ROW_FILTER_VIOLATION, Planned, RegisterTable
+from governance.planning.writes import carry_tags
 from governance.spark_line import LINE
 from governance.verify.guard import analyzed_command, query_frame, run_analyzed
-from governance.verify.plan import Analyze, Verified, columns_used, verify_plan
+from governance.verify.plan import Analyze, Verified, columns_used, lineage_of, verify_plan
 from governance.verify.readable import Seen, readable_line, seen_by
 
 if TYPE_CHECKING:
@@ -215,10 +218,12 @@ def run_planned(
     analyze: Analyze,
     refresh_derived: Callable[[], None],
     sources: PinnedSources | None = None,
+    noted: Callable[[Planned], None] | None = None,
 ) -> DataFrame:
     """Run a plan: its actions around its SQL, the SQL's analyzed plan verified first
     (`refresh_derived` re-lists the derived tables' files before they are read; `sources`
-    makes the plan's pinned sources)."""
+    makes the plan's pinned sources; `noted` puts the tags a write carries on record once
+    the analysed plan says which, before any effect)."""
     if planned.derived:
         refresh_derived()
     ensure_pins(sources, spark, planned.pins)
@@ -242,9 +247,41 @@ def run_planned(
         if verify:
             with PHASE_SECONDS.labels("verify").time():
                 note_reads(planned, verify_plan(plan, planned.expected, analyze))
+        if planned.carry is not None:
+            _carry_tags(planned, plan, catalog, spark, noted)
         df = run_analyzed(spark, plan)
     execute_actions(planned.after, catalog, spark)
     return df
+
+
+def _carry_tags(
+    planned: Planned,
+    plan: Any,
+    catalog: Catalog,
+    spark: SparkSession,
+    noted: Callable[[Planned], None] | None,
+) -> None:
+    """The tags a CTAS or INSERT ... SELECT carries, by lineage in the analysed plan that
+    is about to run (governance.planning.lineage): refused when two of one column's masks
+    cannot be ordered, then on record, then (INSERT) in the target's governed state before
+    the data or (CTAS) registered with the table."""
+    carry = planned.carry
+    assert carry is not None
+    props = carried(carry, lineage_of(plan, carry.field))
+    refuse_unorderable(carry.masks, carry.target, props, carry.existing)
+    planned.propagated = props
+    if noted is not None:
+        noted(planned)
+    if planned.target is not None:
+        execute_actions(carry_tags(planned.target.table, props), catalog, spark)
+        return
+    tags: dict[str, set[str]] = {}
+    for p in props:
+        tags.setdefault(p.column, set()).update(p.tags)
+    named = tuple((c, tuple(sorted(t))) for c, t in sorted(tags.items()))
+    planned.after = tuple(
+        replace(a, tags=named) if isinstance(a, RegisterTable) else a for a in planned.after
+    )
 
 
 def note_reads(planned: Planned, verified: Verified) -> None:

@@ -14,7 +14,7 @@ from catalog.catalog import CatalogError
 from catalog.model import TableInfo
 from governance.errors import AccessDenied, LakegateError, Refused
 from governance.planning.context import PlanningContext, delta_table
-from governance.planning.lineage import layout
+from governance.planning.lineage import plan_carry
 from governance.planning.planned import (
     AlterTable,
     CreateCatalog,
@@ -144,7 +144,6 @@ def plan_create(ctx: PlanningContext, stmt: exp.Create) -> Planned:
         ),
         None,
     )
-    tags = None
     if query is not None:
         if isinstance(schema, exp.Schema):
             raise Refused("CREATE TABLE AS SELECT with a column list is not governed")
@@ -152,7 +151,7 @@ def plan_create(ctx: PlanningContext, stmt: exp.Create) -> Planned:
         _, reads = ctx.reads(query)
         planned.dst = name
         sources = [(r.node, r.info, a.visible_columns) for r, a in reads]
-        planned.propagated, tags = layout(ctx.enforcer.policy_set, query, sources)
+        planned.carry = plan_carry(ctx.enforcer.policy_set, query, sources, name)
         wrapper = exp.Select(expressions=[exp.Star()]).from_(
             exp.Subquery(this=query, alias=exp.TableAlias(this=exp.to_identifier("__lg_q")))
         )
@@ -176,7 +175,7 @@ def plan_create(ctx: PlanningContext, stmt: exp.Create) -> Planned:
     domain = ctx.enforcer.policy_set.domain_of_schema(c, s)
     if Path(location).exists():  # crash leftovers under an unregistered name: see SetAside
         planned.before = (SetAside(location),)
-    planned.after = (RegisterTable(c, s, t, location, domain, comment_text, tags),)
+    planned.after = (RegisterTable(c, s, t, location, domain, comment_text),)
     return planned
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from catalog.identity import DeltaIdentity
 from governance.planning.expected import Expected
-from governance.planning.lineage import Layout, Propagation
+from governance.planning.lineage import Carry, Propagation
 from governance.policy.enforcer import TableAccess
 from governance.rewrite.dynamic_views import PolicyRead, ReadView
 from governance.sql.resolve import Namespace
@@ -51,7 +51,7 @@ class RegisterTable:
     location: str
     domain: str | None
     comment: str | None
-    tags: Layout | None = None  # the tags CTAS carries, matched to the columns Spark made
+    tags: tuple[tuple[str, tuple[str, ...]], ...] = ()  # column -> tags CTAS carries
 
 
 @dataclass(frozen=True)
@@ -146,6 +146,9 @@ class Planned:
     policy_reads: list[PolicyRead] = field(default_factory=list)  # mapping tables read
     pins: dict[str, str] = field(default_factory=dict)  # pinned source -> location (sources.py)
     propagated: list[Propagation] = field(default_factory=list)  # tags carried to the target
+    #: a CTAS's or INSERT ... SELECT's tags, learnt from Spark's analysed plan before it runs
+    #: (governance.planning.lineage); `propagated` and the actions are then filled in
+    carry: Carry | None = None
     #: location -> the Delta table found there while planning (its own id and version):
     #: the plan cache holds a plan only while each is still the table there
     identities: dict[str, DeltaIdentity] = field(default_factory=dict)
@@ -241,7 +244,7 @@ class Planned:
                 }
             )
         lines += self._policy_read_lines()
-        lines += self._propagation_lines()
+        lines += self.propagation_lines()
         if not lines:
             lines.append({"cmd": self.cmd, "src": None, "dst": self.dst})
         return lines
@@ -268,7 +271,7 @@ class Planned:
                 line["read_version"] = r.version
         return list(merged.values())
 
-    def _propagation_lines(self) -> list[dict[str, Any]]:
+    def propagation_lines(self) -> list[dict[str, Any]]:
         """`cmd=tagPropagate`, one line per source table whose column tags a write carried
         to its target (audit/README.md: extends docs/spec/audit-format.md): `columns` the
         source columns, `policies` the tags carried, as `tag:NAME`."""

@@ -13,7 +13,13 @@ from sqlglot import exp
 from catalog.model import TableInfo
 from governance.errors import AccessDenied, LakegateError, Refused
 from governance.planning.context import PlanningContext, delta_table
-from governance.planning.lineage import Propagation, propagate
+from governance.planning.lineage import (
+    Propagation,
+    assigned,
+    plan_carry,
+    refuse_unorderable,
+    tag_masks,
+)
 from governance.planning.planned import ROW_FILTER_VIOLATION, Planned, PropagateTags
 from governance.policy.enforcer import TableAccess
 from governance.policy.masks import sql_type
@@ -49,8 +55,9 @@ def plan_insert(ctx: PlanningContext, stmt: exp.Insert) -> Planned:
     if reads:
         planned.dst = info.full_name
         sources = [(r.node, r.info, a.visible_columns) for r, a in reads]
-        planned.propagated = propagate(ctx.enforcer.policy_set, source, sources, column_list)
-        planned.before = carry_tags(info, planned.propagated)
+        planned.carry = plan_carry(
+            ctx.enforcer.policy_set, source, sources, info.full_name, existing=info
+        )
     # the source's columns are renamed to the target's on the tree (a TableAlias with
     # columns), so nothing in the source's text can change the wrapper
     src = exp.Subquery(
@@ -121,9 +128,10 @@ def carry_assignments(
         return []
     twin_stmt = stmt.copy()
     twin = {id(o): c for o, c in zip(stmt.walk(), twin_stmt.walk(), strict=True)}
+    names = {f"__lg_set{i}": c for i, (c, _) in enumerate(pairs)}
     select = exp.Select(
         expressions=[
-            exp.alias_(twin[id(v)], f"__lg_set{i}", copy=False) for i, (_, v) in enumerate(pairs)
+            exp.alias_(twin[id(v)], a, copy=False) for a, (_, v) in zip(names, pairs, strict=True)
         ]
     ).from_(twin[id(node)], copy=False)
     if using is not None:
@@ -133,8 +141,10 @@ def carry_assignments(
     sources += [(twin[id(r.node)], r.info, a.visible_columns) for r, a in reads]
     sources = [s for s in sources if id(s[0]) in inside]
     ps = ctx.enforcer.policy_set
-    props = propagate(ps, select, sources, [c for c, _ in pairs])
+    props = assigned(ps, select, sources, names)
     have = column_tags(ps, access.table).columns
+    info = access.table
+    refuse_unorderable(tag_masks(ps, info.full_name), info.full_name, props, have)
     out: list[Propagation] = []
     for p in props:
         new = tuple(t for t in p.tags if t not in have.get(p.column.lower(), ()))
@@ -298,7 +308,10 @@ def plan_frame_insert(
         ctx.refuse_masked_reads(
             Planned(cmd="insert", target_name=info.full_name, views=s.views, columns=s.columns)
         )
-    planned.propagated = frame_propagation(ctx.enforcer.policy_set, sources, columns)
+    ps = ctx.enforcer.policy_set
+    planned.propagated = frame_propagation(ps, sources, columns)
+    existing = column_tags(ps, info).columns
+    refuse_unorderable(tag_masks(ps, info.full_name), info.full_name, planned.propagated, existing)
     planned.before = carry_tags(info, planned.propagated)
     check = ctx.ps.filter_check(ctx.ident, access)
     frame = FrameInsert(

@@ -146,7 +146,7 @@ def _top(masks: Iterable[ColumnMask], where: str) -> ColumnMask:
     return best[0]
 
 
-def _strongest(masks: list[ColumnMask], where: str) -> ColumnMask:
+def strongest(masks: list[ColumnMask], where: str) -> ColumnMask:
     """Masks reaching one column through different tags, a tag the policies did not put on
     it among them (a Delta tag, a steward's or a write's): the one hiding the most applies
     (governance.policy.masks strength: nothing shown > a digest > a part of the value), whatever
@@ -446,7 +446,7 @@ class PolicyEnforcer:
             if all(r == "" or r in authored for r in routes):  # v1: the policy's own tags
                 best = _top({id(m): m for ms in routes.values() for m in ms}.values(), where)
             else:
-                best = _strongest([_top(ms, where) for ms in routes.values()], where)
+                best = strongest([_top(ms, where) for ms in routes.values()], where)
             out[low] = AppliedMask(col, bind_mask(best, col))
         return out
 

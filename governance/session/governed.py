@@ -597,6 +597,7 @@ class GovernedSession:
             analyze=lg.analyze_view,
             refresh_derived=lg.refresh_audit_view,
             sources=lg.sources,
+            noted=self.record.carried,
         )
 
     def _spark_error(

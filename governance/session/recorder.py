@@ -111,6 +111,18 @@ class StatementRecorder:
         )
         self._phase = "outcome"
 
+    def carried(self, planned: Planned) -> None:
+        """The tags a write carries, known once Spark analysed the statement (after its
+        intent, governance.planning.lineage): on record as intent before any effect."""
+        lines = planned.propagation_lines()
+        if not lines:
+            return
+        phase, self._phase = self._phase, "intent"
+        try:
+            self._write([self._line(allowed=True, succeeded=False, **ln) for ln in lines])
+        finally:
+            self._phase = phase
+
     def ok(self, planned: Planned) -> None:
         self._write(
             [

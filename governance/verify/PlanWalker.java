@@ -24,7 +24,7 @@ public class PlanWalker implements java.util.function.BiFunction {
     private static final char US = (char) 31;
 
     /** Names may hold any character: escape the separators so no name forges a line. */
-    private static String esc(String s) {
+    static String esc(String s) {
         StringBuilder b = new StringBuilder(s.length());
         for (int i = 0; i < s.length(); i++) {
             char c = s.charAt(i);
@@ -206,6 +206,74 @@ public class PlanWalker implements java.util.function.BiFunction {
     }
 
     /**
+     * Where each column a write's query makes comes from (governance/planning/lineage.py):
+     * `field` names the plan field holding the query ("" for the plan itself). One line per
+     * output attribute, in order: its name and the names it had below where it is only a
+     * renamed (or cast) column (US-separated), then TAB and one leaf per source column it is
+     * computed from (the relation's root paths, US-separated, then US and the column's
+     * name), each part escaped. When a node or expression cannot be traced: "!kind", then
+     * one line per output name (the caller gives every column every tag).
+     */
+    public String lineage(Object plan, String field) {
+        org.apache.spark.sql.catalyst.plans.logical.LogicalPlan query =
+            (org.apache.spark.sql.catalyst.plans.logical.LogicalPlan)
+                (field.length() == 0 ? plan : call(plan, field));
+        Lineage pass = new Lineage();
+        try {
+            pass.visit(query, 0);
+            StringBuilder out = new StringBuilder();
+            scala.collection.Iterator it = query.output().iterator();
+            while (it.hasNext()) {
+                org.apache.spark.sql.catalyst.expressions.Attribute a =
+                    (org.apache.spark.sql.catalyst.expressions.Attribute) it.next();
+                java.util.List names = pass.names(a);
+                for (int i = 0; i < names.size(); i++) {
+                    if (i > 0) {
+                        out.append(US);
+                    }
+                    out.append(esc((String) names.get(i)));
+                }
+                java.util.Iterator leaves = pass.of(a).iterator();
+                while (leaves.hasNext()) {
+                    out.append('\t').append((String) leaves.next());
+                }
+                out.append('\n');
+            }
+            return out.toString();
+        } catch (Lineage.Untraced e) {
+            StringBuilder out = new StringBuilder("!").append(esc(e.getMessage())).append('\n');
+            scala.collection.Iterator it = query.output().iterator();
+            while (it.hasNext()) {
+                out.append(esc(((org.apache.spark.sql.catalyst.expressions.Attribute) it.next())
+                    .name())).append('\n');
+            }
+            return out.toString();
+        }
+    }
+
+    /** A relation's root paths (Delta V1/V2 and file relations), unescaped; null if none. */
+    static List rootPaths(Object node, String kind) {
+        List out = new ArrayList();
+        try {
+            if ("DataSourceV2Relation".equals(kind)) {
+                out.add(uriPath(call(call(node, "table"), "path")));
+                return out;
+            }
+            if (!"LogicalRelation".equals(kind)) {
+                return null;
+            }
+            Object location = call(call(node, "relation"), "location");
+            scala.collection.Seq roots = (scala.collection.Seq) call(location, "rootPaths");
+            for (int i = 0; i < roots.size(); i++) {
+                out.add(uriPath(roots.apply(i)));
+            }
+            return out.isEmpty() ? null : out;
+        } catch (RuntimeException e) {
+            return null;
+        }
+    }
+
+    /**
      * The description deflated and in Base64: py4j writes an answer through an 8 KiB buffer,
      * and one over it leaves in two TCP writes, which Nagle's algorithm and the reader's
      * delayed ACK hold back by about 40 ms. Packed, a plan of hundreds of nodes fits one.
@@ -243,7 +311,7 @@ public class PlanWalker implements java.util.function.BiFunction {
         return fields;
     }
 
-    private static Object call(Object target, String method) {
+    static Object call(Object target, String method) {
         try {
             return target.getClass().getMethod(method, new Class[0]).invoke(target, new Object[0]);
         } catch (Exception e) {
@@ -492,6 +560,267 @@ class Liveness {
                 out.add(((org.apache.spark.sql.catalyst.expressions.Attribute) a).exprId());
             }
             i++;
+        }
+        return out;
+    }
+}
+
+/**
+ * PlanWalker.lineage's pass: for every attribute a plan defines (by expression id), the
+ * source columns (leaves: relation and column) its value is computed from, bottom-up.
+ * A projection's, aggregate's or window's output takes the leaves of the attributes its
+ * expression reads (a subquery in it: all of the subquery's output), a generator's outputs
+ * those of the generator's input, an Expand's and a set operation's outputs those at the
+ * same position of each projection or child (EXCEPT: its left child only, whose rows it
+ * keeps), a CTE reference those of its definition by position. Conditions, join keys,
+ * grouping and sort keys carry nothing. Any other node is Untraced.
+ */
+class Lineage {
+
+    static class Untraced extends RuntimeException {
+        Untraced(String what) {
+            super(what);
+        }
+    }
+
+    private static final char US = (char) 31;
+    private static final java.util.Set PASS = new java.util.HashSet(java.util.Arrays.asList(
+        new String[] {"SubqueryAlias", "View", "Filter", "Sort", "GlobalLimit", "LocalLimit",
+            "Offset", "Tail", "Sample", "Distinct", "Deduplicate", "DeduplicateWithinWatermark",
+            "Repartition", "RepartitionByExpression", "RebalancePartitions", "ResolvedHint",
+            "CollectMetrics", "WindowGroupLimit", "Join", "Subquery"}));
+    private static final java.util.Set EMPTY = new java.util.HashSet(java.util.Arrays.asList(
+        new String[] {"OneRowRelation", "LocalRelation", "Range", "EmptyRelation"}));
+    private static final int MAX_DEPTH = 20000;
+
+    private final java.util.Map env = new java.util.HashMap();  // ExprId -> Set of leaves
+    private final java.util.Map renamed = new java.util.HashMap();  // ExprId -> List of names
+    private final java.util.IdentityHashMap done = new java.util.IdentityHashMap();
+    private final java.util.Map ctes = new java.util.HashMap();  // cte id -> List of Sets
+
+    private static String kind(Object node) {
+        String kind = node.getClass().getSimpleName();
+        return kind.endsWith("$") ? kind.substring(0, kind.length() - 1) : kind;
+    }
+
+    java.util.Set of(org.apache.spark.sql.catalyst.expressions.Attribute a) {
+        java.util.Set s = (java.util.Set) env.get(a.exprId());
+        if (s == null) {
+            throw new Untraced("attribute " + a.name());
+        }
+        return s;
+    }
+
+    private void define(Object attribute, java.util.Set leaves) {
+        env.put(((org.apache.spark.sql.catalyst.expressions.NamedExpression) attribute)
+            .toAttribute().exprId(), leaves);
+    }
+
+    private java.util.List outputs(org.apache.spark.sql.catalyst.plans.logical.LogicalPlan p) {
+        java.util.List out = new java.util.ArrayList();
+        scala.collection.Iterator it = p.output().iterator();
+        while (it.hasNext()) {
+            out.add(of((org.apache.spark.sql.catalyst.expressions.Attribute) it.next()));
+        }
+        return out;
+    }
+
+    void visit(org.apache.spark.sql.catalyst.plans.logical.LogicalPlan node, int depth) {
+        if (depth > MAX_DEPTH) {
+            throw new Untraced("a plan too deep");
+        }
+        if (done.containsKey(node)) {
+            return;
+        }
+        done.put(node, Boolean.TRUE);
+        String kind = kind(node);
+        if ("WithCTE".equals(kind)) {
+            org.apache.spark.sql.catalyst.plans.logical.WithCTE w =
+                (org.apache.spark.sql.catalyst.plans.logical.WithCTE) node;
+            scala.collection.Iterator defs = w.cteDefs().iterator();
+            while (defs.hasNext()) {
+                org.apache.spark.sql.catalyst.plans.logical.CTERelationDef d =
+                    (org.apache.spark.sql.catalyst.plans.logical.CTERelationDef) defs.next();
+                visit(d.child(), depth + 1);
+                ctes.put(Long.valueOf(d.id()), outputs(d.child()));
+            }
+            visit(w.plan(), depth + 1);
+            return;
+        }
+        if ("CTERelationRef".equals(kind)) {
+            org.apache.spark.sql.catalyst.plans.logical.CTERelationRef r =
+                (org.apache.spark.sql.catalyst.plans.logical.CTERelationRef) node;
+            java.util.List known = (java.util.List) ctes.get(Long.valueOf(r.cteId()));
+            if (known == null || known.size() != r.output().size()) {
+                throw new Untraced(kind);
+            }
+            scala.collection.Iterator it = r.output().iterator();
+            for (int i = 0; it.hasNext(); i++) {
+                define(it.next(), (java.util.Set) known.get(i));
+            }
+            return;
+        }
+        scala.collection.Iterator children = node.children().iterator();
+        while (children.hasNext()) {
+            visit((org.apache.spark.sql.catalyst.plans.logical.LogicalPlan) children.next(),
+                depth + 1);
+        }
+        if ("LogicalRelation".equals(kind) || "DataSourceV2Relation".equals(kind)) {
+            java.util.List paths = PlanWalker.rootPaths(node, kind);
+            if (paths == null) {
+                throw new Untraced("a relation with no known location");
+            }
+            StringBuilder b = new StringBuilder();
+            for (int i = 0; i < paths.size(); i++) {
+                if (i > 0) {
+                    b.append(US);
+                }
+                b.append((String) paths.get(i));
+            }
+            String at = PlanWalker.esc(b.toString());
+            scala.collection.Iterator it = node.output().iterator();
+            while (it.hasNext()) {
+                Object a = it.next();
+                java.util.Set leaf = new java.util.TreeSet();
+                leaf.add(at + US + PlanWalker.esc(
+                    ((org.apache.spark.sql.catalyst.expressions.Attribute) a).name()));
+                define(a, leaf);
+            }
+        } else if (EMPTY.contains(kind)) {
+            scala.collection.Iterator it = node.output().iterator();
+            while (it.hasNext()) {
+                define(it.next(), new java.util.TreeSet());
+            }
+        } else if ("Project".equals(kind)) {
+            named(((org.apache.spark.sql.catalyst.plans.logical.Project) node).projectList(),
+                depth);
+        } else if ("Aggregate".equals(kind)) {
+            named(((org.apache.spark.sql.catalyst.plans.logical.Aggregate) node)
+                .aggregateExpressions(), depth);
+        } else if ("Window".equals(kind)) {
+            named(((org.apache.spark.sql.catalyst.plans.logical.Window) node)
+                .windowExpressions(), depth);
+        } else if ("Generate".equals(kind)) {
+            org.apache.spark.sql.catalyst.plans.logical.Generate g =
+                (org.apache.spark.sql.catalyst.plans.logical.Generate) node;
+            java.util.Set from = leaves(g.generator(), depth);
+            scala.collection.Iterator it = g.generatorOutput().iterator();
+            while (it.hasNext()) {
+                define(it.next(), from);
+            }
+        } else if ("Expand".equals(kind)) {
+            org.apache.spark.sql.catalyst.plans.logical.Expand e =
+                (org.apache.spark.sql.catalyst.plans.logical.Expand) node;
+            java.util.List at = new java.util.ArrayList();
+            for (int i = 0; i < e.output().size(); i++) {
+                at.add(new java.util.TreeSet());
+            }
+            scala.collection.Iterator rows = e.projections().iterator();
+            while (rows.hasNext()) {
+                scala.collection.Iterator it = ((scala.collection.Iterable) rows.next()).iterator();
+                for (int i = 0; it.hasNext(); i++) {
+                    Object x = it.next();
+                    if (i >= at.size()) {
+                        throw new Untraced(kind);
+                    }
+                    ((java.util.Set) at.get(i)).addAll(leaves(x, depth));
+                }
+            }
+            scala.collection.Iterator it = e.output().iterator();
+            for (int i = 0; it.hasNext(); i++) {
+                define(it.next(), (java.util.Set) at.get(i));
+            }
+        } else if ("Union".equals(kind) || "Intersect".equals(kind) || "Except".equals(kind)) {
+            scala.collection.Seq kids = node.children();
+            int n = "Except".equals(kind) ? 1 : kids.size();
+            java.util.List at = new java.util.ArrayList();
+            for (int i = 0; i < node.output().size(); i++) {
+                at.add(new java.util.TreeSet());
+            }
+            for (int k = 0; k < n; k++) {
+                java.util.List theirs = outputs(
+                    (org.apache.spark.sql.catalyst.plans.logical.LogicalPlan) kids.apply(k));
+                if (theirs.size() != at.size()) {
+                    throw new Untraced(kind);
+                }
+                for (int i = 0; i < at.size(); i++) {
+                    ((java.util.Set) at.get(i)).addAll((java.util.Set) theirs.get(i));
+                }
+            }
+            scala.collection.Iterator it = node.output().iterator();
+            for (int i = 0; it.hasNext(); i++) {
+                define(it.next(), (java.util.Set) at.get(i));
+            }
+        } else if (!PASS.contains(kind)) {
+            throw new Untraced(kind);
+        }
+    }
+
+    private void named(scala.collection.Seq list, int depth) {
+        scala.collection.Iterator it = list.iterator();
+        while (it.hasNext()) {
+            Object e = it.next();
+            define(e, leaves(e, depth));
+            org.apache.spark.sql.catalyst.expressions.Attribute a =
+                ((org.apache.spark.sql.catalyst.expressions.NamedExpression) e).toAttribute();
+            Object inner = e;
+            while (inner instanceof org.apache.spark.sql.catalyst.expressions.Alias
+                    || inner instanceof org.apache.spark.sql.catalyst.expressions.Cast) {
+                inner = ((org.apache.spark.sql.catalyst.expressions.Expression) inner)
+                    .children().apply(0);
+            }
+            if (inner != e && inner instanceof org.apache.spark.sql.catalyst.expressions.Attribute) {
+                java.util.List chain = new java.util.ArrayList();
+                chain.add(a.name());
+                chain.addAll(names((org.apache.spark.sql.catalyst.expressions.Attribute) inner));
+                renamed.put(a.exprId(), chain);
+            }
+        }
+    }
+
+    /** The attribute's name, then those it had below as a renamed or cast column. */
+    java.util.List names(org.apache.spark.sql.catalyst.expressions.Attribute a) {
+        java.util.List chain = (java.util.List) renamed.get(a.exprId());
+        if (chain != null) {
+            java.util.List out = new java.util.ArrayList(chain);
+            out.set(0, a.name());
+            return out;
+        }
+        java.util.List out = new java.util.ArrayList();
+        out.add(a.name());
+        return out;
+    }
+
+    /** The leaves of every attribute an expression reads, a subquery's whole output. */
+    private java.util.Set leaves(Object expression, int depth) {
+        java.util.Set out = new java.util.TreeSet();
+        java.util.List stack = new java.util.ArrayList();
+        stack.add(expression);
+        while (!stack.isEmpty()) {
+            Object e = stack.remove(stack.size() - 1);
+            if (e instanceof org.apache.spark.sql.catalyst.expressions.Attribute) {
+                out.addAll(of((org.apache.spark.sql.catalyst.expressions.Attribute) e));
+                continue;
+            }
+            if (e instanceof org.apache.spark.sql.catalyst.expressions.OuterReference) {
+                stack.add(((org.apache.spark.sql.catalyst.expressions.OuterReference) e).e());
+                continue;
+            }
+            if (e instanceof org.apache.spark.sql.catalyst.expressions.SubqueryExpression) {
+                org.apache.spark.sql.catalyst.plans.logical.LogicalPlan p =
+                    (org.apache.spark.sql.catalyst.plans.logical.LogicalPlan)
+                        ((org.apache.spark.sql.catalyst.expressions.SubqueryExpression) e).plan();
+                visit(p, depth + 1);
+                java.util.List theirs = outputs(p);
+                for (int i = 0; i < theirs.size(); i++) {
+                    out.addAll((java.util.Set) theirs.get(i));
+                }
+            }
+            scala.collection.Iterator kids =
+                ((org.apache.spark.sql.catalyst.expressions.Expression) e).children().iterator();
+            while (kids.hasNext()) {
+                stack.add(kids.next());
+            }
         }
         return out;
     }

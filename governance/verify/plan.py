@@ -158,6 +158,15 @@ def describe_plan(plan: Any) -> tuple[list[_Node], Any]:
     return nodes, out
 
 
+def lineage_of(plan: Any, field: str) -> str | None:
+    """PlanWalker.lineage's answer for a write's analyzed plan (`field`: the plan field
+    holding its query); None when the JVM call failed (the caller fails closed)."""
+    try:
+        return str(_the_walker().lineage(plan, field))
+    except Exception:  # py4j: a plan shape the walker's casts do not fit
+        return None
+
+
 @dataclass
 class Verified:
     """A verified plan: its nodes, and each governed view placed in it as (location, index

@@ -14,7 +14,7 @@ import hashlib
 
 import pytest
 
-from governance.errors import AccessDenied
+from governance.errors import AccessDenied, Refused
 
 POLICIES = """
 groups:
@@ -24,6 +24,7 @@ tags:
   g.s.people.card: [pci]
   g.s.notes.email: [pii]
   g.s.authored.num: [pii, pci]
+  g.s.places.addr: [loc]
 grants:
   - {id: admin-all, principals: [group:admins], privileges: [manage], on: "*.*.*"}
   - {id: copier-writes, principals: [copier], privileges: [select, create, modify], on: g.s.*}
@@ -43,6 +44,12 @@ column_masks:
     match_columns: {tag: pci}
     mask: last4
     priority: 10
+    principals: [analyst]
+  - id: loc-domain
+    on: g.*.*
+    match_columns: {tag: loc}
+    mask: email_domain
+    priority: 5
     principals: [analyst]
 """
 
@@ -66,6 +73,8 @@ def lg(make_lakegate):
             "INSERT INTO g.s.notes VALUES (1, 'a@x.de', 'hello')",
             "CREATE TABLE g.s.authored (id INT, num STRING)",
             "INSERT INTO g.s.authored VALUES (1, '4111222233334444')",
+            "CREATE TABLE g.s.places (id INT, addr STRING)",
+            "INSERT INTO g.s.places VALUES (1, 'a@home.de')",
         ],
     )
 
@@ -83,7 +92,7 @@ def governed(lg, table: str) -> dict:
 # ---- item 1: tags follow Spark's output, not the parsed column list -------------------
 
 
-def test_ctas_star_over_hidden_column_tags_the_column_it_copies(lg) -> None:
+def test_ctas_star_with_hidden_column_tags_by_lineage_not_position(lg) -> None:
     lg.session("copier").sql("CREATE TABLE g.s.star AS SELECT * FROM g.s.people")
     assert governed(lg, "star") == {"email": {"pii"}, "card": {"pci"}}
     assert rows(lg, "analyst", "SELECT id, email, name FROM g.s.star") == [(1, h("a@x.de"), "Ann")]
@@ -176,17 +185,70 @@ def test_a_column_copied_from_two_tags_gets_the_strongest_mask_not_the_highest_p
     assert rows(lg, "analyst", "SELECT c FROM g.s.both") == [(h("a@x.de4111222233334444"),)]
 
 
-def test_fail_closed_over_tagging_never_weakens_a_mask(lg) -> None:
+def test_a_generator_below_the_output_is_traced_in_sparks_plan(lg) -> None:
+    """Only `v` holds the tagged values; the strongest of its masks applies to it."""
     copier = lg.session("copier")
     copier.sql("CREATE TABLE g.s.over (id INT, v STRING)")
-    copier.sql(  # a generator below the output: not traced, every column takes every tag
+    copier.sql(
         "INSERT INTO g.s.over SELECT id, v FROM "
         "(SELECT id, explode(array(email, card)) AS v FROM g.s.people)"
     )
-    assert governed(lg, "over") == {"id": {"pii", "pci"}, "v": {"pii", "pci"}}
+    assert governed(lg, "over") == {"v": {"pii", "pci"}}
     assert sorted(rows(lg, "analyst", "SELECT id, v FROM g.s.over")) == sorted(
-        [(h("1"), h("a@x.de")), (h("1"), h("4111222233334444"))]
+        [(1, h("a@x.de")), (1, h("4111222233334444"))]
     )
+
+
+def test_ctas_star_over_a_using_join_tags_by_lineage(lg) -> None:
+    """Spark's `*` over USING puts the join key once, first: matched by lineage."""
+    lg.session("copier").sql(
+        "CREATE TABLE g.s.usingj AS SELECT * FROM g.s.authored JOIN g.s.people USING (id)"
+    )
+    assert governed(lg, "usingj") == {"num": {"pii", "pci"}, "email": {"pii"}, "card": {"pci"}}
+
+
+def test_a_mask_equivalent_expression_drops_the_tag_of_its_own_output_only(lg) -> None:
+    copier = lg.session("copier")
+    copier.sql(
+        "CREATE TABLE g.s.md AS SELECT email, sha2(cast(email AS string), 256) AS d, id "
+        "FROM g.s.people"
+    )
+    assert governed(lg, "md") == {"email": {"pii"}}
+    copier.sql("CREATE TABLE g.s.mdsink (id INT, d STRING, contact STRING)")
+    copier.sql(
+        "INSERT INTO g.s.mdsink (contact, d) "
+        "SELECT email, sha2(cast(email AS string), 256) AS d FROM g.s.people"
+    )
+    assert governed(lg, "mdsink") == {"contact": {"pii"}}
+
+
+def test_columns_read_only_in_joins_filters_and_grouping_carry_nothing(lg) -> None:
+    lg.session("copier").sql(
+        "CREATE TABLE g.s.counts AS SELECT n.note, count(*) AS k FROM g.s.notes n "
+        "JOIN g.s.people p ON n.email = p.email WHERE p.card IS NOT NULL "
+        "GROUP BY n.note, p.email"
+    )
+    assert governed(lg, "counts") == {}
+
+
+def test_a_write_that_would_tag_a_column_with_unorderable_masks_is_refused(lg) -> None:
+    """`pci` (last4) and `loc` (email_domain) show different parts: no reader could read
+    the copy, so it is never made."""
+    copier = lg.session("copier")
+    with pytest.raises(Refused, match="cannot be ordered by strength"):
+        copier.sql(
+            "CREATE TABLE g.s.mixed AS SELECT concat(p.card, l.addr) AS c "
+            "FROM g.s.people p JOIN g.s.places l ON p.id = l.id"
+        )
+    assert lg.catalog.table("g", "s", "mixed") is None
+    copier.sql("CREATE TABLE g.s.mixsink (c STRING)")
+    with pytest.raises(Refused, match="cannot be ordered by strength"):
+        copier.sql(
+            "INSERT INTO g.s.mixsink SELECT concat(p.card, l.addr) "
+            "FROM g.s.people p JOIN g.s.places l ON p.id = l.id"
+        )
+    assert rows(lg, "copier", "SELECT count(*) FROM g.s.mixsink") == [(0,)]
+    assert governed(lg, "mixsink") == {}
 
 
 def test_priority_still_decides_between_the_policies_own_tags(lg) -> None:

@@ -37,31 +37,27 @@ def planner(offline_catalog: Catalog) -> Planner:
     )
 
 
-def test_insert_select_carries_tags_before_the_write(planner: Planner) -> None:
+def test_insert_select_learns_its_tags_from_sparks_plan_not_the_text(planner: Planner) -> None:
+    """What INSERT ... SELECT carries is decided by lineage in Spark's analysed plan, just
+    before it runs (tests/governance/test_tag_lineage.py): planning keeps the sources' tags
+    by location and nothing in `before` guesses them from the text."""
     planned = planner.plan(
         "INSERT INTO main.marketing.campaigns (id, name) "
         "SELECT id, lower(email) FROM main.sales.customers"
     )
-    assert planned.before == (
-        PropagateTags("main", "marketing", "campaigns", (("name", ("pii",)),)),
-    )
-    carried = [ln for ln in planned.audit_lines() if ln["cmd"] == "tagPropagate"]
-    assert carried == [
-        {
-            "cmd": "tagPropagate",
-            "src": "main.sales.customers",
-            "dst": "main.marketing.campaigns",
-            "columns": ["email"],
-            "policies": ["tag:pii"],
-        }
+    assert planned.before == ()
+    assert planned.carry is not None
+    assert [(t, dict(c)) for t, c in planned.carry.reads.values()] == [
+        ("main.sales.customers", {"email": frozenset({"pii"})})
     ]
+    assert planned.carry.target == "main.marketing.campaigns"
 
 
 def test_insert_of_untagged_columns_carries_nothing(planner: Planner) -> None:
     planned = planner.plan(
         "INSERT INTO main.marketing.campaigns (id, name) SELECT id, name FROM main.sales.customers"
     )
-    assert planned.before == ()
+    assert planned.before == () and planned.propagated == []
     assert not [ln for ln in planned.audit_lines() if ln["cmd"] == "tagPropagate"]
 
 

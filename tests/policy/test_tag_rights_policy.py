@@ -15,7 +15,14 @@ from deltalake import write_deltalake
 from sqlglot import exp, parse_one
 
 from catalog.model import ColumnInfo, TableInfo
-from governance.planning.lineage import CannotPropagate, layout, propagate
+from governance.errors import Refused
+from governance.planning.lineage import (
+    Propagation,
+    carried,
+    plan_carry,
+    refuse_unorderable,
+    tag_masks,
+)
 from governance.policy.analysis import diff_policies
 from governance.policy.enforcer import AmbiguousMask, PolicyEnforcer
 from governance.policy.loader import load_policy_text
@@ -170,77 +177,86 @@ tags:
 column_masks:
   - {id: h, on: main.*.*, match_columns: {tag: pii}, mask: hash}
 """
-
-
-@pytest.mark.parametrize(
-    ("sql", "expected"),
-    [
-        ("SELECT id, email FROM t", [(1, "email", ("pii",))]),
-        ("SELECT upper(email) AS e FROM main.s.t", [(0, "e", ("pii",))]),
-        (
-            "WITH c AS (SELECT email AS m FROM s.t) SELECT concat(m, '!') AS x FROM c",
-            [(0, "x", ("pii",))],
-        ),
-        ("SELECT id FROM t UNION ALL SELECT email FROM t", [(0, "id", ("pii",))]),
-        ("SELECT sha2(cast(email AS string), 256) AS d FROM t", []),  # the tag's own mask
-        ("SELECT id FROM t WHERE email LIKE '%@x.de'", []),  # read only in WHERE
-        (  # each branch on its own: the first branch's mask does not drop the second's tag
-            "SELECT sha2(cast(email AS string), 256) AS d FROM t UNION ALL SELECT email FROM t",
-            [(0, "d", ("pii",))],
-        ),
-    ],
-)
-def test_column_lineage_carries_tags_to_derived_columns(sql, expected) -> None:
-    ps = load_policy_text({"p.yaml": LINEAGE_POLICIES})
-    q = parse_one(sql, read="spark")
-    got, _ = layout(ps, q, sources_of(q))
-    assert [(p.position, p.column, p.tags) for p in got] == expected
+US = "\x1f"
 
 
 def sources_of(q: exp.Expression, shown: tuple[str, ...] = ("id", "email")) -> list:
-    return [(n, table(), shown) for n in q.find_all(exp.Table) if n.name == "t"]
+    return [(n, table(location="/w/t"), shown) for n in q.find_all(exp.Table) if n.name == "t"]
+
+
+def carry_of(sql: str, shown: tuple[str, ...] = ("id", "email")):
+    ps = load_policy_text({"p.yaml": LINEAGE_POLICIES})
+    q = parse_one(sql, read="spark")
+    carry = plan_carry(ps, q, sources_of(q, shown), "main.s.copy")
+    assert carry is not None
+    return carry
+
+
+def answer(*outputs: tuple[str, list[str]]) -> str:
+    """PlanWalker.lineage's answer: per output, its name and the columns of t it reads."""
+    return "".join(
+        name + "".join(f"\t/w/t{US}{c}" for c in columns) + "\n" for name, columns in outputs
+    )
 
 
 @pytest.mark.parametrize(
-    ("sql", "width", "expected"),
+    ("sql", "spark", "expected"),
     [
-        # the one generator of the output takes the columns Spark made beyond the others
-        ("SELECT posexplode(array(id)), email FROM t", 3, ((2, ("pii",)),)),
-        ("SELECT explode(map(id, email)) FROM t", 2, ((0, ("pii",)), (1, ("pii",)))),
-        # Spark's output cannot be matched to the projections: every column, every tag
-        ("SELECT id, email FROM t", 3, tuple((i, ("pii",)) for i in range(3))),
+        ("SELECT id, email FROM t", [("id", ["id"]), ("email", ["email"])], [(1, "email")]),
+        # Spark's order, not the text's: the tag lands on the column that holds the data
+        ("SELECT * FROM t", [("email", ["email"]), ("id", ["id"])], [(0, "email")]),
+        ("SELECT upper(email) AS e FROM t", [("e", ["email"])], [(0, "e")]),
+        # the tag's own mask on every path drops it, matched by the output's lineage
+        (
+            "SELECT email, sha2(cast(email AS string), 256) AS d FROM t",
+            [("d", ["email"]), ("email", ["email"])],
+            [(1, "email")],
+        ),
+        ("SELECT id FROM t WHERE email LIKE '%@x.de'", [("id", ["id"])], []),
+        (  # each branch on its own: the first branch's mask does not drop the second's tag
+            "SELECT sha2(cast(email AS string), 256) AS d FROM t UNION ALL SELECT email FROM t",
+            [("d", ["email"])],
+            [(0, "d")],
+        ),
+        (  # sqlglot and Spark disagree on the output's sources: the tag stays
+            "SELECT sha2(cast(email AS string), 256) AS d FROM t",
+            [("d", ["email", "id"])],
+            [(0, "d")],
+        ),
+        ("SELECT sha2(cast(email AS string), 256) AS d FROM t", [("d", ["email"])], []),
     ],
 )
-def test_a_ctas_layout_is_matched_to_the_columns_spark_made(sql, width, expected) -> None:
-    ps = load_policy_text({"p.yaml": LINEAGE_POLICIES})
-    q = parse_one(sql, read="spark")
-    _, lay = layout(ps, q, sources_of(q))
-    assert lay is not None and lay.at(width) == expected
+def test_tags_are_matched_to_sparks_output_by_lineage_not_position(sql, spark, expected) -> None:
+    got = carried(carry_of(sql), answer(*spark))
+    assert [(p.position, p.column) for p in got] == expected
+    assert all(p.tags == ("pii",) and p.source_column == "email" for p in got)
 
 
-def test_star_expands_to_the_columns_the_read_shows() -> None:
-    """A column hidden from the writer is not in Spark's `*`: no tag lands one column off."""
-    ps = load_policy_text({"p.yaml": LINEAGE_POLICIES})
-    q = parse_one("SELECT * FROM t", read="spark")
-    got = propagate(ps, q, sources_of(q, ("email",)), ["contact"])
-    assert [(p.position, p.column, p.tags) for p in got] == [(0, "contact", ("pii",))]
+def test_a_mask_drop_needs_a_name_of_the_output_to_agree() -> None:
+    """Same sources, another name: the drop of `d` is not the output `x`'s; an INSERT's
+    output has the target's name, and the name it had below the renaming counts."""
+    carry = carry_of("SELECT sha2(cast(email AS string), 256) AS d FROM t")
+    assert [p.column for p in carried(carry, answer(("x", ["email"])))] == ["x"]
+    assert carried(carry, answer((f"x{US}d", ["email"]))) == []
 
 
-def test_an_untraceable_ctas_over_tagged_columns_is_refused() -> None:
-    ps = load_policy_text({"p.yaml": LINEAGE_POLICIES})
-    q = parse_one("SELECT * FROM t PIVOT (max(email) FOR id IN (1, 2))", read="spark")
-    with pytest.raises(CannotPropagate, match="cannot be traced to its sources"):
-        layout(ps, q, sources_of(q))
-
-
-def test_an_untraceable_insert_gives_every_column_every_tag() -> None:
-    ps = load_policy_text({"p.yaml": LINEAGE_POLICIES})
-    q = parse_one("SELECT * FROM t PIVOT (max(email) FOR id IN (1, 2))", read="spark")
-    got = propagate(ps, q, sources_of(q), ["a", "b"])
+def test_an_untraceable_plan_gives_every_column_every_tag() -> None:
+    got = carried(carry_of("SELECT id FROM t"), "!LateralJoin\na\nb\n")
     assert [(p.column, p.source_column, p.tags) for p in got] == [
         ("a", "email", ("pii",)),
         ("b", "email", ("pii",)),
     ]
+
+
+def test_an_unreadable_ctas_plan_is_refused() -> None:
+    with pytest.raises(Refused, match="cannot be traced in Spark's plan"):
+        carried(carry_of("SELECT id FROM t"), None)
+
+
+def test_a_column_of_a_table_not_read_carries_nothing() -> None:
+    """A leaf at a location no governed read has (a policy's mapping table)."""
+    got = carried(carry_of("SELECT email FROM t"), f"email\t/w/other{US}email\n")
+    assert got == []
 
 
 STRENGTH_POLICIES = """\
@@ -280,3 +296,27 @@ def test_masks_reaching_a_column_through_different_tags_give_the_strongest(
     assert access.masks["email"].mask.id == expected
     # the policy's own tags on `id` keep v1's rule: the highest priority wins
     assert access.masks["id"].mask.id == "pci-last4"
+
+
+@pytest.mark.parametrize(
+    ("tags", "refused"),
+    [
+        (("pii", "pci"), False),  # a digest hides more than a part
+        (("pci", "gone"), False),  # nothing shown beats everything
+        (("pci", "loc"), True),  # two parts of the value
+    ],
+)
+def test_a_write_tagging_one_column_with_unorderable_masks_is_refused(tags, refused) -> None:
+    ps = load_policy_text({"p.yaml": STRENGTH_POLICIES})
+    props = [Propagation(0, "c", "main.s.t", "id", tags)]
+    masks = tag_masks(ps, "main.s.copy")
+    if refused:
+        with pytest.raises(Refused, match="cannot be ordered by strength"):
+            refuse_unorderable(masks, "main.s.copy", props, {})
+    else:
+        refuse_unorderable(masks, "main.s.copy", props, {})
+    # the tag the column already has counts too
+    split = [Propagation(0, "c", "main.s.t", "id", tags[:1])]
+    if refused:
+        with pytest.raises(Refused):
+            refuse_unorderable(masks, "main.s.copy", split, {"c": frozenset(tags[1:])})

@@ -61,6 +61,21 @@ grants:
 """
 
 
+#: `main.lab` (made by the test that uses it): `dana` (a PII reader) copies tagged columns,
+#: `wes` reads the copy under `hide-pii` (hash) and a `pci` mask of higher priority (last4)
+LAB_POLICY = """
+tags:
+  main.lab.people.email: [pii]
+  main.lab.people.card: [pci]
+grants:
+  - {id: dana-copies-lab, principals: [dana], privileges: [select, modify], on: main.lab.*}
+  - {id: wes-reads-lab, principals: [wes], privileges: [select], on: main.lab.*}
+column_masks:
+  - {id: lab-pci-last4, on: main.lab.*, match_columns: {tag: pci}, mask: last4, priority: 10,
+     principals: [wes]}
+"""
+
+
 @pytest.fixture(scope="session")
 def connect_lakegate(lakehouse, spark, tmp_path_factory: pytest.TempPathFactory) -> Iterator:
     from governance.config import ApiConfig, ApiToken, ConnectConfig
@@ -74,11 +89,13 @@ def connect_lakegate(lakehouse, spark, tmp_path_factory: pytest.TempPathFactory)
     dst.close()
     # the demo's policies plus one mapping-table filter for `mira` (a persona of her own, so
     # no other test's expectations move): she reads the orders of the regions mapped to her;
-    # and `wes`, another persona of his own, for the hidden-column write rules
+    # and `wes`, another persona of his own, for the hidden-column write rules (and the
+    # reader of a tagged copy: LAB_POLICY)
     policies = root / "policies"
     shutil.copytree(lakehouse.config.policies, policies)
     (policies / "mapping.yaml").write_text(MAPPING_POLICY)
     (policies / "writer.yaml").write_text(WRITER_POLICY)
+    (policies / "lab.yaml").write_text(LAB_POLICY)
     ca, cert, key = make_tls(root)
     api = ApiConfig(
         tokens=tuple(

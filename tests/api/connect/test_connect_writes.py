@@ -319,3 +319,31 @@ def test_nothing_is_written_when_the_intent_cannot_be_recorded(
     assert refused and {ln["reason"] for ln in refused} == {
         "audit log unavailable, access refused: disk full"
     }
+
+
+def test_a_dataframe_copy_over_tags_and_its_reader_gets_the_strongest_mask(
+    remote, connect_lakegate
+) -> None:
+    """A DataFrame write's lineage is not traced: every column of the copy takes every tag
+    its reads read (`pii` and `pci`), and a reader of the copy gets the mask hiding the
+    most (`hide-pii`'s hash), never the higher-priority `last4` of `pci` alone."""
+    import hashlib
+
+    from governance.policy.tag_state import governed_state
+
+    root = connect_lakegate.session("root")
+    root.sql("CREATE SCHEMA IF NOT EXISTS main.lab")
+    root.sql("CREATE TABLE main.lab.people (id INT, email STRING, card STRING)")
+    root.sql("INSERT INTO main.lab.people VALUES (1, 'a@x.de', '4111222233334444')")
+    root.sql("CREATE TABLE main.lab.copy (a STRING, b STRING)")
+    src = remote("dana").table("main.lab.people")
+    src.selectExpr("email AS a", "card AS b").write.insertInto("main.lab.copy")
+    state = governed_state(connect_lakegate.catalog.table("main", "lab", "copy"))
+    assert state == {"a": {"pii", "pci"}, "b": {"pii", "pci"}}
+
+    def h(v: str) -> str:
+        return hashlib.sha256(v.encode()).hexdigest()
+
+    assert rows(remote("wes").sql("SELECT a, b FROM main.lab.copy")) == [
+        (h("a@x.de"), h("4111222233334444"))
+    ]
