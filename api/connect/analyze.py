@@ -6,8 +6,8 @@ Every plan an analyze request carries is governed and verified, and the Dataset 
 verifier's analysis made in the backend session is kept there under a fresh unguessable key
 (one per plan per call); the request then names that Dataset (`CachedRemoteRelation`), so
 the backend answers about the very plan that was checked and analyses nothing again. The
-keys are forgotten when the call ends, however it ends. The RPC handling around it (token,
-audit, errors) is service.py's.
+keys are forgotten when the call ends, however it ends. The RPC handling around it is
+service.py's (token, session) and outcomes.py's (audit, errors).
 """
 
 from __future__ import annotations

@@ -7,7 +7,8 @@ is governed (relations.py) and verified before the backend sees it; SQL commands
 DataFrame writes run through the user's governed session here (intent before effect). One audit
 line per call (`proto=connect`), refusals included, is written before the answer; if it
 cannot be written the call fails. Errors reach the client as one line: a refusal's reason,
-or a failure's error class and query id (Spark's text goes to `lakegate.errors`).
+or a failure's error class and query id (Spark's text goes to `lakegate.errors`); both, and
+the audit line, are outcomes.py's.
 """
 
 from __future__ import annotations
@@ -15,17 +16,13 @@ from __future__ import annotations
 import hashlib
 import re
 import threading
-import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, NoReturn
+from typing import Any
 
 import grpc
-from google.protobuf import any_pb2
-from google.rpc import code_pb2, error_details_pb2, status_pb2
-from grpc_status import rpc_status
 from pyspark.sql.connect.proto import base_pb2, base_pb2_grpc
 
 from api.auth import Unauthenticated
@@ -38,32 +35,18 @@ from api.connect.commands import GatewayCommands
 from api.connect.eager import eager_inputs
 from api.connect.limits import (
     LimitedCalls,
-    LimitExceeded,
     Statement,
     StatementLimits,
-    StatementRefused,
-    backend_error_info,
 )
+from api.connect.outcomes import CallOutcomes, Refusal
 from api.connect.relations import PlanGovernor
 from api.connect.sessions import SessionRefused, SessionRegistry, Sweeper
 from api.connect.settings import checked_keys, config_answer
 from api.connect.verified import VerifiedQuery, identity
 from api.directory import directory_of
-from audit import AuditEvent
-from governance.errors import AccessDenied, AuditUnavailable, LakegateError
-from governance.execute.run import (
-    ERROR_LOG,
-    READABLE_ANALYSIS_ERRORS,
-    StatementFailed,
-    error_class,
-    failure_message,
-    message_parameters,
-)
-from governance.execute.sources import SCHEMA_CHANGED
+from governance.errors import AccessDenied
 from governance.metrics import CONNECT_SESSIONS
 from governance.session.governed import GovernedSession, Lakegate
-from governance.session.recorder import write_or_refuse
-from governance.verify.readable import readable_line, seen_by
 
 REFUSED_COMMANDS = {
     "register_function": "Python and Scala UDFs are refused",
@@ -82,16 +65,12 @@ _INTERRUPTS = {
 }
 
 
-class _Refusal(Exception):
-    """A call answered with `code` and one line, after its audit record."""
-
-    def __init__(self, code: grpc.StatusCode, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-
-
 class ConnectService(
-    GatewayAnalysis, GatewayCommands, LimitedCalls, base_pb2_grpc.SparkConnectServiceServicer
+    CallOutcomes,  # first: its audit and errors, not the mixins' declarations of them
+    GatewayAnalysis,
+    GatewayCommands,
+    LimitedCalls,
+    base_pb2_grpc.SparkConnectServiceServicer,
 ):
     """The governed Spark Connect endpoint in front of the in-JVM backend."""
 
@@ -290,7 +269,7 @@ class ConnectService(
             self._fail(
                 call,
                 context,
-                _Refusal(
+                Refusal(
                     grpc.StatusCode.NOT_FOUND,
                     "the Spark Connect session expired (connect.session_idle_timeout); its "
                     "operations were cancelled",
@@ -436,7 +415,7 @@ class ConnectService(
             if isinstance(e, Deprovisioned):  # on record as the user; its sessions end now
                 call.user = e.user
                 self.sessions.end_user(e.user)
-            self._fail(call, context, _Refusal(grpc.StatusCode.UNAUTHENTICATED, str(e)))
+            self._fail(call, context, Refusal(grpc.StatusCode.UNAUTHENTICATED, str(e)))
         call.user, call.auth, call.claims = principal.user, principal.audit_method, principal.claims
         try:
             compat.accept(request)  # a newer client's fields: translated, dropped or refused
@@ -446,7 +425,7 @@ class ConnectService(
             self._fail(
                 call,
                 context,
-                _Refusal(grpc.StatusCode.INVALID_ARGUMENT, "session_id must be a UUID"),
+                Refusal(grpc.StatusCode.INVALID_ARGUMENT, "session_id must be a UUID"),
             )
         if request.HasField("user_context"):
             request.user_context.Clear()
@@ -460,118 +439,6 @@ class ConnectService(
         except SessionRefused as e:
             self._fail(call, context, e)
         return call
-
-    def _audit(
-        self,
-        call: Call,
-        *,
-        allowed: bool,
-        succeeded: bool,
-        reason: str | None = None,
-        phase: str | None = None,
-    ) -> None:
-        write_or_refuse(
-            self.lg.audit,
-            [
-                AuditEvent(
-                    allowed=allowed,
-                    user=call.user,
-                    auth=call.auth,
-                    issuer=call.claims.issuer,
-                    subject=call.claims.subject,
-                    ip=call.ip,
-                    cmd=call.cmd,
-                    proto="connect",
-                    caller_context=f"connect:{call.session_id}" if call.session_id else None,
-                    succeeded=succeeded,
-                    query_id=call.query_id,
-                    stmt_hash=call.stmt_hash,
-                    reason=reason,
-                    duration_ms=int((time.perf_counter() - call.started) * 1000),
-                    policy_version=self.lg.policy_version,
-                    phase=phase,
-                )
-            ],
-        )
-
-    def _allow(self, call: Call, context: grpc.ServicerContext) -> None:
-        """The call's allowed line before its answer; no line, no answer (fail closed)."""
-        try:
-            self._audit(call, allowed=True, succeeded=True)
-        except AuditUnavailable as e:
-            context.abort(grpc.StatusCode.UNAVAILABLE, str(e))
-
-    def _fail(self, call: Call, context: grpc.ServicerContext, e: BaseException) -> NoReturn:
-        """Record the refusal or failure, then answer with one line (never Spark's text)."""
-        if isinstance(e, _Refusal):
-            code, message, allowed = e.code, str(e), False
-        elif isinstance(e, SessionRefused | StatementRefused):
-            code, message, allowed = grpc.StatusCode.RESOURCE_EXHAUSTED, str(e), False
-        elif isinstance(e, LimitExceeded):
-            code, message, allowed = e.code, str(e), True
-        elif isinstance(e, AccessDenied):
-            code, message, allowed = grpc.StatusCode.PERMISSION_DENIED, str(e), False
-        elif isinstance(e, AuditUnavailable):
-            code, message, allowed = grpc.StatusCode.UNAVAILABLE, str(e), True
-        elif isinstance(e, StatementFailed | LakegateError):
-            code, message, allowed = grpc.StatusCode.INVALID_ARGUMENT, str(e), True
-        else:
-            code, allowed = grpc.StatusCode.INVALID_ARGUMENT, True
-            message = _spark_message(e, call)
-        try:
-            self._audit(call, allowed=allowed, succeeded=False, reason=message)
-        except AuditUnavailable as ae:
-            code, message = grpc.StatusCode.UNAVAILABLE, str(ae)
-        context.abort_with_status(
-            rpc_status.to_status(status_pb2.Status(code=code.value[0], message=message))
-        )
-        raise AssertionError("unreachable")  # abort_with_status raises
-
-    def _backend_error(
-        self, call: Call, context: grpc.ServicerContext, e: grpc.RpcError
-    ) -> NoReturn:
-        """A backend failure as error class + query id; its exception type kept (class names
-        only) so the client raises the same kind of error."""
-        info = backend_error_info(e)
-        ERROR_LOG.error(
-            "connect query %s (user %s) failed in the backend: %s %s",
-            call.query_id,
-            call.user,
-            e.code(),
-            e.details(),
-        )
-        cls = (
-            info.metadata.get("errorClass")
-            or _leading_class(e.details() or "")
-            or info.reason.rsplit(".", 1)[-1]
-            or "ERROR"
-        )
-        if self.lg.sources is not None:  # the failed statement's pins are not known here
-            self.lg.sources.failed(cls)
-        message = f"statement failed: [{cls}] (query {call.query_id})"
-        try:
-            self._audit(call, allowed=True, succeeded=False, reason=message)
-        except AuditUnavailable as ae:
-            message = str(ae)
-        details = []
-        if info.reason:
-            safe = error_details_pb2.ErrorInfo(reason=info.reason, domain=info.domain)
-            if "classes" in info.metadata:
-                safe.metadata["classes"] = info.metadata["classes"]
-            packed = any_pb2.Any()
-            packed.Pack(safe)
-            details.append(packed)
-        code = e.code() if e.code() is not None else grpc.StatusCode.INTERNAL
-        context.abort_with_status(
-            rpc_status.to_status(
-                status_pb2.Status(
-                    code=code.value[0] if code != grpc.StatusCode.UNKNOWN else code_pb2.INTERNAL,
-                    message=message,
-                    details=details,
-                )
-            )
-        )
-        raise AssertionError("unreachable")
 
     def _forward_call(
         self, call: Call, method: Any, request: Any, context: grpc.ServicerContext
@@ -591,35 +458,6 @@ class ConnectService(
 
     def _meta(self) -> list[tuple[str, str]]:
         return self.backend.metadata
-
-
-#: Delta errors whose ErrorInfo carries no class, recognised by their message's first token
-#: (only these constants are ever taken from the text, so it can carry no value).
-_DELTA_CLASSES = frozenset({SCHEMA_CHANGED})
-_CLASS_AT_START = re.compile(r"\[([A-Z][A-Z0-9_]*)\] ")
-
-
-def _leading_class(details: str) -> str | None:
-    """A known Delta error class that the backend's message starts with, else None."""
-    m = _CLASS_AT_START.match(details)
-    return m.group(1) if m and m.group(1) in _DELTA_CLASSES else None
-
-
-def _spark_message(e: BaseException, call: Call) -> str:
-    """A Spark error while analysing a governed plan: an allow-listed analysis error's first
-    line (it names only the plan's own identifiers), else class + query id."""
-    from pyspark.errors import AnalysisException
-
-    cls = error_class(e)
-    if isinstance(e, AnalysisException) and cls in READABLE_ANALYSIS_ERRORS:
-        lines = [ln for ln in str(getattr(e, "desc", None) or e).splitlines() if ln.strip()]
-        first = (lines[0] if lines else type(e).__name__).split("; line ")[0]
-        seen = call.seen() if call.seen is not None else seen_by(None, [], [])
-        line = readable_line(cls, first, message_parameters(e), seen)
-        if line is not None:
-            ERROR_LOG.info("connect query %s: %s", call.query_id, e)
-            return f"statement failed: {line[:500]}"
-    return failure_message(e, call.query_id, call.user)
 
 
 def _peer_ip(peer: str) -> str:
