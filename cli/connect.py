@@ -52,7 +52,7 @@ def connect(host: str | None, port: int | None, metrics_port: int | None) -> int
                 raise ConfigError(f"cannot listen on port {metrics_port}: {e.strerror}") from None
         recovered(lg)
         click.echo("lakegate: starting Spark before serving...", err=True)
-        gateway = Gateway(lg, host=host, port=port)
+        gateway = Gateway(lg, host=host, port=port, tokens_from=lg.config.path)
         settle_heap()  # start-up's objects out of every full collection (governance/heap.py)
         gateway.start()
         if probes is not None:

@@ -9,6 +9,7 @@ backend it forwards to runs inside this process's driver JVM on loopback (backen
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from governance.errors import ConfigError
@@ -23,7 +24,8 @@ HEALTH_SERVICES = ("", "spark.connect.SparkConnectService")
 
 
 class Gateway:
-    """The TLS gRPC server, its servicer and the in-JVM backend; `stop()` ends all three."""
+    """The TLS gRPC server, its servicer and the in-JVM backend; `stop()` ends all three.
+    `tokens_from` (the server's lakegate.yaml) is re-read for tokens while it runs."""
 
     def __init__(
         self,
@@ -32,6 +34,7 @@ class Gateway:
         host: str | None = None,
         port: int | None = None,
         max_workers: int = 16,
+        tokens_from: Path | None = None,
     ) -> None:
         import grpc
         from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -46,7 +49,7 @@ class Gateway:
         key, cert = tls_files(lg.config)
         creds = grpc.ssl_server_credentials([(key, cert)])
         self.backend = Backend(lg.spark)
-        self.service = ConnectService(lg, self.backend)
+        self.service = ConnectService(lg, self.backend, tokens_from=tokens_from)
         self.server = grpc.server(
             ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="lakegate-connect"),
             interceptors=[RpcMetrics()],
