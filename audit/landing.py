@@ -51,7 +51,9 @@ class Landing:
     """``landed`` (a commit of the query is in the table's log, or the catalog holds what a
     catalog-only statement made), ``not landed`` (none is, back to before the intent),
     ``set aside`` (its commit is in a crash leftover moved out of a new table's way,
-    ``<location>.orphan-*``, never registered) or ``unknown`` (nothing to ask);
+    ``<location>.orphan-*``, never registered), ``dropped`` (its table was dropped since,
+    its Delta log with it: whether it landed cannot be told, and nothing of it is left in a
+    registered table; governance/recovery.py) or ``unknown`` (nothing to ask);
     ``detail`` says what the evidence is when it is not the table's own log."""
 
     state: str
@@ -218,7 +220,7 @@ def recovered_event(intent: AuditRecord, answer: Landing) -> AuditEvent:
 
 def recover(log: AuditLog, locate: Locate | None, judge: Judge | None = None) -> list[Recovered]:
     """Write the missing outcomes of dead writers' intents whose landing is known (landed,
-    not landed, set aside); intents that stay ``unknown`` stay pending. Returns every dead
+    not landed, set aside, dropped); intents that stay ``unknown`` stay pending. Returns every dead
     intent examined. ``judge`` (governance/recovery.py) also asks the catalog."""
     examined = resolve(dead_intents(log.directory), locate, judge)
     events = [
