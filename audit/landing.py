@@ -75,7 +75,7 @@ class Landing:
 Judge = Callable[[AuditRecord], Landing]
 
 
-def _local_path(location: str) -> Path | None:
+def local_path(location: str) -> Path | None:
     parsed = urlparse(location)
     if parsed.scheme in ("", "file"):
         return Path(unquote(parsed.path) if parsed.scheme else location)
@@ -103,6 +103,16 @@ def find_commit(table_dir: Path, query_id: str, not_before_ms: int | None) -> in
     return None
 
 
+def commit_ms(table_dir: Path, version: int) -> int | None:
+    """The ``commitInfo`` timestamp (epoch ms) of one commit, None when it has none."""
+    with contextlib.suppress(OSError, ValueError):
+        for line in (table_dir / "_delta_log" / f"{version:020d}.json").read_text().splitlines():
+            if '"commitInfo"' in line:
+                stamp = (json.loads(line).get("commitInfo") or {}).get("timestamp")
+                return stamp if isinstance(stamp, int) else None
+    return None
+
+
 def earliest_commit_ms(record: AuditRecord) -> int:
     """How far back (epoch ms) a commit of the intent's statement can be."""
     return int((record.ts - _SKEW).timestamp() * 1000)
@@ -118,7 +128,7 @@ def landing(record: AuditRecord, locate: Locate | None) -> Landing:
     if locate is None:
         return Landing("unknown", table, detail="no catalog to find the table in")
     location = locate(table)
-    where = _local_path(location) if location else None
+    where = local_path(location) if location else None
     if where is None or not (where / "_delta_log").is_dir():
         return Landing("unknown", table, detail=f"{table} has no local Delta log")
     version = find_commit(where, record.query_id, earliest_commit_ms(record))

@@ -30,9 +30,11 @@ from audit.landing import (
     Landing,
     Locate,
     Recovered,
+    commit_ms,
     earliest_commit_ms,
     find_commit,
     landing,
+    local_path,
     recover,
 )
 from audit.query import read_records
@@ -125,7 +127,7 @@ class CatalogJudge:
         if name is None or record.query_id is None or cmd not in COMMITTING_CMDS | CATALOG_CMDS:
             return found
         if found.state == "landed":
-            return found
+            return self._catalog_behind(parts, found) if cmd == "alter" else found
         if len(parts) == 3:
             aside = self._set_aside(parts, record)
             if aside is not None:
@@ -175,6 +177,23 @@ class CatalogJudge:
                 "registered table",
             )
         return None
+
+    def _catalog_behind(self, parts: list[str], found: Landing) -> Landing:
+        """An ALTER's Delta commit is half its effect: the catalog re-reads the table after
+        it, and governance (columns, tags) is the catalog's. Killed in between, the ALTER
+        did not land: the catalog entry is older than the commit."""
+        info = self.catalog.table(*parts)
+        where = local_path(info.location) if info is not None else None
+        stamp = commit_ms(where, found.version) if where and found.version is not None else None
+        if info is None or stamp is None or info.updated_at * 1000 >= stamp:
+            return found
+        return Landing(
+            "not landed",
+            found.table,
+            found.version,
+            detail=f"committed to {found.table} (version {found.version}) but the catalog "
+            "never re-read it: governance sees the table as before the ALTER",
+        )
 
     def _holds(self, parts: list[str]) -> bool | None:
         try:
