@@ -192,7 +192,8 @@ class CatalogJudge:
             found.table,
             found.version,
             detail=f"committed to {found.table} (version {found.version}) but the catalog "
-            "never re-read it: governance sees the table as before the ALTER",
+            "never re-read it: governance sees the table as before the ALTER (repeat it; "
+            "any later ALTER of the table re-reads it)",
         )
 
     def _holds(self, parts: list[str]) -> bool | None:

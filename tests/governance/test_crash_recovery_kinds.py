@@ -123,6 +123,16 @@ def test_every_statement_kind_killed_before_or_after_its_effect_gets_an_agreeing
     tmp_path: Path, capsys
 ) -> None:
     root = tmp_path
+    # this process opens the catalog too (sqlite makes its -shm/-wal files): owner-only,
+    # as every Lakegate process does (governance/files.py), or doctor names them
+    old_umask = os.umask(0o077)
+    try:
+        _crash_at_two_moments(root, capsys)
+    finally:
+        os.umask(old_umask)
+
+
+def _crash_at_two_moments(root: Path, capsys) -> None:
     config = write_config(root)
     cfg = yaml.safe_load(config.read_text())
     cfg["api"] = {
