@@ -7,6 +7,7 @@ line in `ROUTERS`.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, FastAPI, Request
@@ -45,8 +46,11 @@ ROUTERS: tuple[tuple[APIRouter, str], ...] = (
 )
 
 
-def create_app(lg: Lakegate, cfg: ApiConfig | None = None) -> FastAPI:
-    """The FastAPI app over one Lakegate; `cfg` overrides lakegate.yaml's `api:` section."""
+def create_app(
+    lg: Lakegate, cfg: ApiConfig | None = None, *, tokens_from: Path | None = None
+) -> FastAPI:
+    """The FastAPI app over one Lakegate; `cfg` overrides lakegate.yaml's `api:` section;
+    `tokens_from` (the server's lakegate.yaml) is re-read for tokens while it runs."""
     app = FastAPI(
         title="Lakegate REST API",
         version="1.0",
@@ -63,7 +67,7 @@ def create_app(lg: Lakegate, cfg: ApiConfig | None = None) -> FastAPI:
     missing = unauthenticated_routes(app.routes)
     if missing:
         raise RuntimeError(f"routes without authentication: {', '.join(missing)}")
-    service = Service(lg, cfg)
+    service = Service(lg, cfg, tokens_from=tokens_from)
     app.state.service = service
 
     app.add_exception_handler(ApiError, api_error_response)  # type: ignore[arg-type]

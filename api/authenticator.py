@@ -15,6 +15,7 @@ import logging
 import threading
 import time
 from dataclasses import replace
+from pathlib import Path
 from typing import Protocol
 
 from api.auth import Principal, TokenAuth, Unauthenticated, bearer
@@ -59,8 +60,10 @@ class Authenticator:
         api: ApiConfig,
         identity: IdentityConfig | None = None,
         directory: DirectoryView | None = None,
+        *,
+        source: Path | None = None,
     ) -> None:
-        self.tokens = TokenAuth(api)
+        self.tokens = TokenAuth(api, source=source)
         self.verifiers = {
             p.issuer: OidcVerifier(p) for p in (identity.providers if identity else ())
         }

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import APIRouter, Depends, Request
@@ -35,11 +36,13 @@ if TYPE_CHECKING:
 class Service:
     """What the routes share: the Lakegate, the token checker, discovery and the registry."""
 
-    def __init__(self, lg: Lakegate, cfg: ApiConfig | None = None) -> None:
+    def __init__(
+        self, lg: Lakegate, cfg: ApiConfig | None = None, *, tokens_from: Path | None = None
+    ) -> None:
         self.lg = lg
         self.cfg = cfg or lg.config.api
         self.directory = directory_of(lg)
-        self.auth = Authenticator(self.cfg, lg.config.identity, self.directory)
+        self.auth = Authenticator(self.cfg, lg.config.identity, self.directory, source=tokens_from)
         self.discovery = Discovery(lg)
         self.registry = Registry(lg, self.discovery)
         # the console's signed-in browsers (deprovisioning ends a user's: end_user)

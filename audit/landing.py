@@ -51,7 +51,9 @@ class Landing:
     """``landed`` (a commit of the query is in the table's log, or the catalog holds what a
     catalog-only statement made), ``not landed`` (none is, back to before the intent),
     ``set aside`` (its commit is in a crash leftover moved out of a new table's way,
-    ``<location>.orphan-*``, never registered) or ``unknown`` (nothing to ask);
+    ``<location>.orphan-*``, never registered), ``dropped`` (its table was dropped since,
+    its Delta log with it: whether it landed cannot be told, and nothing of it is left in a
+    registered table; governance/session/recovery.py) or ``unknown`` (nothing to ask);
     ``detail`` says what the evidence is when it is not the table's own log."""
 
     state: str
@@ -73,7 +75,7 @@ class Landing:
 Judge = Callable[[AuditRecord], Landing]
 
 
-def _local_path(location: str) -> Path | None:
+def local_path(location: str) -> Path | None:
     parsed = urlparse(location)
     if parsed.scheme in ("", "file"):
         return Path(unquote(parsed.path) if parsed.scheme else location)
@@ -101,6 +103,16 @@ def find_commit(table_dir: Path, query_id: str, not_before_ms: int | None) -> in
     return None
 
 
+def commit_ms(table_dir: Path, version: int) -> int | None:
+    """The ``commitInfo`` timestamp (epoch ms) of one commit, None when it has none."""
+    with contextlib.suppress(OSError, ValueError):
+        for line in (table_dir / "_delta_log" / f"{version:020d}.json").read_text().splitlines():
+            if '"commitInfo"' in line:
+                stamp = (json.loads(line).get("commitInfo") or {}).get("timestamp")
+                return stamp if isinstance(stamp, int) else None
+    return None
+
+
 def earliest_commit_ms(record: AuditRecord) -> int:
     """How far back (epoch ms) a commit of the intent's statement can be."""
     return int((record.ts - _SKEW).timestamp() * 1000)
@@ -116,7 +128,7 @@ def landing(record: AuditRecord, locate: Locate | None) -> Landing:
     if locate is None:
         return Landing("unknown", table, detail="no catalog to find the table in")
     location = locate(table)
-    where = _local_path(location) if location else None
+    where = local_path(location) if location else None
     if where is None or not (where / "_delta_log").is_dir():
         return Landing("unknown", table, detail=f"{table} has no local Delta log")
     version = find_commit(where, record.query_id, earliest_commit_ms(record))
@@ -218,7 +230,7 @@ def recovered_event(intent: AuditRecord, answer: Landing) -> AuditEvent:
 
 def recover(log: AuditLog, locate: Locate | None, judge: Judge | None = None) -> list[Recovered]:
     """Write the missing outcomes of dead writers' intents whose landing is known (landed,
-    not landed, set aside); intents that stay ``unknown`` stay pending. Returns every dead
+    not landed, set aside, dropped); intents that stay ``unknown`` stay pending. Returns every dead
     intent examined. ``judge`` (governance/session/recovery.py) also asks the catalog."""
     examined = resolve(dead_intents(log.directory), locate, judge)
     events = [

@@ -417,7 +417,7 @@ def _ttl(_ctx: click.Context, _param: click.Parameter, value: str | None) -> int
     "--save",
     is_flag=True,
     help="add the token's SHA-256 under api.tokens in lakegate.yaml (the token itself is "
-    "printed once and stored nowhere); running servers accept it after a restart",
+    "printed once and stored nowhere); running servers accept it within a second",
 )
 @output_option("text", "json", default="text")
 def cmd_token_create(user: str, ttl: int | None, save: bool, output: str) -> int:
@@ -486,10 +486,9 @@ def _save_token(user: str, token: str, output: str) -> int:
             f"# {user}'s token; its SHA-256 is now under api.tokens in {path.name}. It is "
             "shown only now: keep it secret"
         )
-    # tokens are read when a server starts (policy files, by contrast, reload by themselves)
     click.echo(
-        "lakegate: a running `lakegate serve` or `lakegate connect` accepts this token only "
-        "after a restart",
+        "lakegate: running `lakegate serve` and `lakegate connect` servers accept it within "
+        "a second (they re-read the file's tokens, as policy files)",
         err=True,
     )
     return EXIT_OK

@@ -63,8 +63,9 @@ def landings(records: list[AuditRecord]) -> list[str]:
 
 
 def landing_of() -> Callable[[AuditRecord], str]:
-    """`record -> "landed: ..." | "not landed: ..." | "set aside: ..." | "unknown: ..."`,
-    from the Delta logs and the catalog (governance/session/recovery.py), opened once."""
+    """`record -> "landed: ..." | "not landed: ..." | "set aside: ..." | "dropped: ..." |
+    "unknown: ..."`, from the Delta logs, the catalog and the DROPs on record
+    (governance/session/recovery.py), opened once."""
     from governance.config import Config
     from governance.session.recovery import config_judge
 

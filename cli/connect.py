@@ -7,7 +7,7 @@ import threading
 
 import click
 
-from api.connect.server import Gateway, tls_files
+from api.connect.server import Gateway, Starting, tls_files
 from api.directory import directory_sync
 from cli.kit import EXIT_OK, config_option, config_path
 from cli.serve import recovered
@@ -29,9 +29,10 @@ from governance.errors import ConfigError
 def connect(host: str | None, port: int | None, metrics_port: int | None) -> int:
     """Serve governed Spark Connect (gRPC over TLS) for stock PySpark.
 
-    Needs connect.tls_cert and connect.tls_key; tokens are api.tokens / api.secret. Spark
-    starts and the policies load before the gRPC port opens; grpc.health.v1 answers SERVING
-    from then on. --metrics-port opens at once: /healthz 200, /readyz 503 until then."""
+    Needs connect.tls_cert and connect.tls_key; tokens are api.tokens / api.secret. The
+    gRPC port opens at once: grpc.health.v1 answers NOT_SERVING (other calls UNAVAILABLE)
+    until Spark is up and the policies loaded, SERVING from then on. --metrics-port opens
+    at once too: /healthz 200, /readyz 503 until then."""
     from api.health import ProbeServer
     from governance.runtime.heap import settle_heap
     from governance.session.governed import Lakegate
@@ -42,6 +43,8 @@ def connect(host: str | None, port: int | None, metrics_port: int | None) -> int
         config, spark_log=here / "lakegate-spark.log", error_log=here / "lakegate-server.log"
     )
     probes: ProbeServer | None = None
+    starting: Starting | None = None
+    gateway: Gateway | None = None
     try:
         tls_files(lg.config)  # no certificate, no endpoint: said before Spark starts
         if metrics_port is not None:
@@ -50,9 +53,11 @@ def connect(host: str | None, port: int | None, metrics_port: int | None) -> int
                 probes = ProbeServer(lg, host or lg.config.connect.host, metrics_port)
             except OSError as e:
                 raise ConfigError(f"cannot listen on port {metrics_port}: {e.strerror}") from None
+        # the gRPC port at once: health NOT_SERVING, other calls UNAVAILABLE until Spark is up
+        starting = Starting(lg.config, host, port)
         recovered(lg)
         click.echo("lakegate: starting Spark before serving...", err=True)
-        gateway = Gateway(lg, host=host, port=port)
+        gateway = Gateway(lg, host=host, port=port, tokens_from=lg.config.path, starting=starting)
         settle_heap()  # start-up's objects out of every full collection (runtime/heap.py)
         gateway.start()
         if probes is not None:
@@ -65,6 +70,9 @@ def connect(host: str | None, port: int | None, metrics_port: int | None) -> int
             done.wait()
         gateway.stop()
     finally:
+        if starting is not None and gateway is None:  # Spark never came up
+            starting.front.stop()
+            starting.stop()
         if probes is not None:
             probes.stop()
         lg.close()

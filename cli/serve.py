@@ -143,7 +143,7 @@ def _start_behind(
     click.echo("lakegate: starting Spark before serving...", err=True)
     try:
         warm_up(lg)
-        app = create_app(lg)
+        app = create_app(lg, tokens_from=lg.config.path)
         _settle(app)
     except Exception as e:
         failed.append(

@@ -4,12 +4,18 @@ The gateway listens where `connect.host`/`connect.port` (or --host/--port) say, 
 certificate and key named in `connect.tls_cert`/`connect.tls_key` (front.py: TLS is relayed
 to gRPC's TLS server on loopback, a plaintext client is told to use TLS); the Spark Connect
 backend it forwards to runs inside this process's driver JVM on loopback (backend.py).
+
+The public port opens before Spark starts (`Starting`): a gRPC server on loopback with only
+the standard health service, `NOT_SERVING`, behind the same relay, and every other call
+answered UNAVAILABLE ("starting"), which clients retry. Once Spark is up the relay turns to
+the real server, whose health service says `SERVING`.
 """
 
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from governance.errors import ConfigError
 
@@ -20,10 +26,69 @@ if TYPE_CHECKING:
 
 #: What the health service reports on: the server as a whole ("") and the Connect service.
 HEALTH_SERVICES = ("", "spark.connect.SparkConnectService")
+STARTING_MESSAGE = "the gateway is starting (Spark is not up yet): retry shortly"
+
+
+class Starting:
+    """The public port while Spark starts: the relay (front.py) to a loopback TLS gRPC
+    server that answers grpc.health.v1 `NOT_SERVING` and any other call UNAVAILABLE.
+    `Gateway(..., starting=this)` takes the relay over and stops this server."""
+
+    def __init__(self, config: Config, host: str | None = None, port: int | None = None) -> None:
+        import grpc
+        from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+        from api.connect.front import Front
+
+        cfg = config.connect
+        key, cert = tls_files(config)
+        self.server = grpc.server(
+            ThreadPoolExecutor(max_workers=2, thread_name_prefix="lakegate-starting")
+        )
+        servicer = health.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(servicer, self.server)
+        for name in HEALTH_SERVICES:
+            servicer.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
+        self.server.add_generic_rpc_handlers((_Unavailable(),))
+        self.host = host or cfg.host
+        try:
+            tls_port = self.server.add_secure_port(
+                "127.0.0.1:0", grpc.ssl_server_credentials([(key, cert)])
+            )
+        except RuntimeError:
+            tls_port = 0
+        try:
+            if not tls_port:
+                raise OSError("no loopback port for the TLS server")
+            self.front = Front(self.host, cfg.port if port is None else port, tls_port)
+        except OSError:
+            raise ConfigError(f"cannot listen on {self.host}:{port or cfg.port}") from None
+        self.server.start()
+        self.front.start()
+
+    def stop(self) -> None:
+        self.server.stop(0).wait()
+
+
+def _unavailable(_request: object, context: Any) -> None:
+    import grpc
+
+    context.abort(grpc.StatusCode.UNAVAILABLE, STARTING_MESSAGE)
+
+
+class _Unavailable:
+    """Every method but the health service's, while Spark starts: UNAVAILABLE (retried)."""
+
+    def service(self, _details: object) -> object:
+        import grpc
+
+        return grpc.unary_unary_rpc_method_handler(_unavailable)
 
 
 class Gateway:
-    """The TLS gRPC server, its servicer and the in-JVM backend; `stop()` ends all three."""
+    """The TLS gRPC server, its servicer and the in-JVM backend; `stop()` ends all three.
+    `tokens_from` (the server's lakegate.yaml) is re-read for tokens while it runs;
+    `starting` hands over the public port opened before Spark started."""
 
     def __init__(
         self,
@@ -32,6 +97,8 @@ class Gateway:
         host: str | None = None,
         port: int | None = None,
         max_workers: int = 16,
+        tokens_from: Path | None = None,
+        starting: Starting | None = None,
     ) -> None:
         import grpc
         from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -46,7 +113,7 @@ class Gateway:
         key, cert = tls_files(lg.config)
         creds = grpc.ssl_server_credentials([(key, cert)])
         self.backend = Backend(lg.spark)
-        self.service = ConnectService(lg, self.backend)
+        self.service = ConnectService(lg, self.backend, tokens_from=tokens_from)
         self.server = grpc.server(
             ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="lakegate-connect"),
             interceptors=[RpcMetrics()],
@@ -62,6 +129,7 @@ class Gateway:
         for name in HEALTH_SERVICES:
             self.health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
         self.host = host or cfg.host
+        self.starting = starting
         # gRPC's TLS server listens on loopback only; the public port is the Front, which
         # relays TLS to it and answers a plaintext client with one line (front.py)
         try:
@@ -71,10 +139,14 @@ class Gateway:
         try:
             if not tls_port:
                 raise OSError("no loopback port for the TLS server")
-            self.front = Front(self.host, cfg.port if port is None else port, tls_port)
+            if starting is not None:
+                self.host, self.front = starting.host, starting.front
+            else:
+                self.front = Front(self.host, cfg.port if port is None else port, tls_port)
         except OSError:
             self.backend.stop()
             raise ConfigError(f"cannot listen on {self.host}:{port or cfg.port}") from None
+        self._tls_port = tls_port
         self.port = self.front.port
         self.service.relay_clients = self.front.client_of
 
@@ -85,7 +157,11 @@ class Gateway:
         self.server.start()
         for name in HEALTH_SERVICES:
             self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
-        self.front.start()
+        if self.starting is None:
+            self.front.start()
+        else:  # new connections reach the real server; the starting one's are closed
+            self.front.upstream = self._tls_port
+            self.starting.stop()
 
     def stop(self, grace: float = 2.0) -> None:
         self.front.stop()

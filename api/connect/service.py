@@ -20,6 +20,7 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -74,13 +75,15 @@ class ConnectService(
 ):
     """The governed Spark Connect endpoint in front of the in-JVM backend."""
 
-    def __init__(self, lg: Lakegate, backend: Backend) -> None:
+    def __init__(self, lg: Lakegate, backend: Backend, *, tokens_from: Path | None = None) -> None:
         self.lg = lg
         self.backend = backend
         # looked up once: each name of a py4j package path is a round trip to the JVM
         self._spark_class = lg.spark._jvm.org.apache.spark.sql.SparkSession
         self.directory = directory_of(lg)
-        self.auth = Authenticator(lg.config.api, lg.config.identity, self.directory)
+        self.auth = Authenticator(
+            lg.config.api, lg.config.identity, self.directory, source=tokens_from
+        )
         self._channel = grpc.insecure_channel(
             backend.target,
             options=[

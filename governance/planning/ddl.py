@@ -71,7 +71,7 @@ def plan_create_catalog(ctx: PlanningContext, m: re.Match[str]) -> Planned:
         before=(CreateCatalog(name, if_not_exists),),
         local_rows=[],
         local_schema="result string",
-        target_name=None,
+        target_name=name.lower(),  # on its audit line: recovery asks the catalog for it
         decided_by=ids,
     )
 

@@ -543,8 +543,10 @@ class GovernedSession:
             if planned.cmd not in READ_ONLY_CMDS:
                 record.intent(planned)
             ran = time.perf_counter()
-            if planned.cmd not in READ_ONLY_CMDS and planned.sql is not None:
-                with tagged_commits(self.lg.spark, query_id):  # its Delta commits name it
+            if planned.cmd not in READ_ONLY_CMDS and (
+                planned.sql is not None or planned.before or planned.after
+            ):  # its Delta commits name it, an ALTER's (an action's) too
+                with tagged_commits(self.lg.spark, query_id):
                     df = execute(planned)
             else:
                 df = execute(planned)

@@ -5,13 +5,21 @@ Every statement kind gets an outcome that agrees with the catalog and the Delta 
 (`CatalogJudge`): a write by its table's log; a CREATE the catalog lacks by its managed
 location (committed there but never registered: not landed; its commit in a set-aside
 `<location>.orphan-*`: set aside; nothing: not landed); a DROP, a registration or a
-catalog-only CREATE by whether the catalog holds the name; a statement's extra lines
-(policyRead, tagPropagate) by its own outcome."""
+catalog-only CREATE (CREATE CATALOG and SCHEMA included) by whether the catalog holds the
+name; a statement's extra lines (policyRead, tagPropagate) by its own outcome.
+
+A write or CREATE whose table was dropped after its intent has no Delta log left to ask
+(DROP deletes a managed table's files): when the audit log holds a DROP of the name that
+took effect after the intent, or a write's table is no longer in the catalog at all, the
+outcome is `dropped` (`succeeded=false`): whether the write landed cannot be told, and
+nothing it may have written is left in any registered table. Its commit found in the
+table's current log still says `landed` (a table created again under the name)."""
 
 from __future__ import annotations
 
 import logging
 from dataclasses import replace
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -22,11 +30,14 @@ from audit.landing import (
     Landing,
     Locate,
     Recovered,
+    commit_ms,
     earliest_commit_ms,
     find_commit,
     landing,
+    local_path,
     recover,
 )
+from audit.query import read_records
 from catalog.catalog import Catalog
 from catalog.store import open_store
 from governance.config import Config
@@ -51,23 +62,43 @@ def table_locator(catalog: Catalog) -> Locate:
 
 
 def config_judge(config: Config) -> CatalogJudge:
-    return CatalogJudge(Catalog(open_store(config.catalog), config.warehouse))
+    return CatalogJudge(Catalog(open_store(config.catalog), config.warehouse), config.audit)
 
 
 #: Lines a statement writes beside its own (same query id): their outcome is the statement's.
 EXTRA_LINES = frozenset({"policyRead", "tagPropagate"})
 #: Statements whose effect is a catalog entry (a DROP removes one).
 CATALOG_CMDS = frozenset({"create", "drop", "registerTable"})
+#: Statements whose effect a later DROP of their table takes away (and its Delta log).
+DROPPABLE_CMDS = (COMMITTING_CMDS | {"registerTable"}) - {"drop"}
+
+
+def drops_on_record(directory: Path) -> dict[str, list[tuple[datetime, str]]]:
+    """Table name -> (time, query id) of each DROP of it that took effect: an outcome or a
+    recovered line with `succeeded=true`."""
+    found: dict[str, list[tuple[datetime, str]]] = {}
+    for record in read_records(directory, phased=True):
+        if (
+            record is not None
+            and record.cmd == "drop"
+            and record.phase in ("outcome", "recovered")
+            and record.succeeded
+            and record.src
+        ):
+            found.setdefault(record.src, []).append((record.ts, record.query_id or "?"))
+    return found
 
 
 class CatalogJudge:
     """`intent -> Landing` from the table's Delta log and the catalog (see the module).
     Keeps each query's outcome, so the extra lines of a statement follow its own."""
 
-    def __init__(self, catalog: Catalog) -> None:
+    def __init__(self, catalog: Catalog, audit: Path | None = None) -> None:
         self.catalog = catalog
         self.locate = table_locator(catalog)
         self.decided: dict[str, Landing] = {}
+        self.audit = audit  # where later DROPs are on record (None: not asked)
+        self._drops: dict[str, list[tuple[datetime, str]]] | None = None
 
     def __call__(self, record: AuditRecord) -> Landing:
         qid = record.query_id
@@ -96,11 +127,15 @@ class CatalogJudge:
         if name is None or record.query_id is None or cmd not in COMMITTING_CMDS | CATALOG_CMDS:
             return found
         if found.state == "landed":
-            return found
+            return self._catalog_behind(parts, found) if cmd == "alter" else found
         if len(parts) == 3:
             aside = self._set_aside(parts, record)
             if aside is not None:
                 return aside
+            if cmd in DROPPABLE_CMDS:
+                dropped = self._dropped(parts, record, cmd)
+                if dropped is not None:
+                    return dropped
         if found.state == "not landed" or cmd not in CATALOG_CMDS:
             return found
         held = self._holds(parts)
@@ -117,6 +152,49 @@ class CatalogJudge:
         if len(parts) == 3:
             return self._never_registered(parts, record)
         return Landing("not landed", name, detail=f"{name} is not in the catalog")
+
+    def _dropped(self, parts: list[str], record: AuditRecord, cmd: str) -> Landing | None:
+        """The table the intent wrote to, dropped since (see the module), or None."""
+        name = ".".join(parts)
+        if self._drops is None:
+            self._drops = {} if self.audit is None else drops_on_record(self.audit)
+        later = [(ts, q) for ts, q in self._drops.get(name, ()) if ts >= record.ts]
+        if later:
+            _, query = min(later)
+            return Landing(
+                "dropped",
+                name,
+                detail=f"{name} was dropped after it (query {query}), its Delta log with it: "
+                "whether it landed cannot be told, and nothing it wrote is left in a "
+                "registered table",
+            )
+        if cmd not in CATALOG_CMDS and self._holds(parts) is False:
+            return Landing(
+                "dropped",
+                name,
+                detail=f"{name} is no longer in the catalog and no Delta log of it is left: "
+                "whether it landed cannot be told, and nothing it wrote is left in a "
+                "registered table",
+            )
+        return None
+
+    def _catalog_behind(self, parts: list[str], found: Landing) -> Landing:
+        """An ALTER's Delta commit is half its effect: the catalog re-reads the table after
+        it, and governance (columns, tags) is the catalog's. Killed in between, the ALTER
+        did not land: the catalog entry is older than the commit."""
+        info = self.catalog.table(*parts)
+        where = local_path(info.location) if info is not None else None
+        stamp = commit_ms(where, found.version) if where and found.version is not None else None
+        if info is None or stamp is None or info.updated_at * 1000 >= stamp:
+            return found
+        return Landing(
+            "not landed",
+            found.table,
+            found.version,
+            detail=f"committed to {found.table} (version {found.version}) but the catalog "
+            "never re-read it: governance sees the table as before the ALTER (repeat it; "
+            "any later ALTER of the table re-reads it)",
+        )
 
     def _holds(self, parts: list[str]) -> bool | None:
         try:
@@ -180,7 +258,8 @@ def recover_outcomes(lg: Lakegate) -> list[Recovered]:
     out, where the tables' Delta logs tell whether the write landed. Never stops the start:
     a failure goes to `lakegate.errors` and the intents stay pending."""
     try:
-        return recover(lg.audit, table_locator(lg.catalog), CatalogJudge(lg.catalog))
+        judge = CatalogJudge(lg.catalog, lg.audit.directory)
+        return recover(lg.audit, table_locator(lg.catalog), judge)
     except (OSError, ValueError, AuditWriteError) as e:
         ERROR_LOG.error("recovering lost audit outcomes failed: %s", e)
         return []

@@ -116,16 +116,73 @@ def test_serve_answers_healthz_and_readyz_503_while_spark_starts_then_ready(
     assert code == 0, (tmp_path / "server.log").read_text()[-2000:]
 
 
+def _grpc(ca: Path, port: int):
+    import grpc
+
+    creds = grpc.ssl_channel_credentials(ca.read_bytes())
+    return grpc.secure_channel(f"localhost:{port}", creds)
+
+
+def _health(channel) -> str:
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    reply = health_pb2_grpc.HealthStub(channel).Check(
+        health_pb2.HealthCheckRequest(service="spark.connect.SparkConnectService"),
+        timeout=30,
+        wait_for_ready=True,  # the port opens a moment after the metrics port
+    )
+    return health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)
+
+
+def _config_call(channel, token: str) -> str:
+    """The gRPC status of one Config RPC with `token` (a session of its own)."""
+    import uuid
+
+    import grpc
+    from pyspark.sql.connect.proto import base_pb2, base_pb2_grpc
+
+    request = base_pb2.ConfigRequest(
+        session_id=str(uuid.uuid4()),
+        user_context=base_pb2.UserContext(user_id="root"),
+        operation=base_pb2.ConfigRequest.Operation(get_all=base_pb2.ConfigRequest.GetAll()),
+    )
+    try:
+        base_pb2_grpc.SparkConnectServiceStub(channel).Config(
+            request, metadata=[("authorization", f"Bearer {token}")], timeout=60
+        )
+    except grpc.RpcError as e:
+        return e.code().name
+    return "OK"
+
+
 @pytest.mark.timeout(900)
-def test_connect_metrics_port_answers_probes_while_spark_starts_then_ready(
-    tmp_path: Path,
+def test_connect_answers_probes_and_grpc_health_while_spark_starts_then_takes_saved_tokens(
+    tmp_path: Path, capsys
 ) -> None:
+    """Item 4 for the gateway: `--metrics-port` and the gRPC port itself open at once
+    (grpc.health.v1 NOT_SERVING, any other call UNAVAILABLE), SERVING once Spark is up.
+    Item 9: a token saved with `token create --save` is accepted at once."""
     config = write_config(tmp_path)
     assert main(["--config", str(config), "certs"]) == 0
-    port = _free_port()
-    proc = _start(tmp_path, "connect", "--port", str(_free_port()), "--metrics-port", str(port))
+    ca = next(tmp_path.rglob("ca.pem"))
+    port, grpc_port = _free_port(), _free_port()
+    proc = _start(tmp_path, "connect", "--port", str(grpc_port), "--metrics-port", str(port))
     try:
+        _until(f"http://127.0.0.1:{port}/healthz", 200, 30, proc)
+        with _grpc(ca, grpc_port) as channel:
+            assert _health(channel) == "NOT_SERVING"
+            assert _config_call(channel, "any-token") == "UNAVAILABLE"
         _probes_open_before_spark_and_turn_ready(f"http://127.0.0.1:{port}", proc)
+        with _grpc(ca, grpc_port) as channel:
+            assert _health(channel) == "SERVING"
+            capsys.readouterr()
+            assert main(["--config", str(config), "token", "create", "-u", "root", "--save"]) == 0
+            token = capsys.readouterr().out.splitlines()[0]
+            assert _config_call(channel, token + "x") == "UNAUTHENTICATED"
+            deadline = time.monotonic() + 30
+            while _config_call(channel, token) == "UNAUTHENTICATED":
+                assert time.monotonic() < deadline, "the saved token was not taken"
+                time.sleep(0.5)
     finally:
         code = _stop(proc)
     assert code == 0, (tmp_path / "server.log").read_text()[-2000:]

@@ -70,8 +70,8 @@ def test_a_read_leaves_no_tag_in_the_session(llake):
     assert llake.spark.conf.get(COMMIT_TAG_CONF, None) is None
 
 
-def intent(query_id: str) -> AuditEvent:
-    return AuditEvent(allowed=True, user="u", auth="TOKEN", cmd="insert", src="l.s.t",
+def intent(query_id: str, src: str = "l.s.t", cmd: str = "insert") -> AuditEvent:
+    return AuditEvent(allowed=True, user="u", auth="TOKEN", cmd=cmd, src=src,
                       query_id=query_id, policy_version="sha256:test", phase="intent",
                       proto="rest")  # fmt: skip
 
@@ -121,3 +121,72 @@ def test_intents_of_a_crashed_server_say_whether_they_landed_and_are_recovered(
     run_cli(audit, argv, prog="lakegate audit")
     out = capsys.readouterr().out
     assert "(query q-running, insert l.s.t): not landed: no commit of it in l.s.t" in out
+
+
+def test_a_write_to_a_table_dropped_since_is_dropped_and_create_catalog_is_the_catalogs(
+    llake, capsys: pytest.CaptureFixture[str]
+):
+    """Issue 42 (b): no intent stays `unknown` when its table's Delta log went with a DROP,
+    nor a CREATE CATALOG (its line names the catalog)."""
+    admin = llake.session("admin")
+    for name in ("gone", "again", "unregistered"):
+        admin.sql(f"CREATE TABLE l.s.{name} (id INT)")
+    directory = llake.config.audit
+    with AuditLog(directory, writer_id="crashed-before-drops") as crashed:
+        crashed.write(
+            [
+                intent("q-gone", "l.s.gone"),
+                intent("q-again", "l.s.again", "update"),
+                intent("q-unregistered", "l.s.unregistered", "merge"),
+                intent("q-catalog", "l2", "create"),
+                intent("q-no-catalog", "l3", "create"),
+            ]
+        )
+    admin.sql("DROP TABLE l.s.gone")
+    admin.sql("DROP TABLE l.s.again")
+    drop_again = admin.last_query_id
+    admin.sql("CREATE TABLE l.s.again (id INT)")  # a new table under the name
+    assert llake.catalog.drop_table("l", "s", "unregistered")  # outside any statement
+    admin.sql("CREATE CATALOG l2")
+    made = [r for r in query(directory).records if r.query_id == admin.last_query_id]
+    assert {(r.cmd, r.src, r.phase) for r in made} == {
+        ("create", "l2", "intent"),
+        ("create", "l2", "outcome"),
+    }
+
+    argv = ["--config", str(llake.config.path), "query", "--pending", "-o", "json"]
+    assert run_cli(audit, argv, prog="lakegate audit") == EXIT_OK
+    said = {r["queryId"]: r["landing"] for r in json.loads(capsys.readouterr().out)}
+    assert said["q-again"] == (
+        f"dropped: l.s.again was dropped after it (query {drop_again}), its Delta log with it: "
+        "whether it landed cannot be told, and nothing it wrote is left in a registered table"
+    )
+    assert said["q-unregistered"].startswith(
+        "dropped: l.s.unregistered is no longer in the catalog and no Delta log of it is left"
+    )
+    assert said["q-catalog"] == "landed: l2 is in the catalog"
+    assert said["q-no-catalog"] == "not landed: l3 is not in the catalog"
+
+    resolved = {
+        r.intent.query_id: r.landing.state
+        for r in recover_outcomes(llake)
+        if r.intent.writer == "crashed-before-drops"
+    }
+    assert resolved == {
+        "q-gone": "dropped",
+        "q-again": "dropped",
+        "q-unregistered": "dropped",
+        "q-catalog": "landed",
+        "q-no-catalog": "not landed",
+    }
+    records = query(directory).records
+    recovered = {r.query_id: r.succeeded for r in records if r.phase == "recovered"}
+    assert {q: recovered[q] for q in resolved} == {
+        "q-gone": False,
+        "q-again": False,
+        "q-unregistered": False,
+        "q-catalog": True,
+        "q-no-catalog": False,
+    }
+    assert not [r for r in query(directory, pending=True).records if r.query_id in resolved]
+    assert verify(directory).ok
