@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from audit.landing import COMMIT_TAG_CONF, commit_tag
 from catalog.catalog import Catalog
 from governance.actions import execute_actions, read_history
+from governance.aggregation import AGG_MARK
 from governance.errors import AccessDenied, LakegateError
 from governance.files import owner_only
 from governance.guard import analyzed_command, query_frame, run_analyzed
@@ -105,8 +106,15 @@ def error_class(e: BaseException) -> str:
 
 
 def failure_message(e: BaseException, query_id: str, user: str) -> str:
-    """The caller's line for a failed run: class + query id; the full text to the server log."""
+    """The caller's line for a failed run: class + query id; the full text to the server log.
+    A group below an aggregation policy's size (`on_small_group: refuse`) is a refusal."""
     cls = error_class(e)
+    if AGG_MARK in str(getattr(e, "desc", None) or e):
+        ERROR_LOG.warning("query %s (user %s) refused: a group below minimum size", query_id, user)
+        return (
+            f"refused: a group of the result has fewer rows of an aggregate-only table than "
+            f"its aggregation policy's min_group_size (query {query_id})"
+        )
     ERROR_LOG.error(
         "query %s (user %s) failed [%s]: %s", query_id, user, cls, getattr(e, "desc", None) or e
     )
