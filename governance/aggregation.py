@@ -166,11 +166,13 @@ def _guard(select: exp.Select, nodes: list[tuple[exp.Table, TableAccess]], user:
     keys = _group_keys(select, group)
     for e in select.expressions:
         _check_output(e.unalias() if isinstance(e, exp.Alias) else e, keys, qualifiers, refuse)
+    # HAVING and ORDER BY may name an output by its alias (checked above)
+    named = keys | {e.alias.lower() for e in select.expressions if isinstance(e, exp.Alias)}
     if having is not None:
-        _check_output(having.this, keys, qualifiers, refuse)
+        _check_output(having.this, named, qualifiers, refuse)
     order = select.args.get("order")
     for o in order.expressions if order is not None else []:
-        _check_output(o.this, keys, qualifiers, refuse)
+        _check_output(o.this, named, qualifiers, refuse)
     guard = _counter_guard(select, nodes, rule)
     if rule.on_small_group == "refuse":
         guard = exp.Case(

@@ -180,6 +180,8 @@ def tables_from_policies(ps: PolicySet) -> list[TableInfo]:
         add(m.on.table_key, list(m.columns))
     for t in ps.tags:
         add(t.on.table_key, [t.on.column] if t.on.column else [])
+    for a in ps.aggregation_policies:
+        add(a.on.table_key, list(a.identifying_columns))
     return [
         TableInfo(
             c,

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import pytest
 
+from cli import main
 from governance import Refused, StatementFailed
 from governance.policy.loader import PolicyError, load_policy_text
 
@@ -109,6 +110,11 @@ ANSWERS = [
     ("SELECT dept, count(DISTINCT id) FROM m.hr.pay GROUP BY dept", [("eng", 5), ("ops", 3)]),
     # re-aggregating safe groups is safe
     ("SELECT max(n) FROM (SELECT dept, count(*) AS n FROM m.hr.pay GROUP BY dept) t", [(5,)]),
+    # HAVING and ORDER BY name outputs by alias
+    (
+        "SELECT dept, count(*) AS n FROM m.hr.pay GROUP BY dept HAVING n > 3 ORDER BY n DESC",
+        [("eng", 5)],
+    ),
     (
         "WITH g AS (SELECT dept, sum(salary) AS s FROM m.hr.pay GROUP BY dept) "
         "SELECT s FROM g ORDER BY s",
@@ -357,3 +363,26 @@ def test_a_well_formed_aggregation_policy_loads() -> None:
         "refuse",
         ("id",),
     )
+
+
+@pytest.mark.parametrize(
+    ("user", "line"),
+    [
+        (
+            "ana",
+            "  aggregate  : aggregate-only, groups of at least 3 rows, smaller groups: suppress "
+            "(policy pay-k3); identifying columns id, name",
+        ),
+        (
+            "rex",
+            "  aggregate  : aggregate-only, groups of at least 3 rows, smaller groups: refuse "
+            "(policy pay-k3-refuse); identifying columns id, name",
+        ),
+        ("admin", None),
+    ],
+)
+def test_policy_explain_shows_who_is_aggregate_only(tmp_path, capsys, user, line) -> None:
+    (tmp_path / "p.yaml").write_text(POLICIES)
+    assert main(["policy", "explain", "-u", user, "--dir", str(tmp_path), "m.hr.pay"]) == 0
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if "aggregate  :" in ln]
+    assert lines == ([line] if line else [])
