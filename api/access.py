@@ -48,6 +48,17 @@ def reader_view(user: str, acc: Access, *, full: bool) -> dict[str, Any]:
         "columns": list(acc.columns),
         "masks": [{"column": c, "mask": m} for c, m, _ in acc.masks],  # the kind, no id
         "row_filter_applies": bool(acc.row_filters),
+        # aggregate-only: the size and action, not the policy ids
+        **(
+            {
+                "aggregate_only": {
+                    "min_group_size": acc.aggregate[1],
+                    "on_small_group": acc.aggregate[2],
+                }
+            }
+            if acc.aggregate is not None
+            else {}
+        ),
     }
 
 

@@ -220,6 +220,13 @@ def cmd_explain(user: str, groups: frozenset[str], directory: str, output: str, 
                 f"  governed   : {column} tagged {', '.join(tags)} (applied or propagated "
                 "through Lakegate; removed only with APPLY_TAG)"
             )
+        if acc.aggregate is not None:
+            ids, size, action, identifying = acc.aggregate
+            click.echo(
+                f"  aggregate  : aggregate-only, groups of at least {size} rows, smaller "
+                f"groups: {action} (policy {', '.join(ids)})"
+                + (f"; identifying columns {', '.join(identifying)}" if identifying else "")
+            )
     click.echo(f"  decided by : {', '.join(acc.decided_by) or 'default deny'}")
     if acc.error:
         click.echo(f"  ERROR      : {acc.error}")

@@ -27,6 +27,7 @@ from governance.metrics import PHASE_SECONDS
 from governance.planning.lineage import carried, refuse_unorderable
 from governance.planning.planned import ROW_FILTER_VIOLATION, Planned, RegisterTable
 from governance.planning.writes import carry_tags
+from governance.rewrite.aggregation import AGG_MARK
 from governance.spark_line import LINE
 from governance.verify.guard import analyzed_command, query_frame, run_analyzed
 from governance.verify.plan import Analyze, Verified, columns_used, lineage_of, verify_plan
@@ -108,8 +109,15 @@ def error_class(e: BaseException) -> str:
 
 
 def failure_message(e: BaseException, query_id: str, user: str) -> str:
-    """The caller's line for a failed run: class + query id; the full text to the server log."""
+    """The caller's line for a failed run: class + query id; the full text to the server log.
+    A group below an aggregation policy's size (`on_small_group: refuse`) is a refusal."""
     cls = error_class(e)
+    if AGG_MARK in str(getattr(e, "desc", None) or e):
+        ERROR_LOG.warning("query %s (user %s) refused: a group below minimum size", query_id, user)
+        return (
+            f"refused: a group of the result has fewer rows of an aggregate-only table than "
+            f"its aggregation policy's min_group_size (query {query_id})"
+        )
     ERROR_LOG.error(
         "query %s (user %s) failed [%s]: %s", query_id, user, cls, getattr(e, "desc", None) or e
     )

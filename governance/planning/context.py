@@ -128,9 +128,22 @@ class PlanningContext:
         planned: Planned,
         scan: exp.Expression | None = None,
         walked: Walked | None = None,
+        aggregated: bool = False,
     ) -> exp.Expression:
         """Replace reads by views; `scan` is the user's part when `stmt` wraps it;
-        `walked`: the statement's one walk, read if current."""
+        `walked`: the statement's one walk, read if current; `aggregated`: the reads of
+        aggregate-only tables were checked and guarded (governance/rewrite/aggregation.py), else
+        such a read is refused (writes, DDL and view bodies never read one)."""
+        if not aggregated:
+            for _, access in reads:
+                rule = access.aggregate
+                if rule is not None:
+                    raise Refused(
+                        f"aggregation policy {', '.join(rule.ids)}: table "
+                        f"{access.table.full_name} is aggregate-only for user {self.user}; "
+                        f"only a query may read it (refused in a {self.cmd} statement)",
+                        tables=(access.table.full_name,),
+                    )
         if walked is not None and any(_drops_nodes(ref.node) for ref, _ in reads):
             walked.stale = True  # the rewrite drops what the table node holds beyond names
         current = valid(stmt, walked)

@@ -6,6 +6,7 @@ from sqlglot import exp
 
 from governance.planning.context import PlanningContext
 from governance.planning.planned import Planned
+from governance.rewrite.aggregation import enforce_aggregation
 
 #: The statement types planned as queries.
 QUERY_TYPES = (exp.Select, exp.Union, exp.Intersect, exp.Except, exp.Subquery, exp.Values)
@@ -17,6 +18,8 @@ def plan_query(ctx: PlanningContext, stmt: exp.Expression) -> Planned:
     walked = ctx.walked  # the statement's one walk, read by each step while it is current
     stmt = ctx.govern(stmt, walked)
     _, reads = ctx.reads(stmt, walked=walked)
-    stmt = ctx.views_sql(stmt, reads, planned, walked=walked)
+    if enforce_aggregation(stmt, reads, ctx.user) and walked is not None:
+        walked.stale = True  # the guards added HAVING clauses and counters
+    stmt = ctx.views_sql(stmt, reads, planned, walked=walked, aggregated=True)
     planned.sql = ctx.generate(stmt, planned, query=True, walked=walked)
     return planned

@@ -38,6 +38,9 @@ class Access:
     tag_matches: tuple[tuple[str, str, str], ...] = ()  # (rule id, column, tag)
     # (column, tags) the table's governed state holds: applied or propagated via Lakegate
     governed_tags: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    # aggregate-only for this user: (policy ids, min_group_size, on_small_group,
+    # identifying columns); None: rows as the other rights say
+    aggregate: tuple[tuple[str, ...], int, str, tuple[str, ...]] | None = None
 
     @property
     def can_select(self) -> bool:
@@ -66,6 +69,17 @@ class Access:
                 if self.governed_tags
                 else {}
             ),
+            **({"aggregate_only": self._aggregate_dict()} if self.aggregate else {}),
+        }
+
+    def _aggregate_dict(self) -> dict[str, Any]:
+        assert self.aggregate is not None
+        ids, size, action, identifying = self.aggregate
+        return {
+            "policies": list(ids),
+            "min_group_size": size,
+            "on_small_group": action,
+            "identifying_columns": list(identifying),
         }
 
 
@@ -93,6 +107,16 @@ def effective_access(
             table, a.tags, a.row_filters, [(m.column, m.mask) for m in a.masks.values()]
         ),
         governed_tags=_governed(table),
+        aggregate=(
+            None
+            if a.aggregate is None
+            else (
+                a.aggregate.ids,
+                a.aggregate.min_group_size,
+                a.aggregate.on_small_group,
+                tuple(sorted(a.aggregate.identifying_columns)),
+            )
+        ),
     )
 
 
@@ -130,6 +154,8 @@ def named_users(ps: PolicySet) -> set[str]:
         principals += f.principals
     for m in ps.column_masks:
         principals += [*m.principals, *m.except_]
+    for a in ps.aggregation_policies:
+        principals += [*a.principals, *a.except_]
     for d in ps.domains.values():
         principals += d.owners
     users.update(p.name for p in principals if p.kind == "user")
@@ -154,6 +180,8 @@ def tables_from_policies(ps: PolicySet) -> list[TableInfo]:
         add(m.on.table_key, list(m.columns))
     for t in ps.tags:
         add(t.on.table_key, [t.on.column] if t.on.column else [])
+    for a in ps.aggregation_policies:
+        add(a.on.table_key, list(a.identifying_columns))
     return [
         TableInfo(
             c,

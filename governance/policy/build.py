@@ -162,6 +162,7 @@ def _parse_blobs(blobs: list[tuple[str, bytes]]) -> ParseResult:
         governed_tags=dict(acc.governed_tags),
         row_filters=tuple(acc.rules.row_filters),
         column_masks=tuple(acc.rules.column_masks),
+        aggregation_policies=tuple(acc.rules.aggregation_policies),
         files=tuple(name for name, _ in blobs),
         content_hash=content_hash(blobs),
     )
@@ -203,6 +204,7 @@ class _FileParser(RuleReader):
             "grants": self.grants,
             "row_filters": self.row_filters,
             "column_masks": self.column_masks,
+            "aggregation_policies": self.aggregation_policies,
         }
         for key, parse in sections.items():
             if key in top:

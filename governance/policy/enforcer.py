@@ -34,6 +34,7 @@ from governance.policy.expressions import parse_expression
 from governance.policy.masks import MASK_KINDS
 from governance.policy.model import (
     PRIVILEGES,
+    AggregationPolicy,
     ColumnMask,
     PolicySet,
     Principal,
@@ -79,6 +80,30 @@ class AppliedMask:
     mask: ColumnMask
 
 
+@dataclass(frozen=True, slots=True)
+class AggregateOnly:
+    """The aggregation policies one user is under on one table, combined: the largest
+    minimum group size, `refuse` if any of them says so, every identifying column."""
+
+    policies: tuple[AggregationPolicy, ...]
+    min_group_size: int
+    on_small_group: str  # suppress | refuse
+    identifying_columns: frozenset[str]  # lower-case
+
+    @property
+    def ids(self) -> tuple[str, ...]:
+        return tuple(p.id for p in self.policies)
+
+    @classmethod
+    def of(cls, policies: tuple[AggregationPolicy, ...]) -> AggregateOnly:
+        return cls(
+            policies,
+            max(p.min_group_size for p in policies),
+            "refuse" if any(p.on_small_group == "refuse" for p in policies) else "suppress",
+            frozenset(c for p in policies for c in p.identifying_columns),
+        )
+
+
 @dataclass(frozen=True)
 class TableAccess:
     """The effective rights of one identity on one table; what the rewriter needs."""
@@ -94,6 +119,7 @@ class TableAccess:
     # lower-case masked column -> (mask id, hidden column its custom expression reads)
     mask_reads_hidden: dict[str, tuple[str, str]] = field(default_factory=dict)
     tags: ColumnTags = NO_TAGS  # the column tags tag-driven rules were decided on
+    aggregate: AggregateOnly | None = None  # aggregate-only for this user (extension)
 
     @property
     def can_select(self) -> bool:
@@ -106,6 +132,7 @@ class TableAccess:
         ids = list(self.grant_ids)
         ids += [f.id for f in self.row_filters]
         ids += [m.mask.id for m in self.masks.values()]
+        ids += list(self.aggregate.ids) if self.aggregate is not None else []
         return tuple(dict.fromkeys(ids))
 
 
@@ -376,7 +403,27 @@ class PolicyEnforcer:
             hidden_by=hidden_by,
             mask_reads_hidden=leaks,
             tags=tags,
+            aggregate=self.aggregate_only(ident, table),
         )
+
+    def aggregate_only(self, ident: Identity, table: TableInfo) -> AggregateOnly | None:
+        """The aggregation policies that make `table` aggregate-only for this user (a
+        principal matches and no `except` does), combined; None: none does."""
+        keys = set(ident.keys)
+        found = tuple(
+            p
+            for p in self.policy_set.aggregation_policies
+            if any(k.key in keys for k in p.principals)
+            and not any(k.key in keys for k in p.except_)
+            and p.covers(
+                self.policy_set,
+                table.catalog,
+                table.schema,
+                table.name,
+                (c.name for c in table.columns),
+            )
+        )
+        return AggregateOnly.of(found) if found else None
 
     def _lookup(
         self,

@@ -8,7 +8,7 @@ enforcer).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -22,8 +22,11 @@ ANY_TAG = "*"  # `tags: ["*"]` of an apply_tag grant: every tag
 MASKS: tuple[str, ...] = tuple(MASK_KINDS)  # one table of masks: governance/policy/masks.py
 EFFECTS: tuple[str, ...] = ("allow", "deny")
 FILTER_KINDS: tuple[str, ...] = ("permissive", "restrictive")
+#: What an aggregation policy does with a group below its minimum size (extension).
+SMALL_GROUP_ACTIONS: tuple[str, ...] = ("suppress", "refuse")
 Effect = Literal["allow", "deny"]
 FilterKind = Literal["permissive", "restrictive"]
+SmallGroup = Literal["suppress", "refuse"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,6 +188,38 @@ class ColumnMask:
 
 
 @dataclass(frozen=True, slots=True)
+class AggregationPolicy:
+    """`aggregation_policies:` (extension): the tables matching `on` (and, with `tags`,
+    only those with a column or table tag among them) are aggregate-only for `principals`
+    minus `except`: a query may return only aggregates over groups of at least
+    `min_group_size` of their rows (governance/rewrite/aggregation.py)."""
+
+    id: str
+    on: NamePattern
+    min_group_size: int
+    principals: tuple[Principal, ...] = (ANY,)
+    except_: tuple[Principal, ...] = ()
+    on_small_group: SmallGroup = "suppress"
+    identifying_columns: tuple[str, ...] = ()  # lower-case; only ever counted
+    tags: tuple[str, ...] = ()  # lower-case; empty: every table matching `on`
+    source: Source = UNKNOWN_SOURCE
+    file_domain: str | None = None
+
+    def covers(
+        self, ps: PolicySet, catalog: str, schema: str, table: str, columns: Iterable[str]
+    ) -> bool:
+        """Whether the policy reaches this table (its `on`, and its `tags` if any)."""
+        if not self.on.matches_table(catalog, schema, table):
+            return False
+        if not self.tags:
+            return True
+        wanted = set(self.tags)
+        if ps.table_tags(catalog, schema, table) & wanted:
+            return True
+        return any(ps.column_tags(catalog, schema, table, c) & wanted for c in columns)
+
+
+@dataclass(frozen=True, slots=True)
 class TagGrant:
     """`privileges: [apply_tag]` with `tags: [...]`: who may add or remove these tags on
     the columns of tables matching `on` (governance.policy.tag_rights)."""
@@ -216,6 +251,7 @@ class PolicySet:
     row_filters: tuple[RowFilter, ...] = ()
     column_masks: tuple[ColumnMask, ...] = ()
     tag_grants: tuple[TagGrant, ...] = ()  # apply_tag grants (extension)
+    aggregation_policies: tuple[AggregationPolicy, ...] = ()  # extension
     governed_tags: dict[str, Source] = field(default_factory=dict)  # the tag vocabulary
     files: tuple[str, ...] = ()
     content_hash: str = ""  # sha256 over the files' bytes, for reload audit lines

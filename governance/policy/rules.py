@@ -22,6 +22,8 @@ from governance.policy.model import (
     FILTER_KINDS,
     MASKS,
     PRIVILEGES,
+    SMALL_GROUP_ACTIONS,
+    AggregationPolicy,
     ColumnMask,
     ColumnMatch,
     Grant,
@@ -33,6 +35,7 @@ from governance.policy.model import (
 )
 from governance.policy.problems import Problem, did_you_mean
 from governance.policy.source import (
+    AGGREGATION_POLICY_KEYS,
     COLUMN_MASK_KEYS,
     GRANT_KEYS,
     INT_TAG,
@@ -56,6 +59,7 @@ class RuleLists:
     row_filters: list[RowFilter] = field(default_factory=list)
     column_masks: list[ColumnMask] = field(default_factory=list)
     tag_grants: list[TagGrant] = field(default_factory=list)
+    aggregation_policies: list[AggregationPolicy] = field(default_factory=list)
 
 
 class RuleReader(NodeReader):
@@ -86,6 +90,89 @@ class RuleReader(NodeReader):
     def column_masks(self, node: Node) -> None:
         for item in self.rules(node, "column_masks"):
             self.column_mask(item)
+
+    def aggregation_policies(self, node: Node) -> None:
+        for item in self.rules(node, "aggregation_policies"):
+            self.aggregation_policy(item)
+
+    def aggregation_policy(self, node: Node) -> None:
+        """One `aggregation_policies:` entry (extension): id, on and min_group_size are
+        required; a size below 2 protects nothing and is an error."""
+        keys = self.rule_fields(node, "aggregation_policies", AGGREGATION_POLICY_KEYS)
+        if not isinstance(node, MappingNode):
+            return
+        rule = self.src(node)
+        what = "this aggregation policy"
+        ok = True
+        for key, example in (("id", "salaries-k5"), ("on", "main.hr.*"), ("min_group_size", "5")):
+            if key not in keys:
+                self.missing(node, what, key, example)
+                ok = False
+        pid = self.rule_id(keys, rule, what) if "id" in keys else None
+        on = self.rule_on(keys, rule, what) if "on" in keys else None
+        size = None
+        if "min_group_size" in keys:
+            snode = keys["min_group_size"]
+            if isinstance(snode, ScalarNode) and snode.tag == INT_TAG:
+                size = int(yaml.safe_load(snode.value))
+                self.loc(rule, "min_group_size", snode)
+                if size < 2:
+                    self.report(
+                        snode,
+                        "bad-min-group-size",
+                        f"min_group_size of {what} is {size}: a group of one row is that row",
+                        "use 2 or more, e.g. min_group_size: 5",
+                    )
+                    size = None
+            else:
+                self.wrong_type(
+                    snode, f"min_group_size of {what}", "an integer", "min_group_size: 5"
+                )
+        action = "suppress"
+        if "on_small_group" in keys:
+            found = self.enum(
+                keys["on_small_group"], "on_small_group", SMALL_GROUP_ACTIONS, "unknown-action"
+            )
+            ok = ok and found is not None
+            action = found or action
+        principals: tuple[Principal, ...] | None = (ANY,)
+        if "principals" in keys:
+            principals = self.principals(
+                keys["principals"], f"principals of {what}", rule, "principals"
+            )
+        except_: tuple[Principal, ...] | None = ()
+        if "except" in keys:
+            except_ = self.principals(
+                keys["except"], f"'except' of {what}", rule, "except", allow_empty=True
+            )
+        identifying: tuple[str, ...] = ()
+        if "identifying_columns" in keys:
+            found_cols = self.columns(
+                keys["identifying_columns"], f"identifying_columns of {what}", rule
+            )
+            ok = ok and found_cols is not None
+            identifying = found_cols or ()
+        tags: tuple[str, ...] = ()
+        if "tags" in keys:
+            items = self.text_list(keys["tags"], f"tags of {what}", "[pii]")
+            ok = ok and items is not None
+            tags = tuple(t.lower() for t, _ in items or [])
+        if not ok or None in (pid, on, size, principals, except_):
+            return
+        self.rules_out.aggregation_policies.append(
+            AggregationPolicy(
+                pid,  # type: ignore[arg-type]
+                on,  # type: ignore[arg-type]
+                size,  # type: ignore[arg-type]
+                principals,  # type: ignore[arg-type]
+                except_,  # type: ignore[arg-type]
+                action,  # type: ignore[arg-type]
+                identifying,
+                tags,
+                rule,
+                self.domain,
+            )
+        )
 
     def rule_fields(self, node: Node, section: str, allowed: tuple[str, ...]) -> dict[str, Node]:
         example = "- {principals: [group:analysts], privileges: [select], on: main.sales.*}"

@@ -27,6 +27,7 @@ TOP_KEYS: tuple[str, ...] = (
     "domain",  # extension: the file belongs to this domain (federated ownership)
     "description",  # extension: free text about the file
     "governed_tags",  # extension: the tag vocabulary (governance.policy.tag_rights)
+    "aggregation_policies",  # extension: aggregate-only tables (governance/rewrite/aggregation.py)
 )
 DOMAIN_KEYS: tuple[str, ...] = ("owners", "description", "schemas")
 GRANT_KEYS: tuple[str, ...] = (
@@ -51,7 +52,18 @@ COLUMN_MASK_KEYS: tuple[str, ...] = (
     "priority",
     "match_columns",  # extension: tag-driven masks (governance.policy.tags)
 )
+AGGREGATION_POLICY_KEYS: tuple[str, ...] = (
+    "id",
+    "on",
+    "tags",
+    "principals",
+    "except",
+    "min_group_size",
+    "on_small_group",
+    "identifying_columns",
+)
 _KEYS_BY_SECTION: dict[str, tuple[str, ...]] = {
+    "aggregation_policies": AGGREGATION_POLICY_KEYS,
     "grants": GRANT_KEYS,
     "row_filters": ROW_FILTER_KEYS,
     "column_masks": COLUMN_MASK_KEYS,

@@ -32,6 +32,7 @@ from governance.policy.model import (
     FILTER_KINDS,
     MASKS,
     PRIVILEGES,
+    AggregationPolicy,
     ColumnMask,
     Grant,
     NamePattern,
@@ -62,7 +63,7 @@ __all__ = [
     "validate_policy_text",
 ]
 
-Rule = Grant | RowFilter | ColumnMask
+Rule = Grant | RowFilter | ColumnMask | AggregationPolicy
 
 
 # --------------------------------------------------------------------------- public API
@@ -254,6 +255,10 @@ class _Validator(MaskChecks):
             check(m.source, "principals", m.principals, f"column mask '{m.id}'", False)
             what = f"the except list of column mask '{m.id}'"
             check(m.source, "except", m.except_, what, True)
+        for a in self.ps.aggregation_policies:  # the principals are constrained: narrows
+            check(a.source, "principals", a.principals, f"aggregation policy '{a.id}'", True)
+            what = f"the except list of aggregation policy '{a.id}'"
+            check(a.source, "except", a.except_, what, False)
         for d in self.ps.domains.values():
             check(d.source, "owners", d.owners, f"domain '{d.name}' owners", True)
 
@@ -338,7 +343,8 @@ class _Validator(MaskChecks):
     def check_ids(self) -> None:
         """Grants, row filters and masks share one id space, so `explain` can name any rule."""
         first: dict[str, Rule] = {}
-        for rule in (*self.ps.grants, *self.ps.row_filters, *self.ps.column_masks):
+        rules = (*self.ps.grants, *self.ps.row_filters, *self.ps.column_masks)
+        for rule in (*rules, *self.ps.aggregation_policies):
             if rule.id in first:
                 other = first[rule.id]
                 self.report(
@@ -430,7 +436,8 @@ class _Validator(MaskChecks):
             file_domain[meta.file] = meta.domain
             if self.full_meta:
                 self._check_domain_file(meta)
-        for rule in (*self.ps.grants, *self.ps.row_filters, *self.ps.column_masks):
+        rules = (*self.ps.grants, *self.ps.row_filters, *self.ps.column_masks)
+        for rule in (*rules, *self.ps.aggregation_policies):
             domain = rule.file_domain
             if domain is None or domain not in self.ps.domains:
                 continue
@@ -500,6 +507,8 @@ class _Validator(MaskChecks):
 def _kind(rule: Rule) -> str:
     if isinstance(rule, Grant):
         return "grant"
+    if isinstance(rule, AggregationPolicy):
+        return "aggregation policy"
     return "row filter" if isinstance(rule, RowFilter) else "column mask"
 
 

@@ -59,6 +59,19 @@ grants:
     on: main.sales.orders
     columns: [customer_id]
 """
+# `agnes` (a persona of her own) reads the orders only in aggregates over 3+ rows
+AGGREGATE_POLICY = """
+grants:
+  - id: agnes-reads-orders
+    principals: [agnes]
+    privileges: [select]
+    on: main.sales.orders
+aggregation_policies:
+  - id: agnes-orders-k3
+    on: main.sales.orders
+    principals: [agnes]
+    min_group_size: 3
+"""
 
 
 #: `main.lab` (made by the test that uses it): `dana` (a PII reader) copies tagged columns,
@@ -96,6 +109,7 @@ def connect_lakegate(lakehouse, spark, tmp_path_factory: pytest.TempPathFactory)
     (policies / "mapping.yaml").write_text(MAPPING_POLICY)
     (policies / "writer.yaml").write_text(WRITER_POLICY)
     (policies / "lab.yaml").write_text(LAB_POLICY)
+    (policies / "aggregate.yaml").write_text(AGGREGATE_POLICY)
     ca, cert, key = make_tls(root)
     api = ApiConfig(
         tokens=tuple(

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-PERSONAS = ("alice", "bob", "carol", "dana", "erin", "frank", "mallory", "mira", "wes")
+PERSONAS = ("alice", "bob", "carol", "dana", "erin", "frank", "mallory", "mira", "wes", "agnes")
 
 
 def token_of(user: str) -> str:
