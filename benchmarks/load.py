@@ -404,29 +404,33 @@ def growth(values: list[float]) -> float | None:
     return (last - base) / base if base else 0.0
 
 
-def fairness(server: Server, heavy: int, seconds: float) -> dict[str, Any]:
-    """A short lookup of alice's, idle and while erin runs `heavy` heavy queries at once."""
+def fairness(server: Server | LocalServer, heavy: int, seconds: float) -> dict[str, Any]:
+    """A short lookup of alice's, idle and while erin runs `heavy` heavy queries at once,
+    through the gateway (its per-user limit and queue) and on plain Spark Connect."""
     code = (ROOT / "benchmarks" / "load_fair.py").resolve()
     env = dict(os.environ, GRPC_DEFAULT_SSL_ROOTS_FILE_PATH=server.info["ca"])
-    spec = {
-        "light": client_spec(server, "gateway", "alice", "light"),
-        "heavy": client_spec(server, "gateway", "erin", "heavy"),
-        "count": heavy,
-        "seconds": seconds,
-    }
-    out = subprocess.run(
-        [sys.executable, str(code), json.dumps(spec)],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-    )
-    if out.returncode != 0:
-        raise harness.ScenarioFailed(f"the fairness run failed:\n{out.stderr[-3000:]}")
-    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
-    result["ratio"] = result["loaded"]["p50"] / result["idle"]["p50"]
-    result["met"] = result["ratio"] <= FAIRNESS_RATIO
-    return result
+    result: dict[str, Any] = {}
+    for side in ("gateway", "plain"):
+        spec = {
+            "light": client_spec(server, side, "alice", "light"),
+            "heavy": client_spec(server, side, "erin", "heavy"),
+            "count": heavy,
+            "seconds": seconds,
+        }
+        out = subprocess.run(
+            [sys.executable, str(code), json.dumps(spec)],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=False,
+        )
+        if out.returncode != 0:
+            raise harness.ScenarioFailed(f"the {side} fairness run failed:\n{out.stderr[-3000:]}")
+        one: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+        one["ratio"] = one["loaded"]["p50"] / one["idle"]["p50"]
+        one["met"] = one["ratio"] <= FAIRNESS_RATIO
+        result[side] = one
+    return {**result["gateway"], "plain": result["plain"]}
 
 
 class LocalServer:
@@ -553,11 +557,13 @@ def print_result(result: dict[str, Any]) -> None:
         print(f"target N={t['n']} {t['target']}: {'MET' if t['met'] else 'NOT MET'}")
     fair = result.get("fairness")
     if fair:
-        print(
-            f"fairness: alice's lookup p50 idle {fair['idle']['p50']:.0f} ms, under erin's "
-            f"{fair['count']} heavy queries {fair['loaded']['p50']:.0f} ms "
-            f"({fair['ratio']:.2f}x): {'MET' if fair['met'] else 'NOT MET'}"
-        )
+        for side, f in (("gateway", fair), ("plain", fair.get("plain"))):
+            if f:
+                print(
+                    f"fairness ({side}): alice's lookup p50 idle {f['idle']['p50']:.0f} ms, "
+                    f"under erin's {f['count']} heavy queries {f['loaded']['p50']:.0f} ms "
+                    f"({f['ratio']:.2f}x): {'MET' if f['met'] else 'NOT MET'}"
+                )
     s = result.get("soak")
     if s:
         print(f"soak: N={s['n']}, {s['minutes']:g} min, {s['samples']} samples")

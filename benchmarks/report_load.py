@@ -107,8 +107,16 @@ def load_section(results: dict[str, Any], add: Add, img: Img) -> None:
             f"{fair['loaded']['p50']:.0f} ms (p99 {fair['loaded']['p99']:.0f}) while erin keeps "
             f"{fair['count']} heavy queries submitted ({fair['heavy']['done']} ran, "
             f"{fair['heavy']['busy']} answered busy, {fair['heavy']['failed']} failed): "
-            f"{fair['ratio']:.2f}x idle, target <= 2x: {verdict}\n"
+            f"{fair['ratio']:.2f}x idle, target <= 2x: {verdict}"
         )
+        plain = fair.get("plain")
+        if plain:
+            add(
+                f"On plain Spark Connect (no limits) the same: {plain['idle']['p50']:.0f} ms "
+                f"idle, {plain['loaded']['p50']:.0f} ms loaded ({plain['ratio']:.2f}x; "
+                f"{plain['heavy']['done']} heavy queries ran)."
+            )
+        add("")
     soak = ld.get("soak")
     if soak:
         run = soak["run"]
