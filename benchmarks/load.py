@@ -142,7 +142,7 @@ def run_side(
         count = min(per, n - p * per)
         user = USERS[p % len(USERS)]
         spec = client_spec(server, side, user, f"{side}-{user}-{p}")
-        spec.update(seconds=seconds, threads=count, out=str(out_dir / f"c{p}.json"))
+        spec.update(seconds=seconds, threads=count, offset=p * per, out=str(out_dir / f"c{p}.json"))
         procs.append(
             subprocess.Popen(
                 [sys.executable, str(ROOT / "benchmarks" / "load_client.py"), json.dumps(spec)],

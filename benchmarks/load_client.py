@@ -124,7 +124,7 @@ class Analyst:
             self.run_op(op)
 
     def loop(self, until: float) -> None:
-        i = self.index
+        i = self.index + self.spec.get("offset", 0)  # clients start at different points
         while time.time() < until:
             self.timed(MIX[i % len(MIX)])
             i += 1

@@ -110,6 +110,9 @@ class Served:
                 port=0,
                 tls_cert=cert,
                 tls_key=key,
+                # plain Spark Connect has no timeout: on a loaded machine the default 60 s
+                # would turn slow statements into errors only the gateway gives
+                statement_timeout=900.0,
                 max_statements_per_user=per_user,
                 statement_queue_wait=queue,
                 max_sessions_per_user=64,
