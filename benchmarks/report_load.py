@@ -152,6 +152,7 @@ def _num(v: float | None) -> str:
 
 def splice(report: Path, results: dict[str, Any], charts_dir: Path) -> None:
     """Replace (or append before the closing line) the load section of `report`."""
+    charts_dir.mkdir(parents=True, exist_ok=True)
     chart = plots.chart_load(results.get("load") or {}, charts_dir / "load.png")
     rel = Path("charts") / "load.png"
     lines: list[str] = []
