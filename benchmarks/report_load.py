@@ -99,6 +99,12 @@ def load_section(results: dict[str, Any], add: Add, img: Img) -> None:
         for (n, side, kind), message in sorted(errs.items()):
             add(f"- N={n} {side}: `{kind}`: {message}")
         add("")
+    notes = ld.get("notes") or []
+    if notes:  # what the run's operator found when measuring why a target was missed
+        add("What was measured about the misses, and what this run did not cover:\n")
+        for note in notes:
+            add(f"- {note}")
+        add("")
     fair = ld.get("fairness")
     if fair:
         verdict = "**met**" if fair["met"] else "**NOT met**"
