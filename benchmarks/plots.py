@@ -143,3 +143,32 @@ def chart_audit(audit: dict[str, Any], out: Path) -> Path | None:
     fig.savefig(out, dpi=110)
     plt.close(fig)
     return out
+
+
+def chart_load(load: dict[str, Any], out: Path) -> Path | None:
+    """Throughput and p99 per N, gateway against plain Spark Connect (benchmarks/load.py)."""
+    rows = load.get("rows") or []
+    if not rows:
+        return None
+    plt = _plt()
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.8))
+    for side, style in (("gateway", "o-"), ("plain", "s--")):
+        pts = sorted((r for r in rows if r["side"] == side), key=lambda r: r["n"])
+        ns = [r["n"] for r in pts]
+        left.plot(ns, [r["throughput"] for r in pts], style, label=side)
+        right.plot(ns, [(r["p99"] or 0) / 1000 for r in pts], style, label=side)
+    for ax, title, unit in (
+        (left, "throughput", "statements/s"),
+        (right, "p99 latency", "seconds"),
+    ):
+        ax.set_xlabel("concurrent clients (N)")
+        ax.set_ylabel(unit)
+        ax.set_title(title)
+        ax.set_xscale("log", base=2)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.suptitle(f"Gateway vs plain Spark Connect under load ({load.get('line', '')})")
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out

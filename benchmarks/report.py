@@ -20,6 +20,7 @@ from benchmarks import plots  # noqa: E402
 from benchmarks.report_headline import headline_section  # noqa: E402
 from benchmarks.report_kit import Add, Img  # noqa: E402
 from benchmarks.report_lines import lines_section  # noqa: E402
+from benchmarks.report_load import load_section  # noqa: E402
 from benchmarks.report_sections import (  # noqa: E402
     analysis_section,
     api_section,
@@ -177,6 +178,7 @@ SECTIONS = (
     api_section,
     mapping_section,
     connect_section,
+    load_section,
     cluster_section,
     analysis_section,
     cli_section,
@@ -193,6 +195,7 @@ def _charts(results: dict[str, Any], charts_dir: Path) -> dict[str, Path | None]
         ("rewrite_scaling", plots.chart_rewrite_scaling, results.get("scaling") or {}),
         ("decision_scaling", plots.chart_decisions, results.get("decisions") or []),
         ("audit_scaling", plots.chart_audit, results.get("audit") or {}),
+        ("load", plots.chart_load, results.get("load") or {}),
     ):
         try:
             charts[name] = fn(data, charts_dir / f"{name}.png")

@@ -67,6 +67,7 @@ STEPS = (
     "tpcds",
     "mapping",
     "connect_tpcds",
+    "load",
 )
 
 
@@ -206,6 +207,12 @@ def main(argv: list[str] | None = None) -> int:
         help="TPC-DS interleaved rounds on the other line (default 1)",
     )
     ap.add_argument(
+        "--soak-minutes",
+        type=float,
+        default=10.0,
+        help="the load step's soak at N = 16 (issue 39 asks for 60; default 10)",
+    )
+    ap.add_argument(
         "--carry",
         metavar="RESULTS_JSON",
         help="a partial run (--only) keeps the steps it does not run from this earlier "
@@ -335,6 +342,13 @@ def main(argv: list[str] | None = None) -> int:
             if quick:  # queries whose tables the quick TPC-DS step (queries 1-8) wrote
                 ct += ["--queries", "3,7"]
             plan.append(("connect_tpcds", [*ct, "--rounds", "1" if quick else "5"], 3600))
+
+        ld = ["benchmarks/load.py", "--json", str(tmpd / "load.json")]
+        if quick:  # the harness's smoke: N = 1 and 4, no fairness or soak
+            ld += ["--clients", "1,4", "--seconds", "20"]
+        else:
+            ld += ["--fairness", "--soak-minutes", str(args.soak_minutes)]
+        plan.append(("load", ld, 7200))
 
         for i, (name, argv_, timeout) in enumerate(plan, 1):
             if name not in only:
@@ -495,7 +509,7 @@ def collect(name: str, stdout: str, tmpd: Path, results: dict[str, Any]) -> None
         results["api"] = {"text": stdout, "rows": report.parse_api(stdout)}
     elif name in ("connect", "connect_tpcds"):
         results[name] = json.loads(stdout[stdout.index("\n{") :])
-    elif name in ("cluster", "cli", "analysis", "mapping"):
+    elif name in ("cluster", "cli", "analysis", "mapping", "load"):
         results[name] = json.loads((tmpd / f"{name}.json").read_text())
         if name == "cli" and set(results[name].get("median") or {}) != {"cli", "gateway", "bare"}:
             raise harness.ScenarioFailed("cli: the cli, gateway and bare medians are not all there")

@@ -18,6 +18,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    NonNegativeFloat,
     NonNegativeInt,
     PositiveFloat,
     PositiveInt,
@@ -72,6 +73,9 @@ class ConnectConfig:
     max_sessions_per_user: int = 16  # open Connect sessions of one user
     max_sessions: int = 96  # open sessions in all (Spark's backend keeps at most 100)
     session_idle_timeout: float = 3600.0  # seconds unused, then a session is released
+    # seconds a statement over max_statements_per_user waits for a slot before it is
+    # refused as busy (0: refused at once); at most max_statements_per_user wait per user
+    statement_queue_wait: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -299,6 +303,7 @@ class Config:
                 f.connect.max_sessions_per_user,
                 f.connect.max_sessions,
                 f.connect.session_idle_timeout,
+                f.connect.statement_queue_wait,
             ),
             identity=IdentityConfig() if f.identity is None else f.identity.build(rel),
         )
@@ -381,6 +386,9 @@ class _Connect(BaseModel):
         96, description="'{where}' must be a number from 1 to 100 (Spark's backend keeps 100)"
     )
     session_idle_timeout: PositiveFloat = Field(3600.0, description=_LIMITS)
+    statement_queue_wait: NonNegativeFloat = Field(
+        0.0, description="'{where}' must be a number of seconds, 0 or more"
+    )
 
 
 class _Checkpoints(BaseModel):

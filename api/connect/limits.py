@@ -1,7 +1,8 @@
 """Statement limits of the Connect gateway: one user cannot starve the others.
 
 Each ExecutePlan or AnalyzePlan call is a statement: a user runs at most
-`connect.max_statements_per_user` at once (the next is refused with one line); a statement
+`connect.max_statements_per_user` at once (the next waits up to
+`connect.statement_queue_wait` seconds for a slot, then is refused as busy, one line); a statement
 that outlives `connect.statement_timeout` seconds (default: the REST API's `api.timeout`)
 is cancelled, its Spark jobs with it; a query returns at most `connect.row_limit` rows
 (default `api.row_limit`), more is refused. Cancelling a statement, by its timeout, by the
@@ -76,21 +77,47 @@ class Statement:
 class StatementLimits:
     """The running statements by user; `start` admits one and arms its timeout."""
 
-    def __init__(self, *, per_user: int, timeout: float, row_limit: int) -> None:
+    def __init__(
+        self, *, per_user: int, timeout: float, row_limit: int, queue_wait: float = 0.0
+    ) -> None:
         self.per_user, self.timeout, self.row_limit = per_user, timeout, row_limit
+        self.queue_wait = queue_wait
         self._running: dict[OpKey, Statement] = {}
+        self._waiting: dict[str, int] = {}  # by user: statements queued for a slot
         self._lock = threading.Lock()
+        self._freed = threading.Condition(self._lock)
+
+    def _mine(self, user: str) -> int:
+        return sum(1 for k in self._running if k[0] == user)
 
     def start(self, key: OpKey, tags: Iterable[str] = ()) -> Statement:
-        """Admit a statement of key's user, or raise StatementRefused (one line)."""
+        """Admit a statement of key's user, or raise StatementRefused (one line).
+
+        A user at the limit waits up to `queue_wait` seconds for one of their own statements
+        to finish (at most `per_user` of them wait; the others are refused at once), so a
+        burst is queued rather than refused; a user's queue never holds another user back,
+        since the limit counts only their own statements."""
         user = key[0]
         with self._lock:
-            mine = sum(1 for k in self._running if k[0] == user)
+            mine = self._mine(user)
+            queued = self._waiting.get(user, 0)
+            if mine >= self.per_user and self.queue_wait > 0 and queued < self.per_user:
+                self._waiting[user] = queued + 1
+                try:
+                    self._freed.wait_for(lambda: self._mine(user) < self.per_user, self.queue_wait)
+                finally:
+                    self._waiting[user] -= 1
+                mine = self._mine(user)
             if mine >= self.per_user:
+                waited = (
+                    f" (waited up to {self.queue_wait:g} s, connect.statement_queue_wait)"
+                    if self.queue_wait > 0
+                    else ""
+                )
                 raise StatementRefused(
-                    f"user {user} already runs {mine} Spark Connect statements, the most "
-                    "connect.max_statements_per_user allows; wait for one to finish or "
-                    "interrupt it"
+                    f"busy: user {user} already runs {mine} Spark Connect statements, the "
+                    f"most connect.max_statements_per_user allows{waited}; retry later, "
+                    "wait for one to finish or interrupt it"
                 )
             stmt = self._running[key] = Statement(key, frozenset(tags))
         stmt.timer = threading.Timer(self.timeout, self._expire, args=(stmt,))
@@ -128,6 +155,7 @@ class StatementLimits:
             stmt.done = True
             if self._running.get(stmt.key) is stmt:
                 del self._running[stmt.key]
+                self._freed.notify_all()
         for action in stmt.on_done:
             action()
 

@@ -96,7 +96,7 @@ class Gateway:
         *,
         host: str | None = None,
         port: int | None = None,
-        max_workers: int = 16,
+        max_workers: int | None = None,
         tokens_from: Path | None = None,
         starting: Starting | None = None,
     ) -> None:
@@ -110,6 +110,11 @@ class Gateway:
         from api.connect.service import ConnectService
 
         cfg = lg.config.connect
+        if max_workers is None:
+            # a call holds its thread while its result streams, and a user holds at most
+            # 2 x max_statements_per_user (running + queued, limits.py); too few threads
+            # would queue every user's calls behind one user's in gRPC's own FIFO
+            max_workers = max(16, 2 * cfg.max_sessions)
         key, cert = tls_files(lg.config)
         creds = grpc.ssl_server_credentials([(key, cert)])
         self.backend = Backend(lg.spark)

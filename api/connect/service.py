@@ -103,6 +103,7 @@ class ConnectService(
             per_user=cfg.max_statements_per_user,
             timeout=cfg.statement_timeout or api.timeout,
             row_limit=cfg.row_limit or api.row_limit,
+            queue_wait=cfg.statement_queue_wait,
         )
         self._sweeper = Sweeper(self.sessions, min(cfg.session_idle_timeout / 2, 60.0))
         self._sweeper.start()

@@ -93,7 +93,7 @@ def test_the_third_concurrent_statement_of_one_user_is_refused_and_interrupt_fre
     _until(lambda: gw.service.limits.count("erin") == 2, "erin's two statements run")
     with pytest.raises(SparkConnectGrpcException, match=r"connect\.max_statements_per_user") as e:
         third.range(3).collect()
-    assert str(e.value).startswith("user erin already runs 2 Spark Connect statements")
+    assert str(e.value).startswith("busy: user erin already runs 2 Spark Connect statements")
     carol = connect("carol")
     for s in (first, second):
         s.interruptAll()

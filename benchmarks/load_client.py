@@ -1,0 +1,164 @@
+"""One analyst of benchmarks/load.py: a stock Spark Connect client in its own process,
+running the mixed workload for a fixed time and keeping its own log of every request.
+
+The spec comes as JSON in argv[1]; the client connects, runs each operation once untimed,
+prints `ready`, waits for a line on stdin (all clients start together), runs for
+`seconds`, and writes its figures as JSON to `out`: each operation's latencies, its errors
+(gRPC code and the message's first line), and the SHA-256 of every request it sent, by RPC
+method, which is what the gateway's audit lines carry as `stmt_hash` (service.py hashes
+the request as received): load.py checks every request against the audit log with it.
+
+`threads` > 1 runs that many analysts in this one process (one session each), for when
+the machine cannot hold a process per client; load.py says so in its figures.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+# the mix: short lookups, joins with an aggregate, DataFrame operations, writes
+SQL = {
+    "lookup": "SELECT id, region, amount FROM {orders} WHERE id = {k}",
+    "join": "SELECT c.country, count(*) AS n, sum(o.amount) AS total FROM {orders} o "
+    "JOIN {customers} c ON o.customer_id = c.id GROUP BY c.country",
+    "write": "INSERT INTO {writes} VALUES ({k}, '{client}', 1.5)",
+}
+MIX = ("lookup", "join", "lookup", "dataframe", "lookup", "write")
+
+
+class Recorder(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor):
+    """Every request's method and SHA-256, as the gateway hashes it for its audit line."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, str]] = []
+        self._lock = threading.Lock()
+
+    def _record(self, details: Any, request: Any) -> None:
+        digest = "sha256:" + hashlib.sha256(request.SerializeToString()).hexdigest()
+        with self._lock:
+            self.sent.append((details.method.rsplit("/", 1)[-1], digest))
+
+    def intercept_unary_unary(self, continuation: Any, details: Any, request: Any) -> Any:
+        self._record(details, request)
+        return continuation(details, request)
+
+    def intercept_unary_stream(self, continuation: Any, details: Any, request: Any) -> Any:
+        self._record(details, request)
+        return continuation(details, request)
+
+
+def session(url: str, recorder: Recorder) -> Any:
+    from pyspark.sql.connect.session import SparkSession as RemoteSession
+
+    try:  # pyspark 4; 3.5's ChannelBuilder is the default one
+        from pyspark.sql.connect.client.core import DefaultChannelBuilder as Builder
+    except ImportError:
+        from pyspark.sql.connect.client import ChannelBuilder as Builder
+
+    builder = Builder(url)
+    builder.add_interceptor(recorder)
+    return RemoteSession.builder.channelBuilder(builder).create()
+
+
+class Analyst:
+    """One client: its session, its texts, its figures."""
+
+    def __init__(self, spec: dict[str, Any], index: int) -> None:
+        self.spec, self.index = spec, index
+        self.name = f"{spec['name']}-{index}"
+        self.recorder = Recorder()
+        self.s = session(spec["url"], self.recorder)
+        names = spec["names"]
+        for view, path in spec.get("views", {}).items():  # plain: the raw Delta tables
+            self.s.read.format("delta").load(path).createOrReplaceTempView(view)
+        self.names = names
+        self.k = 0
+        self.times: dict[str, list[float]] = {op: [] for op in set(MIX)}
+        self.errors: list[dict[str, Any]] = []
+        self.ops: list[tuple[float, str, float, bool]] = []  # start, op, ms, ok
+
+    def run_op(self, op: str) -> None:
+        from pyspark.sql.connect import functions as F
+
+        self.k += 1
+        if op == "dataframe":
+            df = (
+                self.s.table(self.names["orders"])
+                .where(F.col("amount") > 50)
+                .groupBy("region")
+                .agg(F.sum("amount").alias("total"), F.count("*").alias("n"))
+            )
+            df.collect()
+            return
+        text = SQL[op].format(**self.names, k=self.k % 9 + 1, client=self.name)
+        if op == "write":
+            self.s.sql(text)  # a command runs eagerly
+        else:
+            self.s.sql(text).collect()
+
+    def timed(self, op: str) -> None:
+        t0 = time.perf_counter()
+        ok = True
+        try:
+            self.run_op(op)
+        except Exception as e:  # an error is a figure of the load run, counted by kind
+            ok = False
+            code = getattr(e, "getErrorClass", lambda: None)() or type(e).__name__
+            first = (str(e).strip().splitlines() or [""])[0][:300]
+            self.errors.append({"op": op, "kind": str(code), "message": first})
+        ms = (time.perf_counter() - t0) * 1000
+        self.ops.append((time.time(), op, ms, ok))
+        if ok:
+            self.times[op].append(ms)
+
+    def warm(self) -> None:
+        for op in dict.fromkeys(MIX):
+            self.run_op(op)
+
+    def loop(self, until: float) -> None:
+        i = self.index + self.spec.get("offset", 0)  # clients start at different points
+        while time.time() < until:
+            self.timed(MIX[i % len(MIX)])
+            i += 1
+
+    def figures(self) -> dict[str, Any]:
+        return {
+            "client": self.name,
+            "user": self.spec["user"],
+            "times": self.times,
+            "errors": self.errors,
+            "ops": self.ops,
+            "sent": self.recorder.sent,
+            "session_id": self.s.client._session_id,
+        }
+
+
+def main() -> int:
+    spec = json.loads(sys.argv[1])
+    analysts = [Analyst(spec, i) for i in range(spec.get("threads", 1))]
+    for a in analysts:
+        a.warm()
+    print("ready", flush=True)
+    sys.stdin.readline()
+    until = time.time() + spec["seconds"]
+    workers = [threading.Thread(target=a.loop, args=(until,)) for a in analysts]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    for a in analysts:
+        a.s.stop()
+    Path(spec["out"]).write_text(json.dumps([a.figures() for a in analysts]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,95 @@
+"""Fairness under load (issue 39 item 3), run by benchmarks/load.py in its own process: one
+user's short lookup, first on an idle server, then while another user keeps `count` heavy
+queries submitted at once (each in its own session and thread, resubmitted as soon as it
+ends or is refused as busy), timed the same way; figures as JSON on stdout. load.py runs it
+through the gateway and on plain Spark Connect (no limits there), so what Spark's own
+scheduling does to the lookup is told apart from what the gateway does.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks import harness
+from benchmarks.load_client import SQL, Recorder, session
+
+# seconds of one core per query on the demo's 8 orders rows (about 2-3 s unloaded)
+HEAVY = "SELECT sum(x % 7) AS s FROM {orders} LATERAL VIEW explode(sequence(1, 3000000)) t AS x"
+
+
+def lookups(s: Any, names: dict[str, str], until: float) -> list[float]:
+    out, k = [], 0
+    while time.time() < until:
+        k += 1
+        text = SQL["lookup"].format(**names, k=k % 8 + 1)
+        ms, _ = harness.timed_ms(lambda t=text: s.sql(t).collect())
+        out.append(ms)
+        time.sleep(0.05)
+    return out
+
+
+def opened(spec: dict[str, Any]) -> Any:
+    """A session of the spec's user; on the plain side, with its temp views."""
+    s = session(spec["url"], Recorder())
+    for view, path in spec.get("views", {}).items():
+        s.read.format("delta").load(path).createOrReplaceTempView(view)
+    return s
+
+
+def main() -> int:
+    spec = json.loads(sys.argv[1])
+    light, heavy = spec["light"], spec["heavy"]
+    seconds = spec["seconds"]
+    ls = opened(light)
+    lookups(ls, light["names"], time.time() + 3)  # warm
+    idle = lookups(ls, light["names"], time.time() + seconds / 2)
+    stop = threading.Event()
+    counts = {"done": 0, "busy": 0, "failed": 0}
+    lock = threading.Lock()
+    text = HEAVY.format(**heavy["names"])
+    sessions = [opened(heavy) for _ in range(spec["count"])]
+
+    def hammer(s: Any) -> None:
+        while not stop.is_set():
+            try:
+                s.sql(text).collect()
+                kind = "done"
+            except Exception as e:  # busy refusals are the point; others are counted
+                kind = "busy" if "busy:" in str(e) else "failed"
+                if kind == "busy":
+                    time.sleep(0.2)
+            with lock:
+                counts[kind] += 1
+
+    workers = [threading.Thread(target=hammer, args=(s,), daemon=True) for s in sessions]
+    for w in workers:
+        w.start()
+    time.sleep(5)  # the heavy user's queries are running and queued
+    loaded = lookups(ls, light["names"], time.time() + seconds)
+    stop.set()
+    for s in sessions:
+        s.interruptAll()
+    for w in workers:
+        w.join(timeout=120)
+    print(
+        json.dumps(
+            {
+                "count": spec["count"],
+                "idle": harness.summary(idle),
+                "loaded": harness.summary(loaded),
+                "heavy": counts,
+            }
+        )
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,185 @@
+"""The server side of benchmarks/load.py: the demo lakehouse behind a TLS Connect gateway,
+in its own process, so the gateway's CPU and memory are this process's alone.
+
+Started by load.py with a work directory; prints one JSON line (the gateway's and the plain
+service's addresses, the CA, the tables' Delta paths, the audit directory, the JVM's pid)
+once serving, then samples itself every `--every` seconds into `samples.jsonl` (RSS, CPU,
+Python objects, fds and threads of this process and of its JVM, the JVM heap, open Connect
+sessions, plan cache entries and the Datasets the gateway keeps in the backend) until its
+stdin closes.
+
+The plain reference is the Spark Connect service the gateway forwards to, in the same JVM,
+reached with its secret and no TLS (as benchmarks/connect.py's): the difference is what the
+gateway adds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import hashlib
+import json
+import os
+import sys
+import threading
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests" / "api" / "connect"))
+
+# the personas of the demo's policies (governance/tools/demo.py), each its own rules; clients
+# take them in turn, so every N runs several users with different policies
+USERS = ("alice", "bob", "carol", "dana", "erin")
+WRITE_TABLE = "main.sales.load_writes"
+
+# the load's own table, written by every analyst (its grant below); reads stay on the
+# demo's tables, whose size the writes never change
+LOAD_POLICY = f"""\
+grants:
+  - id: load-writers
+    principals: [group:analysts, group:sales-owners]
+    privileges: [select, modify]
+    on: {WRITE_TABLE}
+"""
+
+
+def _proc(pid: int | str) -> dict[str, float]:
+    """RSS (MB), CPU seconds, fds and threads of one process, from /proc."""
+    base = Path(f"/proc/{pid}")
+    rss = 0.0
+    for line in (base / "status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            rss = int(line.split()[1]) / 1024
+    fields = (base / "stat").read_text().rsplit(")", 1)[1].split()
+    tick = os.sysconf("SC_CLK_TCK")
+    return {
+        "rss_mb": rss,
+        "cpu_s": (int(fields[11]) + int(fields[12])) / tick,
+        "fds": float(len(os.listdir(base / "fd"))),
+        "threads": float(len(os.listdir(base / "task"))),
+    }
+
+
+def sample(gw: Any, lg: Any, jvm_pid: int) -> dict[str, Any]:
+    """One sample of everything the soak watches."""
+    rt = lg.spark._jvm.java.lang.Runtime.getRuntime()
+    return {
+        "t": time.time(),
+        "py": _proc("self"),
+        "jvm": _proc(jvm_pid),
+        "heap_mb": (rt.totalMemory() - rt.freeMemory()) / 2**20,
+        "py_objects": len(gc.get_objects()),
+        "sessions": gw.service.sessions.count(),
+        "plan_cache": len(lg.plans),
+        "statements": sum(1 for _ in list(gw.service.limits._running)),
+    }
+
+
+class Served:
+    """The demo lakehouse behind a gateway over `spark`: `info` is what clients need."""
+
+    def __init__(
+        self, root: Path, spark: Any, *, per_user: int, queue: float, workers: int
+    ) -> None:
+        import shutil
+
+        from connect_testkit import make_tls, token_of
+
+        from api.connect.server import Gateway
+        from governance.config import ApiConfig, ApiToken, ConnectConfig
+        from governance.session.governed import Lakegate
+        from governance.tools.demo import REFERENCE_POLICIES, build_demo
+
+        policies = root / "policies-src"
+        shutil.copytree(REFERENCE_POLICIES, policies, ignore=shutil.ignore_patterns("schema.json"))
+        (policies / "load.yaml").write_text(LOAD_POLICY)
+        self.demo = build_demo(root / "lh", spark=spark, policies=policies)
+        self.demo.session("root").sql(
+            f"CREATE TABLE {WRITE_TABLE} (id BIGINT, client STRING, amount DOUBLE)"
+        )
+        ca, cert, key = make_tls(root)
+        tokens = tuple(ApiToken(u, hashlib.sha256(token_of(u).encode()).hexdigest()) for u in USERS)
+        cfg = replace(
+            self.demo.config,
+            api=ApiConfig(tokens=tokens),
+            connect=ConnectConfig(
+                port=0,
+                tls_cert=cert,
+                tls_key=key,
+                # plain Spark Connect has no timeout: on a loaded machine the default 60 s
+                # would turn slow statements into errors only the gateway gives
+                statement_timeout=900.0,
+                max_statements_per_user=per_user,
+                statement_queue_wait=queue,
+                max_sessions_per_user=64,
+                max_sessions=96,
+            ),
+        )
+        self.lg = Lakegate(cfg, spark=spark)
+        self.gw = Gateway(self.lg, host="127.0.0.1", port=0, max_workers=workers or None)
+        self.gw.start()
+        self.jvm_pid = int(spark._jvm.java.lang.ProcessHandle.current().pid())
+        tables = {
+            t: self.demo.catalog.table("main", "sales", t).location
+            for t in ("orders", "customers", "load_writes")
+        }
+        self.info: dict[str, Any] = {
+            "gateway": f"sc://127.0.0.1:{self.gw.port}/;use_ssl=true;token={{token}}",
+            "tokens": {u: token_of(u) for u in USERS},
+            "plain": f"sc://127.0.0.1:{self.gw.backend.port}/;user_id={{user}};"
+            f"authorization=Bearer%20{self.gw.backend.secret}",
+            "ca": str(ca),
+            "tables": {t: str(p) for t, p in tables.items()},
+            "audit": str(self.lg.config.audit),
+            "pid": os.getpid(),
+            "jvm_pid": self.jvm_pid,
+            "workers": workers or max(16, 2 * cfg.connect.max_sessions),  # Gateway's default
+        }
+
+    def sample(self) -> dict[str, Any]:
+        return sample(self.gw, self.lg, self.jvm_pid)
+
+    def stop(self) -> None:
+        self.gw.stop()
+        self.lg.close()
+        self.demo.close()
+
+
+def main() -> int:
+    from governance.runtime.heap import settle_heap
+    from governance.runtime.spark import build_spark
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--dir", required=True, type=Path)
+    ap.add_argument("--every", type=float, default=5.0)
+    ap.add_argument("--per-user", type=int, default=8, help="connect.max_statements_per_user")
+    ap.add_argument("--queue", type=float, default=30.0, help="connect.statement_queue_wait")
+    ap.add_argument("--workers", type=int, default=0, help="gRPC threads (0: the default)")
+    args = ap.parse_args()
+    root: Path = args.dir
+    spark = build_spark(
+        "local[2]",
+        {"spark.driver.memory": "3g", "spark.sql.warehouse.dir": str(root / "spark-warehouse")},
+        app_name="lakegate-bench-load",
+        log=root / "spark.log",
+    )
+    served = Served(root, spark, per_user=args.per_user, queue=args.queue, workers=args.workers)
+    settle_heap()  # as `lakegate connect` does once started
+    print(json.dumps(served.info), flush=True)
+    done = threading.Event()
+    threading.Thread(target=lambda: (sys.stdin.read(), done.set()), daemon=True).start()
+    with (root / "samples.jsonl").open("a") as out:
+        while not done.wait(args.every):
+            out.write(json.dumps(served.sample()) + "\n")
+            out.flush()
+    served.stop()
+    spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

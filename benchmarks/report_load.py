@@ -1,0 +1,195 @@
+"""REPORT.md's load section (issue 39, benchmarks/load.py): the side-by-side table per N,
+the targets as the benchmark judged them, fairness and the soak; and, run alone, the same
+section spliced into an existing REPORT.md from a `load.py --json` file, leaving every
+other section as it was:
+
+    python benchmarks/report_load.py LOAD.json [--report benchmarks/REPORT.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks import plots  # noqa: E402
+from benchmarks.report_kit import Add, Img  # noqa: E402
+
+TITLE = "## Many analysts at once (issue 39)"
+
+
+def _ms(v: float | None) -> str:
+    return "-" if v is None else f"{v:.0f}"
+
+
+def load_section(results: dict[str, Any], add: Add, img: Img) -> None:
+    """The load table, gateway and plain side by side per N, with the ratios and targets."""
+    add(f"{TITLE}\n")
+    ld = results.get("load") or {}
+    if not ld.get("rows"):
+        add("_not run or failed_\n")
+        return
+    m = ld.get("machine") or {}
+    srv = ld.get("server") or {}
+    add(
+        f"`benchmarks/load.py` ({ld['line']}): N stock Spark Connect clients, each its own "
+        "process and its own user in turn (alice, bob, carol, dana, erin: different "
+        "policies), run a mix of short lookups, a join with an aggregate, DataFrame "
+        f"operations and writes (1 in 6) for {ld['seconds']:g} s, through the gateway and on "
+        "the plain Spark Connect service behind it (same JVM, same Delta tables), the two "
+        f"sides alternating (ABAB), {ld['reps']} run(s) per side per N. Gateway settings: "
+        f"max_statements_per_user {srv.get('per_user')}, statement_queue_wait "
+        f"{srv.get('queue_wait')} s, {srv.get('workers')} gRPC threads. Machine: "
+        f"{m.get('cpus')} cores, load average at the start {_load(m)} (shared with other "
+        "work: absolute figures are inflated; the ratios are what the targets judge).\n"
+    )
+    add(
+        "| N | side | ops/s | p50 ms | p95 ms | p99 ms | errors | gateway CPU | JVM CPU | "
+        "gateway RSS MB | JVM RSS MB | audit requests / lost / dup |"
+    )
+    add("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in ld["rows"]:
+        a = r.get("audit")
+        audit = f"{a['requests']} / {a['lost']} / {a['duplicated']}" if a else "-"
+        add(
+            f"| {r['n']} | {r['side']} | {r['throughput']:.2f} | {_ms(r['p50'])} | "
+            f"{_ms(r['p95'])} | {_ms(r['p99'])} | {sum(r['errors'].values())} | "
+            f"{r['cpu_py']:.2f} | {r['cpu_jvm']:.2f} | {r['rss_py_mb']:.0f} | "
+            f"{r['rss_jvm_mb']:.0f} | {audit} |"
+        )
+    add("")
+    procs = {(r["n"], r["client_processes"], r["clients_per_process"]) for r in ld["rows"]}
+    threaded = sorted(p for p in procs if p[2] > 1)
+    rss = max(r["client_rss_mb"] for r in ld["rows"])
+    add(
+        f"Clients: one process each (about {rss:.0f} MB RSS per client process)"
+        + (
+            "; except "
+            + ", ".join(f"N={n}: {p} processes of {t} client threads" for n, p, t in threaded)
+            if threaded
+            else ""
+        )
+        + ". CPU is cores used over the run (1.0 = one core busy); the gateway is the server's "
+        "Python process, the JVM serves both sides.\n"
+    )
+    add(img("load", "load: throughput and p99 per N"))
+    add("Targets (issue 39 item 2):\n")
+    for t in ld.get("targets", []):
+        verdict = "**met**" if t["met"] else "**NOT met**"
+        if "ratio" in t:
+            fig = f"ratio {t['ratio']:.2f}"
+        elif "errors" in t:
+            fig = f"errors only the gateway gave: {t['errors'] or 'none'}"
+        else:
+            fig = (
+                f"{t['audit'].get('requests', 0)} requests, lost {t['audit'].get('lost')}, "
+                f"duplicated {t['audit'].get('duplicated')}"
+            )
+        add(f"- N={t['n']}, {t['target']}: {verdict} ({fig})")
+    add("")
+    errs = {(r["n"], r["side"], k): v for r in ld["rows"] for k, v in r["error_samples"].items()}
+    if errs:
+        add("Errors seen (kind: first line of one):\n")
+        for (n, side, kind), message in sorted(errs.items()):
+            add(f"- N={n} {side}: `{kind}`: {message}")
+        add("")
+    notes = ld.get("notes") or []
+    if notes:  # what the run's operator found when measuring why a target was missed
+        add("What was measured about the misses, and what this run did not cover:\n")
+        for note in notes:
+            add(f"- {note}")
+        add("")
+    fair = ld.get("fairness")
+    if fair:
+        verdict = "**met**" if fair["met"] else "**NOT met**"
+        add(
+            f"Fairness (item 3): alice's short lookup p50 {fair['idle']['p50']:.0f} ms idle, "
+            f"{fair['loaded']['p50']:.0f} ms (p99 {fair['loaded']['p99']:.0f}) while erin keeps "
+            f"{fair['count']} heavy queries submitted ({fair['heavy']['done']} ran, "
+            f"{fair['heavy']['busy']} answered busy, {fair['heavy']['failed']} failed): "
+            f"{fair['ratio']:.2f}x idle, target <= 2x: {verdict}"
+        )
+        plain = fair.get("plain")
+        if plain:
+            add(
+                f"On plain Spark Connect (no limits) the same: {plain['idle']['p50']:.0f} ms "
+                f"idle, {plain['loaded']['p50']:.0f} ms loaded ({plain['ratio']:.2f}x; "
+                f"{plain['heavy']['done']} heavy queries ran)."
+            )
+        add("")
+    soak = ld.get("soak")
+    if soak:
+        run = soak["run"]
+        add(
+            f"Soak (item 4): N={soak['n']} through the gateway for {soak['minutes']:g} minutes "
+            f"({soak['samples']} samples of the server; {run['throughput']:.2f} ops/s, p99 "
+            f"{_ms(run['p99'])} ms, {sum(run['errors'].values())} errors, audit lost "
+            f"{run['audit']['lost']}, duplicated {run['audit']['duplicated']}). Growth over "
+            "the last half (mean of the last tenth of the samples against the tenth at the "
+            "middle; target under 5 % for memory, none for fds and threads):\n"
+        )
+        add("| measure | first | middle | last | last-half growth |")
+        add("|---|---|---|---|---|")
+        for k, series in soak["series"].items():
+            g = soak["growth"].get(k)
+            mid = series[len(series) // 2] if series else None
+            add(
+                f"| {k} | {_num(series[0] if series else None)} | {_num(mid)} | "
+                f"{_num(series[-1] if series else None)} | "
+                f"{'-' if g is None else f'{g:+.1%}'} |"
+            )
+        add("")
+
+
+def _load(m: dict[str, Any]) -> str:
+    la = m.get("load_avg")
+    return f"{la[0]:.1f}" if la else "?"
+
+
+def _num(v: float | None) -> str:
+    return "-" if v is None else f"{v:,.0f}"
+
+
+def splice(report: Path, results: dict[str, Any], charts_dir: Path) -> None:
+    """Replace (or append before the closing line) the load section of `report`."""
+    charts_dir.mkdir(parents=True, exist_ok=True)
+    chart = plots.chart_load(results.get("load") or {}, charts_dir / "load.png")
+    rel = Path("charts") / "load.png"
+    lines: list[str] = []
+    load_section(
+        results,
+        lines.append,
+        lambda name, alt: f"![{alt}]({rel})\n" if chart else f"_(no {alt} chart: no data)_\n",
+    )
+    section = "\n".join(lines) + "\n"
+    text = report.read_text() if report.is_file() else ""
+    start = text.find(TITLE)
+    if start >= 0:
+        end = text.find("\n## ", start + len(TITLE))
+        tail = text[end + 1 :] if end >= 0 else ""
+        text = text[:start] + section + tail
+    else:
+        marker = text.rfind("Every figure above")
+        text = text[:marker] + section + text[marker:] if marker >= 0 else text + section
+    report.write_text(text)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("load_json", type=Path)
+    ap.add_argument("--report", type=Path, default=ROOT / "benchmarks" / "REPORT.md")
+    args = ap.parse_args()
+    data = json.loads(args.load_json.read_text())
+    splice(args.report, {"load": data}, args.report.parent / "charts")
+    print(f"wrote the load section of {args.report}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,90 @@
+"""connect.statement_queue_wait (issue 39 item 3): a statement over its user's
+max_statements_per_user waits for one of that user's own statements to finish, up to the
+wait, then is refused as busy; at most max_statements_per_user of a user wait, and another
+user is never held back. StatementLimits alone, no Spark."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from api.connect.limits import StatementLimits, StatementRefused
+
+
+def _limits(queue_wait: float) -> StatementLimits:
+    return StatementLimits(per_user=2, timeout=60.0, row_limit=10, queue_wait=queue_wait)
+
+
+def _fill(limits: StatementLimits, user: str) -> list:
+    return [limits.start((user, "s", f"op{i}")) for i in range(2)]
+
+
+def test_without_a_queue_the_statement_over_the_limit_is_refused_at_once_as_busy() -> None:
+    limits = _limits(0.0)
+    _fill(limits, "erin")
+    t0 = time.perf_counter()
+    with pytest.raises(StatementRefused, match=r"^busy: user erin already runs 2 ") as e:
+        limits.start(("erin", "s", "op2"))
+    assert time.perf_counter() - t0 < 0.5
+    assert "waited" not in str(e.value)
+
+
+def test_queued_statement_runs_when_one_of_its_users_statements_finishes() -> None:
+    limits = _limits(10.0)
+    first, _ = _fill(limits, "erin")
+    threading.Timer(0.3, limits.finish, args=(first,)).start()
+    t0 = time.perf_counter()
+    stmt = limits.start(("erin", "s", "op2"))
+    assert 0.2 < time.perf_counter() - t0 < 5
+    assert limits.count("erin") == 2 and stmt.key == ("erin", "s", "op2")
+
+
+def test_queued_statement_is_refused_as_busy_when_the_wait_ends() -> None:
+    limits = _limits(0.2)
+    _fill(limits, "erin")
+    with pytest.raises(StatementRefused, match=r"waited up to 0\.2 s, connect\.statement_queue"):
+        limits.start(("erin", "s", "op2"))
+
+
+def test_another_user_is_admitted_while_one_users_statements_wait() -> None:
+    limits = _limits(5.0)
+    _fill(limits, "erin")
+    outcome: list[str] = []
+    waiter = threading.Thread(
+        target=lambda: outcome.append(limits.start(("erin", "s", "op9")).key[2])
+    )
+    waiter.start()
+    t0 = time.perf_counter()
+    limits.start(("alice", "s", "op0"))
+    assert time.perf_counter() - t0 < 0.5
+    limits.finish(limits.get(("erin", "s", "op0")))  # type: ignore[arg-type]
+    waiter.join(timeout=10)
+    assert outcome == ["op9"]
+
+
+def test_at_most_max_statements_per_user_wait_the_next_is_refused_at_once() -> None:
+    limits = _limits(5.0)
+    running = _fill(limits, "erin")
+    admitted: list[str] = []
+    waiters = [
+        threading.Thread(
+            target=lambda i=i: admitted.append(limits.start(("erin", "s", f"w{i}")).key[2])
+        )
+        for i in range(2)
+    ]
+    for w in waiters:
+        w.start()
+    deadline = time.time() + 5
+    while limits._waiting.get("erin", 0) < 2 and time.time() < deadline:
+        time.sleep(0.01)
+    t0 = time.perf_counter()
+    with pytest.raises(StatementRefused, match=r"^busy: "):
+        limits.start(("erin", "s", "extra"))
+    assert time.perf_counter() - t0 < 0.5
+    for stmt in running:
+        limits.finish(stmt)
+    for w in waiters:
+        w.join(timeout=10)
+    assert sorted(admitted) == ["w0", "w1"]

@@ -1,0 +1,89 @@
+"""Smoke run of the load harness (issue 39, benchmarks/load.py): four stock Spark Connect
+clients, each its own process and user, through the gateway and on plain Spark Connect for
+a few seconds; the figures have the report's structure, the report section renders them,
+and every request the clients sent has its audit line, none twice. No timing assertions:
+performance targets live in the benchmark."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:  # the benchmarks are not part of the installed distribution
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks import load  # noqa: E402
+from benchmarks.report_load import TITLE, load_section, splice  # noqa: E402
+
+ROW_KEYS = {
+    "side",
+    "n",
+    "throughput",
+    "p50",
+    "p95",
+    "p99",
+    "errors",
+    "cpu_py",
+    "cpu_jvm",
+    "rss_py_mb",
+    "rss_jvm_mb",
+    "client_rss_mb",
+    "by_op",
+}
+
+
+@pytest.fixture(scope="module")
+def figures(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    server = load.LocalServer(tmp_path_factory.mktemp("load"), spark)
+    try:
+        result = load.measure(server, [4], 5.0, log=lambda _: None)
+    finally:
+        server.stop()
+    result.update(line="Spark test", seconds=5.0, reps=1, machine={}, server={})
+    return result
+
+
+def test_load_run_has_one_row_per_side_with_every_figure(figures: dict[str, Any]) -> None:
+    rows = figures["rows"]
+    assert [(r["n"], r["side"]) for r in rows] == [(4, "gateway"), (4, "plain")]
+    for r in rows:
+        assert set(r) >= ROW_KEYS
+        assert r["ops"] > 0 and r["client_processes"] == 4
+
+
+def test_every_gateway_request_has_its_audit_lines_none_lost_or_duplicated(
+    figures: dict[str, Any],
+) -> None:
+    audit = figures["rows"][0]["audit"]
+    assert audit["requests"] > 0
+    assert (audit["lost"], audit["duplicated"]) == (0, 0)
+
+
+def test_targets_are_judged_for_every_n(figures: dict[str, Any]) -> None:
+    assert [(t["n"], t["target"]) for t in figures["targets"]] == [
+        (4, "throughput >= 0.9x plain"),
+        (4, "p99 <= 1.2x plain"),
+        (4, "no error plain does not also give"),
+        (4, "zero lost or duplicated audit lines"),
+    ]
+    assert figures["targets"][3]["met"]
+
+
+def test_report_section_shows_both_sides_and_the_verdicts(
+    figures: dict[str, Any], tmp_path: Path
+) -> None:
+    lines: list[str] = []
+    load_section({"load": figures}, lines.append, lambda name, alt: f"[{name}]")
+    table = [ln for ln in lines if ln.startswith("| 4 |")]
+    assert [ln.split(" | ")[1] for ln in table] == ["gateway", "plain"]
+    assert sum(ln.startswith("- N=4, ") for ln in lines) == 4
+    report = tmp_path / "REPORT.md"
+    report.write_text("# Report\n\n## Other\n\ntext\n\nEvery figure above, ...\n")
+    splice(report, {"load": figures}, tmp_path / "charts")
+    text = report.read_text()
+    assert text.index("## Other") < text.index(TITLE) < text.index("Every figure above")
+    assert (tmp_path / "charts" / "load.png").is_file()
