@@ -135,16 +135,7 @@ class RuleReader(NodeReader):
             )
             ok = ok and found is not None
             action = found or action
-        principals: tuple[Principal, ...] | None = (ANY,)
-        if "principals" in keys:
-            principals = self.principals(
-                keys["principals"], f"principals of {what}", rule, "principals"
-            )
-        except_: tuple[Principal, ...] | None = ()
-        if "except" in keys:
-            except_ = self.principals(
-                keys["except"], f"'except' of {what}", rule, "except", allow_empty=True
-            )
+        principals, except_ = self.who(keys, what, rule)
         identifying: tuple[str, ...] = ()
         if "identifying_columns" in keys:
             found_cols = self.columns(
@@ -220,6 +211,23 @@ class RuleReader(NodeReader):
         if pattern is not None:
             self.loc(rule, "on", node)
         return pattern
+
+    def who(
+        self, keys: dict[str, Node], what: str, rule: Source
+    ) -> tuple[tuple[Principal, ...] | None, tuple[Principal, ...] | None]:
+        """A mask's or an aggregation policy's `principals` (default everyone) and `except`
+        (default nobody); None where the field is malformed (reported)."""
+        principals: tuple[Principal, ...] | None = (ANY,)
+        if "principals" in keys:
+            principals = self.principals(
+                keys["principals"], f"principals of {what}", rule, "principals"
+            )
+        except_: tuple[Principal, ...] | None = ()
+        if "except" in keys:
+            except_ = self.principals(
+                keys["except"], f"'except' of {what}", rule, "except", allow_empty=True
+            )
+        return principals, except_
 
     def grant(self, node: Node) -> None:
         keys = self.rule_fields(node, "grants", GRANT_KEYS)
@@ -473,16 +481,7 @@ class RuleReader(NodeReader):
                 keys["expression"], f"'expression' of {what}", "\"concat('***', {col})\""
             )
             self.loc(rule, "expression", keys["expression"])
-        principals: tuple[Principal, ...] | None = (ANY,)
-        if "principals" in keys:
-            principals = self.principals(
-                keys["principals"], f"principals of {what}", rule, "principals"
-            )
-        except_: tuple[Principal, ...] | None = ()
-        if "except" in keys:
-            except_ = self.principals(
-                keys["except"], f"'except' of {what}", rule, "except", allow_empty=True
-            )
+        principals, except_ = self.who(keys, what, rule)
         priority = 0
         if "priority" in keys:
             pnode = keys["priority"]
