@@ -34,7 +34,7 @@ from governance.errors import (
     OutcomeNotRecorded,
     SqlParseError,
 )
-from governance.session.governed import StatementFailed, failure_message
+from governance.execute.run import failed_run
 
 router = authenticated_router(tags=["Lakegate: SQL"])
 _pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lakegate-stmt")
@@ -101,9 +101,7 @@ async def execute_statement(request: Request, body: StatementRequest, caller: Ca
             try:
                 rows = df.limit(limit + 1).collect()
             except Exception as e:  # may quote values: class + the audit line's query id
-                raise StatementFailed(
-                    failure_message(e, session.last_query_id or "", caller.user)
-                ) from None
+                raise failed_run(e, session.last_query_id or "", caller.user) from None
             fields = df.schema.fields
         finally:
             sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]

@@ -24,7 +24,7 @@ from api.connect.relations import PlanGovernor, WriteSourceGovernor, checked_wri
 from audit.landing import commit_tag
 from governance.errors import AccessDenied, LakegateError
 from governance.execute.actions import execute_actions
-from governance.execute.run import StatementFailed, failure_message
+from governance.execute.run import failed_run
 from governance.planning.context import PlanningContext
 from governance.planning.planned import Planned
 from governance.planning.writes import FrameInsert, plan_frame_insert
@@ -320,9 +320,7 @@ def _arrow_bytes(df: Any, session: GovernedSession, row_limit: int) -> bytes | N
     try:
         rows = df.limit(row_limit + 1).collect()
     except Exception as e:
-        raise StatementFailed(
-            failure_message(e, session.last_query_id or "", session.user)
-        ) from None
+        raise failed_run(e, session.last_query_id or "", session.user) from None
     if len(rows) > row_limit:
         raise LimitExceeded(
             f"the result has more than {row_limit} rows (connect.row_limit)",

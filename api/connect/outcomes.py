@@ -28,6 +28,7 @@ from governance.execute.run import (
     error_class,
     failure_message,
     message_parameters,
+    small_group_refusal,
 )
 from governance.execute.sources import SCHEMA_CHANGED
 from governance.session.governed import Lakegate
@@ -119,6 +120,9 @@ class CallOutcomes:
     ) -> NoReturn:
         """A backend failure as error class + query id; its exception type kept (class names
         only) so the client raises the same kind of error."""
+        refused = small_group_refusal(e.details() or "", call.query_id, call.user)
+        if refused is not None:  # the aggregation guard's refusal, raised by Spark
+            self._fail(call, context, refused)
         info = backend_error_info(e)
         ERROR_LOG.error(
             "connect query %s (user %s) failed in the backend: %s %s",

@@ -108,16 +108,31 @@ def error_class(e: BaseException) -> str:
     return type(e).__name__
 
 
+def small_group_refusal(text: str, query_id: str, user: str) -> AccessDenied | None:
+    """A run that failed on a group below an aggregation policy's size (`on_small_group:
+    refuse`, the marker only Lakegate's guard raises) is a refusal, audited as one."""
+    if AGG_MARK not in text:
+        return None
+    ERROR_LOG.warning("query %s (user %s) refused: a group below minimum size", query_id, user)
+    return AccessDenied(
+        f"refused: a group of the result has fewer rows of an aggregate-only table than "
+        f"its aggregation policy's min_group_size (query {query_id})"
+    )
+
+
+def failed_run(e: BaseException, query_id: str, user: str) -> LakegateError:
+    """What the caller gets for a run that failed while its rows were produced."""
+    refused = small_group_refusal(str(getattr(e, "desc", None) or e), query_id, user)
+    return refused or StatementFailed(failure_message(e, query_id, user))
+
+
 def failure_message(e: BaseException, query_id: str, user: str) -> str:
     """The caller's line for a failed run: class + query id; the full text to the server log.
     A group below an aggregation policy's size (`on_small_group: refuse`) is a refusal."""
     cls = error_class(e)
-    if AGG_MARK in str(getattr(e, "desc", None) or e):
-        ERROR_LOG.warning("query %s (user %s) refused: a group below minimum size", query_id, user)
-        return (
-            f"refused: a group of the result has fewer rows of an aggregate-only table than "
-            f"its aggregation policy's min_group_size (query {query_id})"
-        )
+    refused = small_group_refusal(str(getattr(e, "desc", None) or e), query_id, user)
+    if refused is not None:
+        return str(refused)
     ERROR_LOG.error(
         "query %s (user %s) failed [%s]: %s", query_id, user, cls, getattr(e, "desc", None) or e
     )
@@ -172,9 +187,7 @@ def _governed_class(frame: type) -> type:
             except Exception as e:
                 if self._lg_on_failure is not None:
                     self._lg_on_failure(error_class(e))
-                raise StatementFailed(
-                    failure_message(e, self._lg_query_id, self._lg_user)
-                ) from None
+                raise failed_run(e, self._lg_query_id, self._lg_user) from None
 
         action.__name__ = name
         action.__doc__ = base.__doc__

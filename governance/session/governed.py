@@ -43,7 +43,6 @@ from governance.execute.run import (
 
 # re-exported: callers (api/statements.py, tests) import these from the session
 from governance.execute.run import analyze_only as analyze_only
-from governance.execute.run import failure_message as failure_message
 from governance.execute.sources import PinnedSources
 from governance.files import owner_only_umask
 from governance.identity import NO_CLAIMS, IdpClaims, InvalidName, canonical_user

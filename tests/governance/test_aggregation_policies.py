@@ -16,7 +16,7 @@ from __future__ import annotations
 import pytest
 
 from cli import main
-from governance import Refused, StatementFailed
+from governance import AccessDenied, Refused
 from governance.policy.loader import PolicyError, load_policy_text
 
 POLICIES = """
@@ -301,7 +301,7 @@ def test_outer_joins_that_null_extend_protected_rows_are_refused(lg, sql: str, r
 
 def test_on_small_group_refuse_fails_the_statement_with_one_line(lg) -> None:
     sql = "SELECT dept, count(*) FROM m.hr.pay GROUP BY dept"
-    with pytest.raises(StatementFailed, match=r"^refused: a group of the result has fewer rows"):
+    with pytest.raises(AccessDenied, match=r"^refused: a group of the result has fewer rows"):
         lg.session("rex").sql(sql).collect()
     ok = "SELECT dept, count(*) FROM m.hr.pay WHERE dept <> 'ceo' GROUP BY dept"
     assert rows(lg, ok, user="rex") == [("eng", 5), ("ops", 3)]

@@ -59,18 +59,28 @@ grants:
     on: main.sales.orders
     columns: [customer_id]
 """
-# `agnes` (a persona of her own) reads the orders only in aggregates over 3+ rows
+# `agnes` (a persona of her own) reads the orders only in aggregates over 3+ rows (small
+# groups suppressed), the customers likewise but a small group refuses the statement
 AGGREGATE_POLICY = """
 grants:
   - id: agnes-reads-orders
     principals: [agnes]
     privileges: [select]
     on: main.sales.orders
+  - id: agnes-reads-customers
+    principals: [agnes]
+    privileges: [select]
+    on: main.sales.customers
 aggregation_policies:
   - id: agnes-orders-k3
     on: main.sales.orders
     principals: [agnes]
     min_group_size: 3
+  - id: agnes-customers-k3-refuse
+    on: main.sales.customers
+    principals: [agnes]
+    min_group_size: 3
+    on_small_group: refuse
 """
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from connect_testkit import rows
+from connect_testkit import audit_lines, rows
 
 BY_REGION = "SELECT region, count(*) AS n FROM main.sales.orders GROUP BY region"
 
@@ -48,3 +48,25 @@ def test_dataframe_operations_on_a_guarded_sql_result_are_allowed(remote, connec
     expected = _expected_counts(connect_lakegate)
     df = remote("agnes").sql(BY_REGION).filter("n >= 3").select("region")
     assert rows(df) == sorted(((r,) for r, _ in expected), key=repr)
+
+
+def test_on_small_group_refuse_is_a_refusal_on_record_with_its_reason(
+    remote, audit_dir, connect_lakegate
+) -> None:
+    """`on_small_group: refuse` fails in Spark, while rows are made; the gateway answers it
+    as a refusal (one line, no Spark text) and its call's audit line says why."""
+    since = len(audit_lines(audit_dir))
+    by_country = "SELECT country, count(*) AS n FROM main.sales.customers GROUP BY country"
+    with pytest.raises(Exception, match=r"refused: a group of the result has fewer rows") as e:
+        remote("agnes").sql(by_country).collect()
+    assert "__lg_small_group_" not in str(e.value)  # the guard's marker never reaches a caller
+    refusals = [
+        ln
+        for ln in audit_lines(audit_dir)[since:]
+        if ln["ugi"].startswith("agnes ") and ln["allowed"] == "false"
+    ]
+    assert refusals
+    assert all("fewer rows of an aggregate-only table" in ln["reason"] for ln in refusals)
+    customers = connect_lakegate.catalog.table("main", "sales", "customers")
+    total = connect_lakegate.spark.read.format("delta").load(customers.location).count()
+    assert rows(remote("agnes").sql("SELECT count(*) FROM main.sales.customers")) == [(total,)]
