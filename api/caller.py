@@ -43,6 +43,8 @@ class RequestAudit:
     columns: tuple[str, ...] = ()
     # a statement that ran but whose outcome line is missing: its query id (middleware.py)
     unrecorded_query: str | None = None
+    # "outcome" once the request's intent line is on record (Service.write_intent)
+    phase: str | None = None
 
 
 def request_audit(request: HTTPConnection) -> RequestAudit:

@@ -66,30 +66,41 @@ class Service:
         allowed = rec.allowed if rec.allowed is not None else status not in (401, 403)
         if rec.user is None and status >= 400:
             allowed = False  # unauthenticated; public pages (the OpenAPI docs) stay allowed
-        write_or_refuse(
-            self.lg.audit,
-            [
-                AuditEvent(
-                    allowed=allowed,
-                    user=rec.user or "anonymous",
-                    auth=rec.auth,
-                    issuer=rec.claims.issuer,
-                    subject=rec.claims.subject,
-                    resource=rec.resource,
-                    ip=rec.ip,
-                    proto="rest",
-                    cmd=rec.cmd or "unknown",
-                    src=rec.src,
-                    dst=rec.dst,
-                    caller_context=rec.caller_context,
-                    succeeded=status < 400,
-                    query_id=rec.request_id,
-                    stmt_hash=rec.stmt_hash,
-                    columns=rec.columns,
-                    reason=rec.reason if status >= 400 or not allowed else None,
-                    duration_ms=int((time.perf_counter() - rec.started) * 1000),
-                )
-            ],
+        write_or_refuse(self.lg.audit, [self._event(rec, status, allowed, rec.phase)])
+
+    def write_intent(self, rec: RequestAudit) -> None:
+        """Audit before effect for a call that changes state outside Spark (SCIM, the
+        product registry): its intent line is flushed before the change, and the request's
+        own line becomes its outcome (same queryId, cmd, src and dst, so `audit query
+        --pending` closes it). Raises `AuditUnavailable` when the line cannot be written:
+        nothing has changed yet, the caller gets a 503."""
+        write_or_refuse(self.lg.audit, [self._event(rec, None, True, "intent")])
+        rec.phase = "outcome"
+        rec.unrecorded_query = rec.request_id  # from here on, a lost outcome is reported so
+
+    def _event(
+        self, rec: RequestAudit, status: int | None, allowed: bool, phase: str | None
+    ) -> AuditEvent:
+        return AuditEvent(
+            allowed=allowed,
+            user=rec.user or "anonymous",
+            auth=rec.auth,
+            issuer=rec.claims.issuer,
+            subject=rec.claims.subject,
+            resource=rec.resource,
+            ip=rec.ip,
+            proto="rest",
+            cmd=rec.cmd or "unknown",
+            src=rec.src,
+            dst=rec.dst,
+            caller_context=rec.caller_context,
+            succeeded=status is not None and status < 400,
+            query_id=rec.request_id,
+            stmt_hash=rec.stmt_hash,
+            columns=rec.columns,
+            reason=rec.reason if status is not None and (status >= 400 or not allowed) else None,
+            duration_ms=int((time.perf_counter() - rec.started) * 1000),
+            phase=phase,
         )
 
 

@@ -38,6 +38,7 @@ from catalog.products import (
     check_transition,
     normalise,
 )
+from governance.errors import AuditUnavailable
 from governance.policy.model import Domain
 
 router = authenticated_router(tags=["Lakegate: domains and data products"])
@@ -194,6 +195,15 @@ def _require_owner(reg: Registry, caller: Caller, domain_name: str, action: str)
         raise ApiError(403, msg)
 
 
+def intent(request: Request, caller: Caller) -> None:
+    """Audit before effect: the change's intent line, before the registry changes; 503 and
+    no change when it cannot be written."""
+    try:
+        get_service(request).write_intent(caller.audit)
+    except AuditUnavailable as e:
+        raise ApiError(503, str(e)) from None
+
+
 def _checked(reg: Registry, p: DataProduct) -> DataProduct:
     try:
         p = normalise(p)
@@ -229,6 +239,7 @@ def create_product(request: Request, caller: CallerDep, body: ProductCreate) -> 
             freshness=body.freshness,
         ),
     )
+    intent(request, caller)
     try:
         created = reg.store.create(p, caller.user)
     except ProductConflict as e:
@@ -256,6 +267,7 @@ def _change(request: Request, caller: Caller, name: str, fields: dict, action: s
         except ProductConflict as e:
             raise ApiError(409, str(e), "INVALID_STATE") from None
     new = _checked(reg, replace(old, **fields))
+    intent(request, caller)
     try:
         updated = reg.store.update(new, caller.user, expected_updated_at=old.updated_at)
     except ProductConflict as e:

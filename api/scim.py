@@ -71,6 +71,7 @@ from catalog.directory import (
     DirectoryStore,
     DirectoryUser,
 )
+from governance.errors import AuditUnavailable
 from governance.identity import InvalidName, canonical_user
 
 if TYPE_CHECKING:
@@ -587,6 +588,9 @@ class ScimGate:
         except DirectoryError as e:
             status, payload, headers = 400, _error(ScimError(400, str(e), "invalidValue")), {}
             rec.reason = str(e)
+        except AuditUnavailable as e:  # the intent line could not be written: nothing changed
+            status, payload, headers = 503, _error(ScimError(503, str(e))), {}
+            rec.reason = str(e)
         await _send(send, status, payload, headers)
 
     async def _route(
@@ -621,6 +625,7 @@ class ScimGate:
                 return 200, await run_in_threadpool(scim.search, kind, query, base), {}
             if method == "POST":
                 payload = await _body(receive, scope)
+                await self._intent(rec)
                 if kind == "User":
                     u = await run_in_threadpool(scim.create_user, payload)
                     rec.resource = f"scim:user:{u.user_name}"
@@ -643,11 +648,13 @@ class ScimGate:
                 u = scim._existing_user(rid)
                 return _one(200, scim.user_resource(u, base), u.version, query)
             if method == "DELETE":
+                await self._intent(rec)
                 gone = await run_in_threadpool(scim.delete_user, rid, version)
                 rec.resource = f"scim:user:{gone.user_name}"
                 return 204, None, {}
             if method in ("PUT", "PATCH"):
                 payload = await _body(receive, scope)
+                await self._intent(rec)
                 if method == "PUT":
                     u = await run_in_threadpool(scim.put_user, rid, payload, version)
                 else:
@@ -660,16 +667,22 @@ class ScimGate:
                 g = scim._existing_group(rid)
                 return _one(200, scim.group_resource(g, base), g.version, query)
             if method == "DELETE":
+                await self._intent(rec)
                 await run_in_threadpool(scim.directory.delete_group, rid, if_version=version)
                 return 204, None, {}
             if method in ("PUT", "PATCH"):
                 payload = await _body(receive, scope)
+                await self._intent(rec)
                 if method == "PUT":
                     g = await run_in_threadpool(scim.put_group, rid, payload, version)
                 else:
                     g = await run_in_threadpool(scim.patch_group, rid, payload, version, base)
                 return _one(200, scim.group_resource(g, base), g.version)
         raise ScimError(405, f"{method} is not allowed on /{head}/{{id}}")
+
+    async def _intent(self, rec: RequestAudit) -> None:
+        """Audit before effect: the change's intent line, before the directory changes."""
+        await run_in_threadpool(self.service.write_intent, rec)
 
 
 _VERBS = {"GET": "Get", "POST": "Create", "PUT": "Replace", "PATCH": "Patch", "DELETE": "Delete"}

@@ -113,7 +113,9 @@ def test_only_domain_owners_register_and_change_products(as_user, api_lakegate) 
     ok = [
         ln
         for ln in read_audit(api_lakegate)
-        if ln.get("dst") == f"product:{name}" and ln["allowed"] == "true"
+        if ln.get("dst") == f"product:{name}"
+        and ln["allowed"] == "true"
+        and ln.get("phase") != "intent"
     ]
     assert [ln["cmd"] for ln in ok] == [
         "createProduct",
@@ -215,3 +217,53 @@ def test_products_live_beside_the_policies_not_in_them(api_lakegate) -> None:
 
     assert Config.default().products_dir == Config.default().policies.parent / "products"
     assert not any("products" in p.parts for p in policy_files(api_lakegate.config.policies))
+
+
+def test_a_product_change_is_on_record_before_it_happens(as_user, api_lakegate) -> None:
+    """Audit before effect: each registry change's intent line (phase=intent, not yet
+    succeeded) precedes its outcome line of the same queryId; a denial changes nothing and
+    is one line."""
+    name = _name("intent")
+    spec = {"name": name, "domain": "sales", "output_tables": ["main.sales.orders"]}
+    assert as_user("bob").post(f"{LG}/products", json=spec).status_code == 403
+    assert as_user("erin").post(f"{LG}/products", json=spec).status_code == 201
+    assert as_user("erin").post(f"{LG}/products/{name}/retire").status_code == 200
+    lines = [ln for ln in read_audit(api_lakegate) if ln.get("dst") == f"product:{name}"]
+    got = [(ln["ugi"].split()[0], ln["cmd"], ln.get("phase"), ln["succeeded"]) for ln in lines]
+    assert got == [
+        ("bob", "createProduct", None, "false"),
+        ("erin", "createProduct", "intent", "false"),
+        ("erin", "createProduct", "outcome", "true"),
+        ("erin", "retireProduct", "intent", "false"),
+        ("erin", "retireProduct", "outcome", "true"),
+    ]
+    assert lines[1]["queryId"] == lines[2]["queryId"] != lines[3]["queryId"] == lines[4]["queryId"]
+    from audit.query import query
+
+    pending = query(api_lakegate.config.audit, pending=True).records
+    assert not [r for r in pending if r.query_id in {lines[1]["queryId"], lines[3]["queryId"]}]
+
+
+def test_a_product_change_whose_intent_cannot_be_written_does_not_happen(
+    as_user, api_lakegate, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fail closed: no intent line, no change (503), and the request's own line says why."""
+    from audit import AuditWriteError
+
+    log = api_lakegate.audit
+    write = log.write
+
+    def no_intents(events):
+        if any(e.phase == "intent" for e in events):
+            raise AuditWriteError("disk full (test)")
+        return write(events)
+
+    monkeypatch.setattr(log, "write", no_intents)
+    name = _name("unrecorded")
+    spec = {"name": name, "domain": "sales", "output_tables": ["main.sales.orders"]}
+    r = as_user("erin").post(f"{LG}/products", json=spec)
+    assert r.status_code == 503 and "audit log unavailable" in r.json()["message"]
+    monkeypatch.undo()
+    assert as_user("erin").get(f"{LG}/products/{name}").status_code == 404
+    line = [ln for ln in read_audit(api_lakegate) if ln.get("dst") == f"product:{name}"][-1]
+    assert (line["cmd"], line["succeeded"], line.get("phase")) == ("createProduct", "false", None)

@@ -412,6 +412,52 @@ def test_every_scim_call_is_audited_as_the_scim_client(scim, live) -> None:
     assert refused and refused[-1]["ugi"].startswith("anonymous")
 
 
+def test_a_scim_change_is_on_record_before_it_happens(scim, live) -> None:
+    """Audit before effect: a provisioning change's intent line (phase=intent, not yet
+    succeeded) precedes its outcome of the same queryId; reads are one line."""
+    made = new_user(scim, "intent-one")
+    patch(scim, f"/Users/{made['id']}", {"op": "replace", "path": "displayName", "value": "I"})
+    assert scim.delete(f"/Users/{made['id']}").status_code == 204
+    assert scim.get(f"/Users/{made['id']}").status_code == 404
+    lines = [x for x in read_audit(live[0]) if x.get("cmd", "").startswith("scim")]
+    mine = lines[-7:]
+    got = [(x["cmd"], x.get("phase"), x["succeeded"]) for x in mine]
+    assert got == [
+        ("scimCreateUser", "intent", "false"),
+        ("scimCreateUser", "outcome", "true"),
+        ("scimPatchUser", "intent", "false"),
+        ("scimPatchUser", "outcome", "true"),
+        ("scimDeleteUser", "intent", "false"),
+        ("scimDeleteUser", "outcome", "true"),
+        ("scimGetUser", "null", "false"),
+    ]
+    for intent, outcome in (mine[0:2], mine[2:4], mine[4:6]):
+        assert intent["queryId"] == outcome["queryId"] and intent["allowed"] == "true"
+    assert mine[1]["resource"] == mine[5]["resource"] == "scim:user:intent-one"
+
+
+def test_a_scim_change_whose_intent_cannot_be_written_does_not_happen(
+    scim, live, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fail closed: no intent line, no change, a 503 in SCIM's error shape."""
+    from audit import AuditWriteError
+
+    log = live[0].audit
+    write = log.write
+
+    def no_intents(events):
+        if any(e.phase == "intent" for e in events):
+            raise AuditWriteError("disk full (test)")
+        return write(events)
+
+    monkeypatch.setattr(log, "write", no_intents)
+    r = scim.post("/Users", json={"schemas": [USER_SCHEMA], "userName": "never-made"})
+    monkeypatch.undo()
+    assert "audit log unavailable" in _error(r, 503)
+    found = scim.get("/Users", params={"filter": 'userName eq "never-made"'}).json()
+    assert found["totalResults"] == 0
+
+
 # an outside conformance check ------------------------------------------------------------
 
 #: what scim2-tester 0.5.2 reports that Lakegate does on purpose (docs/identity.md): no
