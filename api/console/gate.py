@@ -12,10 +12,11 @@ and the routes already understand, so the console authenticates exactly as the A
   other site's page sends it), `Secure` over TLS, path `/ui`.
 - Failed sign-ins are limited per client address and per attempted identity
   (api/console/limits.py): past the limit, 429 with `Retry-After`, on record.
-- The only state-changing requests are the sign-in and sign-out POSTs. Each must carry the
-  CSRF value of the `lakegate_csrf` cookie in its form (double submit; another origin can
-  neither read the cookie nor set it) and, when the browser says where it comes from
-  (`Origin`, `Sec-Fetch-Site`), come from this origin. Everything else is a GET that reads.
+- The only POSTs are the sign-in, the sign-out and the policy-impact run (an admin act,
+  pages.py, which checks its form with `checked_form`). Each must carry the CSRF value of
+  the `lakegate_csrf` cookie in its form (double submit; another origin can neither read
+  the cookie nor set it) and, when the browser says where it comes from (`Origin`,
+  `Sec-Fetch-Site`), come from this origin. Everything else is a GET that reads.
 - Every answer under `/ui` says `Cache-Control: no-store` and carries a strict content
   security policy (scripts from this server only; no frames).
 """
@@ -207,7 +208,7 @@ class ConsoleGate:
         return response
 
     async def _sign_in(self, scope: Scope, receive: Receive) -> Response:
-        form = await _checked_form(scope, receive)
+        form = await checked_form(scope, receive)
         rec: RequestAudit = scope[AUDIT_KEY]
         if isinstance(form, str):
             rec.reason = form
@@ -307,7 +308,7 @@ class ConsoleGate:
         return response
 
     async def _sign_out(self, scope: Scope, receive: Receive) -> Response:
-        form = await _checked_form(scope, receive)
+        form = await checked_form(scope, receive)
         rec: RequestAudit = scope[AUDIT_KEY]
         if isinstance(form, str):
             rec.reason = form
@@ -326,7 +327,9 @@ class ConsoleGate:
         return response
 
 
-async def _checked_form(scope: Scope, receive: Receive) -> dict[str, str] | str:
+async def checked_form(
+    scope: Scope, receive: Receive, *, max_bytes: int = MAX_FORM, max_fields: int = 4
+) -> dict[str, str] | str:
     """The posted form, or why it is refused (cross-origin, no CSRF match, too large)."""
     headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope.get("headers") or ()}
     own = f"{scope.get('scheme', 'http')}://{headers.get('host', '')}"
@@ -335,11 +338,11 @@ async def _checked_form(scope: Scope, receive: Receive) -> dict[str, str] | str:
         return "request refused: it comes from another origin"
     if headers.get("sec-fetch-site", "same-origin") not in ("same-origin", "none"):
         return "request refused: it comes from another site"
-    if int(headers.get("content-length") or MAX_FORM + 1) > MAX_FORM:
+    if int(headers.get("content-length") or max_bytes + 1) > max_bytes:
         return "request refused: form missing or too large"
     request = Request(scope, receive)
     try:
-        form = await request.form(max_files=0, max_fields=4)
+        form = await request.form(max_files=0, max_fields=max_fields)
     except Exception:  # not a form: refused, whatever it was
         return "request refused: not a form"
     values = {k: v for k, v in form.items() if isinstance(v, str)}

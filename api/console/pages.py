@@ -12,13 +12,16 @@ from typing import Annotated, Any
 
 from fastapi import Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
+from starlette.concurrency import run_in_threadpool
 
 from api import access, auditing, extensions
 from api.caller import Caller
-from api.console.gate import CSRF, cookies
+from api.console import impact
+from api.console.gate import CSRF, checked_form, cookies
 from api.console.render import render
 from api.deps import CallerDep, Service, authenticated_router, get_service
 from api.errors import ApiError
+from governance.errors import LakegateError
 
 router = authenticated_router(include_in_schema=False)
 
@@ -166,7 +169,12 @@ async def policies(
     request: Request, caller: CallerDep, old: Text = None, new: Text = None
 ) -> HTMLResponse:
     svc = get_service(request)
-    ctx: dict[str, Any] = {"old": old or "HEAD~1", "new": new or "HEAD"}
+    ctx: dict[str, Any] = {
+        "old": old or "HEAD~1",
+        "new": new or "HEAD",
+        "admin": impact.is_admin(svc, caller),
+        "f": impact.ImpactForm(impact.LIVE, "HEAD", "", "proposed.yaml", None, 60),
+    }
     try:
         diff = access.policy_diff(svc, caller, ctx["old"], ctx["new"])
         by_user: dict[str, dict[str, list]] = {}
@@ -176,6 +184,42 @@ async def policies(
         ctx.update(diff=diff, by_user=sorted(by_user.items()))
     except ApiError as e:
         ctx.update(_failed(caller, e))
+    return _page(request, caller, "policies.html", "Policy changes", "policies", **ctx)
+
+
+@router.post("/policies/impact", name="consolePolicyImpact")
+async def policies_impact(request: Request, caller: CallerDep) -> HTMLResponse:
+    """`lakegate policy impact` for an admin: rows and column states per affected user or
+    group before and after, and the access diff (api/console/impact.py). Checked like the
+    sign-in form (CSRF, origin), refused to anyone who does not manage every table, and
+    audited as an admin act (cmd=policyImpact, intent before any count)."""
+    svc = get_service(request)
+    ctx: dict[str, Any] = {
+        "old": "HEAD~1",
+        "new": "HEAD",
+        "admin": False,
+        "f": impact.ImpactForm(impact.LIVE, "HEAD", "", "proposed.yaml", None, 60),
+    }
+    form = await checked_form(
+        request.scope, request.receive, max_bytes=impact.MAX_FORM, max_fields=8
+    )
+    if isinstance(form, str):
+        caller.deny(f"policy impact: {form}")
+        ctx.update(error=form, status=403)
+        return _page(request, caller, "policies.html", "Policy changes", "policies", **ctx)
+    if not impact.is_admin(svc, caller):
+        caller.deny(f"policy impact: {caller.user} does not manage every table (admins only)")
+        ctx.update(error="Only admins may run a policy impact.", status=403)
+        return _page(request, caller, "policies.html", "Policy changes", "policies", **ctx)
+    ctx["admin"] = True
+    try:
+        f = impact.ImpactForm.parse(form)
+        ctx["f"] = f
+        ctx["result"] = await run_in_threadpool(impact.run, svc, caller, f)
+    except ApiError as e:
+        ctx.update(_failed(caller, e))
+    except LakegateError as e:  # the audit log refused the intent or the outcome
+        ctx.update(_failed(caller, ApiError(503, str(e).splitlines()[0])))
     return _page(request, caller, "policies.html", "Policy changes", "policies", **ctx)
 
 

@@ -336,6 +336,8 @@ class PolicyEnforcer:
     def _column_tags(self, ident: Identity, table: TableInfo) -> ColumnTags:
         """The table's column tags, read only when a tag-driven rule may apply to this user
         here (TagsUnreadable, a refusal, if they cannot be read)."""
+        if self._tagged_aggregation(ident, table):  # its `tags:` read the same tags
+            return column_tags(self.policy_set, table)
         if not self._tag_driven:  # no tag-driven rule at all: the common, free case
             return NO_TAGS
         key = (table.catalog.lower(), table.schema.lower(), table.name.lower())
@@ -343,6 +345,17 @@ class PolicyEnforcer:
         if not any(i in self._tag_driven for i in ids):
             return NO_TAGS
         return column_tags(self.policy_set, table)
+
+    def _tagged_aggregation(self, ident: Identity, table: TableInfo) -> bool:
+        """Whether an aggregation policy with `tags:` may reach this user on this table."""
+        keys = set(ident.keys)
+        return any(
+            p.tags
+            and p.on.matches_table(table.catalog, table.schema, table.name)
+            and any(k.key in keys for k in p.principals)
+            and not any(k.key in keys for k in p.except_)
+            for p in self.policy_set.aggregation_policies
+        )
 
     def _table_access(self, ident: Identity, table: TableInfo, tags: ColumnTags) -> TableAccess:
         key = (table.catalog.lower(), table.schema.lower(), table.name.lower())
@@ -403,27 +416,38 @@ class PolicyEnforcer:
             hidden_by=hidden_by,
             mask_reads_hidden=leaks,
             tags=tags,
-            aggregate=self.aggregate_only(ident, table),
+            aggregate=self.aggregate_only(ident, table, tags if tags is not NO_TAGS else None),
         )
 
-    def aggregate_only(self, ident: Identity, table: TableInfo) -> AggregateOnly | None:
+    def aggregate_only(
+        self, ident: Identity, table: TableInfo, tags: ColumnTags | None = None
+    ) -> AggregateOnly | None:
         """The aggregation policies that make `table` aggregate-only for this user (a
-        principal matches and no `except` does), combined; None: none does."""
+        principal matches and no `except` does), combined; None: none does. A policy's
+        `tags:` match the column tags masks read (YAML, the Delta table's, the governed
+        state: `column_tags`, read here unless given; TagsUnreadable if they cannot be)."""
         keys = set(ident.keys)
-        found = tuple(
-            p
-            for p in self.policy_set.aggregation_policies
-            if any(k.key in keys for k in p.principals)
-            and not any(k.key in keys for k in p.except_)
-            and p.covers(
+        found = []
+        for p in self.policy_set.aggregation_policies:
+            if not any(k.key in keys for k in p.principals) or any(
+                k.key in keys for k in p.except_
+            ):
+                continue
+            if p.tags and tags is None:
+                if not p.on.matches_table(table.catalog, table.schema, table.name):
+                    continue
+                tags = column_tags(self.policy_set, table)
+            cols = tags.columns if tags is not None else {}
+            if p.covers(
                 self.policy_set,
                 table.catalog,
                 table.schema,
                 table.name,
                 (c.name for c in table.columns),
-            )
-        )
-        return AggregateOnly.of(found) if found else None
+                cols,
+            ):
+                found.append(p)
+        return AggregateOnly.of(tuple(found)) if found else None
 
     def _lookup(
         self,

@@ -206,9 +206,17 @@ class AggregationPolicy:
     file_domain: str | None = None
 
     def covers(
-        self, ps: PolicySet, catalog: str, schema: str, table: str, columns: Iterable[str]
+        self,
+        ps: PolicySet,
+        catalog: str,
+        schema: str,
+        table: str,
+        columns: Iterable[str],
+        column_tags: Mapping[str, frozenset[str]] | None = None,
     ) -> bool:
-        """Whether the policy reaches this table (its `on`, and its `tags` if any)."""
+        """Whether the policy reaches this table (its `on`, and its `tags` if any): a table
+        tag of the policy files, or a column tag of the files or of `column_tags` (lower-case
+        column -> tags from the catalog and the Delta table, as masks read them)."""
         if not self.on.matches_table(catalog, schema, table):
             return False
         if not self.tags:
@@ -216,7 +224,11 @@ class AggregationPolicy:
         wanted = set(self.tags)
         if ps.table_tags(catalog, schema, table) & wanted:
             return True
-        return any(ps.column_tags(catalog, schema, table, c) & wanted for c in columns)
+        extra = column_tags or {}
+        return any(
+            (ps.column_tags(catalog, schema, table, c) | extra.get(c.lower(), frozenset())) & wanted
+            for c in columns
+        )
 
 
 @dataclass(frozen=True, slots=True)

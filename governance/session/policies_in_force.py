@@ -162,10 +162,15 @@ def git_policy_set(
     policies: Path, commit: str, provider_groups: Collection[str] | None = None
 ) -> PolicySet:
     """The policy files of the directory as committed in `commit`, never the working files."""
+    return load_policy_text(git_policy_files(policies, commit), provider_groups)
+
+
+def git_policy_files(policies: Path, commit: str) -> dict[str, str]:
+    """The policy files' texts as committed in `commit`, by path relative to the directory."""
     # ls-tree lists paths relative to the policy directory; `commit:./name` reads them so
     names = git_run(policies, "ls-tree", "-r", "-z", "--name-only", commit, "--", ".")
     files: dict[str, str] = {}
     for name in names.decode().split("\0"):
         if name and is_policy_file(name):
             files[name] = git_run(policies, "show", f"{commit}:./{name}").decode("utf-8")
-    return load_policy_text(files, provider_groups)
+    return files

@@ -386,3 +386,51 @@ def test_policy_explain_shows_who_is_aggregate_only(tmp_path, capsys, user, line
     assert main(["policy", "explain", "-u", user, "--dir", str(tmp_path), "m.hr.pay"]) == 0
     lines = [ln for ln in capsys.readouterr().out.splitlines() if "aggregate  :" in ln]
     assert lines == ([line] if line else [])
+
+
+# `tags:` read the tags masks read: the policy files', the Delta table's and the governed
+# state. Here the tag is on the Delta table only (a table property), none in the YAML.
+CATALOG_TAGGED = """
+groups:
+  admins: [admin]
+governed_tags:
+  sensitive: {}
+grants:
+  - {id: admin-all, principals: [group:admins], privileges: [manage], on: "*.*.*"}
+  - {id: admin-tags, principals: [admin], privileges: [apply_tag], on: "*.*.*"}
+  - {id: ana-reads, principals: [ana], privileges: [select], on: t.hr.*}
+aggregation_policies:
+  - id: sensitive-k3
+    on: t.hr.*
+    tags: [sensitive]
+    principals: [ana]
+    min_group_size: 3
+"""
+
+
+def test_tags_match_catalog_and_delta_column_tags(make_lakegate) -> None:
+    lg = make_lakegate(
+        "aggpol_tags",
+        CATALOG_TAGGED,
+        [
+            "CREATE CATALOG t",
+            "CREATE SCHEMA t.hr",
+            "CREATE TABLE t.hr.pay (dept STRING, salary INT)",
+            "INSERT INTO t.hr.pay VALUES ('eng', 1), ('eng', 2), ('eng', 3), ('ops', 4)",
+            "ALTER TABLE t.hr.pay SET TBLPROPERTIES ('lakegate.tags.salary' = 'sensitive')",
+            "CREATE TABLE t.hr.depts (dept STRING, floor INT)",
+            "INSERT INTO t.hr.depts VALUES ('eng', 1)",
+        ],
+    )
+    ana = lg.session("ana")
+    with pytest.raises(AccessDenied, match="aggregation policy sensitive-k3"):
+        ana.sql("SELECT * FROM t.hr.pay")
+    by_dept = "SELECT dept, count(*) FROM t.hr.pay GROUP BY dept"
+    assert sorted(tuple(r) for r in ana.sql(by_dept).collect()) == [("eng", 3)]  # ops: 1 row
+    assert [tuple(r) for r in ana.sql("SELECT * FROM t.hr.depts").collect()] == [("eng", 1)]
+    # tagging the other table (a new Delta version) makes it aggregate-only at once
+    lg.session("admin").sql(
+        "ALTER TABLE t.hr.depts SET TBLPROPERTIES ('lakegate.tags.floor' = 'sensitive')"
+    )
+    with pytest.raises(AccessDenied, match="aggregation policy sensitive-k3"):
+        ana.sql("SELECT * FROM t.hr.depts")

@@ -142,3 +142,32 @@ def test_the_pages_are_reachable_by_keyboard(browser, console_server: str) -> No
         _check(page, "alice", "audit-keyboard")
     finally:
         context.close()
+
+
+def test_an_admin_pastes_a_proposed_policy_and_sees_its_impact(
+    browser, console_server: str, policy_repo: Path
+) -> None:
+    """root pastes a sales.yaml that widens carol's EMEA filter to APAC and submits the
+    policy-changes page's impact form: the result table names carol on the orders with more
+    rows after than before, and the page passes axe with no script or CSP error."""
+    text = (policy_repo / "sales.yaml").read_text()
+    widened = text.replace("where: \"region = 'EMEA'\"", "where: \"region IN ('EMEA', 'APAC')\"")
+    assert widened != text
+    context, page, errors = _sign_in(browser, console_server, "root")
+    try:
+        page.get_by_role("navigation").get_by_role("link", name="Policy changes").click()
+        page.wait_for_url("**/ui/policies")
+        page.get_by_label("Old policies").fill("live")
+        page.get_by_label("Proposed policy file").fill(widened)
+        page.get_by_label("File name of the proposed file").fill("sales.yaml")
+        page.get_by_role("button", name="Compute impact").click()
+        page.wait_for_url("**/ui/policies/impact")
+        rows = page.locator("#impact-table tbody tr")
+        found = [rows.nth(i).locator("td").all_inner_texts() for i in range(rows.count())]
+        cells = next(r for r in found if r[:2] == ["carol", "main.sales.orders"])
+        assert int(cells[4]) > int(cells[3]) and cells[5].startswith("+")
+        assert "full count" in page.locator("#impact-method").inner_text()
+        _check(page, "root", "policy-impact")
+        assert errors == []
+    finally:
+        context.close()
