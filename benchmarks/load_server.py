@@ -25,6 +25,7 @@ gateway adds.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import hashlib
 import json
@@ -249,7 +250,8 @@ def main() -> int:
     if args.tpcds_scale:
         from benchmarks.load_tpcds import ensure_data, tables_read
 
-        paths = ensure_data(spark, args.tpcds, args.tpcds_scale)
+        with contextlib.redirect_stdout(sys.stderr):  # stdout is load.py's: one JSON line
+            paths = ensure_data(spark, args.tpcds, args.tpcds_scale)
         tpcds = {t: paths[t] for t in tables_read()}
     served = Served(
         root, spark, per_user=args.per_user, queue=args.queue, workers=args.workers, tpcds=tpcds
