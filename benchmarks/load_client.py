@@ -77,8 +77,16 @@ def session(url: str, recorder: Recorder) -> Any:
     except ImportError:
         from pyspark.sql.connect.client import ChannelBuilder as Builder
 
-    builder = Builder(url)
-    builder.add_interceptor(recorder)
+    if hasattr(Builder, "add_interceptor"):
+        builder = Builder(url)
+        builder.add_interceptor(recorder)
+    else:  # pyspark 3.5's builder takes no interceptors: wrap the channel it makes
+
+        class Recorded(Builder):  # type: ignore[misc, valid-type]
+            def toChannel(self) -> Any:  # pyspark's name
+                return grpc.intercept_channel(super().toChannel(), recorder)
+
+        builder = Recorded(url)
     return RemoteSession.builder.channelBuilder(builder).create()
 
 
