@@ -56,7 +56,7 @@ def load_section(results: dict[str, Any], add: Add, img: Img) -> None:
         "same N** (the plain row), i.e. what an analyst would get without Lakegate at all; "
         "its audit is checked request by request (each request's own line, by the request "
         "id it was answered with and the statement's hash, exactly once; its statement's "
-        "lines at most once per phase, at least one when it was answered 200)."
+        "lines at most once per phase and table, at least one when it was answered 200)."
         if any(r["side"] == "rest" for r in ld["rows"])
         else ""
     )
@@ -81,6 +81,8 @@ def load_section(results: dict[str, Any], add: Add, img: Img) -> None:
     line_block(ld, add)
     add(img("load", "load: throughput and p99 per N"))
     other = ld.get("other_line")
+    if other and other.get("error"):
+        add(f"The other line ({other.get('line')}) did not finish: {other['error']}\n")
     if other and other.get("rows"):
         add(f"### The other line: {other['line']}\n")
         add(
