@@ -176,7 +176,7 @@ def chart_load(load: dict[str, Any], out: Path) -> Path | None:
         ax.set_xscale("log", base=2)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
-    fig.suptitle(f"Gateway vs plain Spark Connect under load ({load.get('line', '')})")
+    fig.suptitle(f"Gateway and REST vs plain Spark Connect under load ({load.get('line', '')})")
     fig.tight_layout()
     fig.savefig(out, dpi=110)
     plt.close(fig)
