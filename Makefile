@@ -9,7 +9,7 @@ VENV ?= .venv-$(SPARK_EXTRA)
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(SPARK_EXTRA)
 
-.PHONY: demo test test-cross lint docs bench bench-sf1 fuzz clean keycloak
+.PHONY: demo test test-cross lint docs bench bench-sf1 bench-load fuzz clean keycloak
 
 # A virtual environment that holds another line (or none: an interrupted install), as
 # governance/spark_line.py reads its pyspark, is made again from nothing: installing one
@@ -98,6 +98,18 @@ bench-sf1: $(STAMP)
 	$(MAKE) $(VENV_OTHER)/.installed-$(EXTRA_OTHER) SPARK=$(OTHER_SPARK)
 	$(PY) benchmarks/run_all.py --sf 1 --rounds 3 --workdir bench-sf1 --other-line $(BENCH_ARGS)
 
+# The issue 39 run: N = 1, 8, 32, 64 stock Spark Connect clients through the gateway and
+# on plain Spark Connect, and N REST clients, TPC-DS sf 1 queries in the mix (written once
+# into bench-sf1/, shared with bench-sf1), 2 runs per side per N, fairness and the hour's
+# soak; then the same N and sides on the other Spark line. Writes bench-load.json and the
+# load section of benchmarks/REPORT.md. About 3 h 30 on 2 cores (README: Benchmarks).
+LOAD_ARGS ?= --clients 1,8,32,64 --seconds 60 --reps 2 --rest --tpcds-scale 1 \
+	--fairness --soak-minutes 60
+bench-load: $(STAMP)
+	$(MAKE) $(VENV_OTHER)/.installed-$(EXTRA_OTHER) SPARK=$(OTHER_SPARK)
+	$(PY) benchmarks/load.py $(LOAD_ARGS) --other-line $(VENV_OTHER)/bin/python \
+	  --json bench-load.json --report benchmarks/REPORT.md
+
 # The correctness oracle (tests/security/test_differential.py) with many more examples
 # than the normal suite runs, freshly random each time (`make test` replays the same
 # derandomized examples every run); FUZZ_EXAMPLES=N overrides the count.
@@ -106,4 +118,4 @@ fuzz: $(STAMP)
 	LAKEGATE_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest -q tests/security/test_differential.py
 
 clean:
-	rm -rf demo-lakehouse bench-sf1 site .pytest_cache
+	rm -rf demo-lakehouse bench-sf1 bench-load.json site .pytest_cache

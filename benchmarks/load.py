@@ -12,6 +12,17 @@ server's CPU (gateway Python process and JVM apart) and memory; after each gatew
 every request a client sent is looked up in the audit log by its hash (lost: a request
 with fewer lines than it was sent; duplicated: more).
 
+REST (`--rest`): N REST clients too (load_client.py's RestAnalyst, one process each up to
+`--max-processes`, each its own user), the same mix as SQL texts over the REST statements
+API, which the server process serves beside the gateway (`lakegate serve`'s app, same
+Lakegate and JVM). There is no plain REST: REST is judged against plain Spark Connect
+running the same statements at the same N (the plain row), and its audit is checked per
+request id (rest_audit_check). TPC-DS (`--tpcds-scale S`): a TPC-DS query (load_tpcds.py's
+five star joins, governed tables under their policies) takes the join's place in the mix;
+the data is written once into `--tpcds-dir` (default bench-sf1/ at sf 1) and reused.
+`--other-line PYTHON` runs the same again with the other Spark line's interpreter;
+`--report REPORT.md` splices the section (both lines) into the report.
+
 Targets (issue 39 item 2), printed MET / NOT MET: throughput >= 0.9x plain at every N;
 p99 <= 1.2x plain; no error kind plain does not also give; zero lost or duplicated audit
 lines.
@@ -23,7 +34,9 @@ minutes, the server sampled every 5 s (RSS, JVM heap, Python objects, fds, threa
 sessions, plan cache): growth over the last half of the run, target under 5 %.
 
     python benchmarks/load.py [--clients 1,8,32,64] [--seconds 60] [--reps 1] [--json OUT]
+                              [--rest] [--tpcds-scale 1] [--other-line PYTHON]
                               [--fairness] [--soak-minutes 60 --soak-clients 16]
+                              [--report benchmarks/REPORT.md]
 """
 
 from __future__ import annotations
@@ -45,6 +58,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks import harness  # noqa: E402
+from benchmarks.load_client import MIX_TPCDS  # noqa: E402
 from benchmarks.load_server import USERS, WRITE_TABLE, _proc  # noqa: E402
 
 THROUGHPUT_RATIO = 0.9  # issue 39: gateway throughput at least 0.9x plain, every N
@@ -67,8 +81,20 @@ AUDITED = {
 class Server:
     """load_server.py in its own process; `info` is the JSON line it printed."""
 
-    def __init__(self, root: Path, *, per_user: int, queue: float, workers: int) -> None:
+    def __init__(
+        self,
+        root: Path,
+        *,
+        per_user: int,
+        queue: float,
+        workers: int,
+        tpcds_scale: float = 0.0,
+        tpcds_dir: Path | None = None,
+    ) -> None:
         self.root = root
+        tpcds = (
+            ["--tpcds-scale", str(tpcds_scale), "--tpcds", str(tpcds_dir)] if tpcds_scale else []
+        )
         self.proc = subprocess.Popen(
             [
                 sys.executable,
@@ -81,6 +107,7 @@ class Server:
                 str(queue),
                 "--workers",
                 str(workers),
+                *tpcds,
             ],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -97,6 +124,12 @@ class Server:
     def resources(self) -> dict[str, dict[str, float]]:
         return {"py": _proc(self.info["pid"]), "jvm": _proc(self.info["jvm_pid"])}
 
+    def heap_mb(self) -> float | None:
+        """The JVM heap in use at the server's last sample (every 5 s)."""
+        samples = self.root / "samples.jsonl"
+        lines = samples.read_text().splitlines() if samples.is_file() else []
+        return float(json.loads(lines[-1])["heap_mb"]) if lines else None
+
     def stop(self) -> None:
         if self.proc.stdin is not None:
             self.proc.stdin.close()
@@ -108,16 +141,30 @@ class Server:
 
 
 def client_spec(server: Server | LocalServer, side: str, user: str, name: str) -> dict[str, Any]:
+    """What one analyst needs: where to connect as `user`, the table names of its side
+    (governed names through the gateway and REST, temp views of the Delta paths on plain),
+    and the mix (TPC-DS queries in it when the server has the TPC-DS tables)."""
     info = server.info
     tables = info["tables"]
-    if side == "gateway":
-        url = info["gateway"].format(token=info["tokens"][user])
+    tpcds = info.get("tpcds_queries") or {}
+    extra: dict[str, Any] = {}
+    if tpcds:
+        text = "plain" if side == "plain" else "gateway"
+        extra = {"mix": list(MIX_TPCDS), "tpcds": [q[text] for q in tpcds.values()]}
+    if side in ("gateway", "rest"):
+        if side == "gateway":
+            url, token = info["gateway"].format(token=info["tokens"][user]), None
+        else:
+            url, token = info["rest"], info["tokens"][user]
         names = {
             "orders": "main.sales.orders",
             "customers": "main.sales.customers",
             "writes": WRITE_TABLE,
         }
-        views: dict[str, str] = {}
+        spec = {"url": url, "user": user, "name": name, "names": names, "views": {}, **extra}
+        if token is not None:
+            spec.update(kind="rest", token=token)
+        return spec
     else:
         url = info["plain"].format(user=user)
         names = {
@@ -126,7 +173,8 @@ def client_spec(server: Server | LocalServer, side: str, user: str, name: str) -
             "writes": f"delta.`{tables['load_writes']}`",
         }
         views = {"orders": tables["orders"], "customers": tables["customers"]}
-    return {"url": url, "user": user, "name": name, "names": names, "views": views}
+        views.update(info.get("tpcds") or {})  # plain TPC-DS: the bare names over the paths
+    return {"url": url, "user": user, "name": name, "names": names, "views": views, **extra}
 
 
 def run_side(
@@ -140,9 +188,19 @@ def run_side(
     per = max(1, threads)
     for p in range((n + per - 1) // per):
         count = min(per, n - p * per)
-        user = USERS[p % len(USERS)]
-        spec = client_spec(server, side, user, f"{side}-{user}-{p}")
-        spec.update(seconds=seconds, threads=count, offset=p * per, out=str(out_dir / f"c{p}.json"))
+        # every analyst its own user in turn, also when a process holds several
+        analysts = [
+            client_spec(server, side, USERS[i % len(USERS)], f"{side}-{USERS[i % len(USERS)]}-{i}")
+            for i in range(p * per, p * per + count)
+        ]
+        spec = {
+            **analysts[0],
+            "analysts": analysts,
+            "seconds": seconds,
+            "threads": count,
+            "offset": p * per,
+            "out": str(out_dir / f"c{p}.json"),
+        }
         procs.append(
             subprocess.Popen(
                 [sys.executable, str(ROOT / "benchmarks" / "load_client.py"), json.dumps(spec)],
@@ -162,14 +220,15 @@ def run_side(
             raise harness.ScenarioFailed(f"{side} client {i} did not start:\n{err}")
     client_rss = [_proc(p.pid)["rss_mb"] for p in procs]
     before, t0 = server.resources(), time.time()
-    peaks = {"py": 0.0, "jvm": 0.0}
+    peaks = {"py": 0.0, "jvm": 0.0, "heap": 0.0}
     stop = threading.Event()
 
     def watch() -> None:
         while not stop.wait(1.0):
             r = server.resources()
-            for k in peaks:
+            for k in ("py", "jvm"):
                 peaks[k] = max(peaks[k], r[k]["rss_mb"])
+            peaks["heap"] = max(peaks["heap"], server.heap_mb() or 0.0)
 
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
@@ -225,6 +284,7 @@ def summarize(
         "cpu_jvm": (after["jvm"]["cpu_s"] - before["jvm"]["cpu_s"]) / wall,
         "rss_py_mb": peaks["py"] or after["py"]["rss_mb"],
         "rss_jvm_mb": peaks["jvm"] or after["jvm"]["rss_mb"],
+        "heap_mb": peaks.get("heap") or None,
         "threads_py": after["py"]["threads"],
         "client_processes": len(client_rss),
         "clients_per_process": threads,
@@ -279,6 +339,53 @@ def audit_check(audit_dir: str, clients: list[dict[str, Any]]) -> dict[str, Any]
     }
 
 
+def rest_audit_check(audit_dir: str, clients: list[dict[str, Any]]) -> dict[str, Any]:
+    """Every REST request of the clients against the audit log, one by one: the request's
+    own line (cmd executeStatement, its query id the request id the client was answered
+    with, its hash the statement's) exactly once; the governed statement's lines (caller
+    context `rest:<request id>`, statements.py; one per table it reads or writes) at most
+    once per phase and table, and at least one for a request answered 200. A request sent
+    without an answer has no request id: it is counted as unanswered, not checked."""
+    from audit.query import read_records
+
+    sent: dict[str, tuple[str, int]] = {}
+    unanswered = 0
+    for c in clients:
+        for rid, digest, status in c["requests"]:
+            if rid is None:
+                unanswered += 1
+            else:
+                sent[rid] = (digest, status)
+    own: Counter[str] = Counter()
+    wrong_hash = 0
+    phases: dict[str, Counter[tuple[str | None, str | None, str | None]]] = {}
+    for r in read_records(audit_dir):
+        if r is None:
+            continue
+        if r.cmd == "executeStatement" and r.query_id in sent:
+            own[r.query_id] += 1
+            wrong_hash += r.stmt_hash != sent[r.query_id][0]
+        elif r.caller_context and r.caller_context.startswith("rest:"):
+            rid = r.caller_context[5:]
+            if rid in sent:
+                phases.setdefault(rid, Counter())[(r.phase, r.src, r.dst)] += 1
+    lost = duplicated = 0
+    for rid, (_, status) in sent.items():
+        lost += own[rid] == 0
+        duplicated += max(0, own[rid] - 1)
+        counts = phases.get(rid, Counter())
+        lost += status == 200 and not counts
+        duplicated += sum(max(0, v - 1) for v in counts.values())
+    return {
+        "requests": len(sent),
+        "lines": sum(own.values()) + sum(sum(c.values()) for c in phases.values()),
+        "lost": lost,
+        "duplicated": duplicated,
+        "wrong_hash": wrong_hash,
+        "unanswered": unanswered,
+    }
+
+
 def targets(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Issue 39 item 2's targets, per N, with the figures each is judged on."""
     out = []
@@ -286,35 +393,52 @@ def targets(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for r in rows:
         by_n.setdefault(r["n"], {})[r["side"]] = r
     for n, sides in sorted(by_n.items()):
-        g, p = sides.get("gateway"), sides.get("plain")
-        if g is None or p is None:
-            continue
-        tp = g["throughput"] / p["throughput"] if p["throughput"] else 0.0
-        p99 = g["p99"] / p["p99"] if g["p99"] and p["p99"] else float("inf")
-        extra = sorted(set(g["errors"]) - set(p["errors"]))
-        audit = g.get("audit", {})
-        out += [
-            {
-                "n": n,
-                "target": f"throughput >= {THROUGHPUT_RATIO}x plain",
-                "met": tp >= THROUGHPUT_RATIO,
-                "ratio": tp,
-            },
-            {"n": n, "target": f"p99 <= {P99_RATIO}x plain", "met": p99 <= P99_RATIO, "ratio": p99},
-            {
-                "n": n,
-                "target": "no error plain does not also give",
-                "met": not extra,
-                "errors": {k: g["errors"][k] for k in extra},
-            },
-            {
-                "n": n,
-                "target": "zero lost or duplicated audit lines",
-                "met": bool(audit) and audit["lost"] == 0 and audit["duplicated"] == 0,
-                "audit": audit,
-            },
-        ]
+        p = sides.get("plain")
+        for side in ("gateway", "rest"):
+            g = sides.get(side)
+            if g is not None and p is not None:
+                out += side_targets(n, side, g, p)
     return out
+
+
+def side_targets(n: int, side: str, g: dict[str, Any], p: dict[str, Any]) -> list[dict[str, Any]]:
+    """One governed side's four targets against plain Spark Connect at the same N (REST
+    too: there is no plain REST; plain Spark Connect runs the same statements)."""
+    pre = "" if side == "gateway" else "REST: "
+    tp = g["throughput"] / p["throughput"] if p["throughput"] else 0.0
+    p99 = g["p99"] / p["p99"] if g["p99"] and p["p99"] else float("inf")
+    extra = sorted(set(g["errors"]) - set(p["errors"]))
+    audit = g.get("audit", {})
+    return [
+        {
+            "n": n,
+            "side": side,
+            "target": f"{pre}throughput >= {THROUGHPUT_RATIO}x plain",
+            "met": tp >= THROUGHPUT_RATIO,
+            "ratio": tp,
+        },
+        {
+            "n": n,
+            "side": side,
+            "target": f"{pre}p99 <= {P99_RATIO}x plain",
+            "met": p99 <= P99_RATIO,
+            "ratio": p99,
+        },
+        {
+            "n": n,
+            "side": side,
+            "target": f"{pre}no error plain does not also give",
+            "met": not extra,
+            "errors": {k: g["errors"][k] for k in extra},
+        },
+        {
+            "n": n,
+            "side": side,
+            "target": f"{pre}zero lost or duplicated audit lines",
+            "met": bool(audit) and audit["lost"] == 0 and audit["duplicated"] == 0,
+            "audit": audit,
+        },
+    ]
 
 
 def merge(reps: list[dict[str, Any]]) -> dict[str, Any]:
@@ -331,7 +455,11 @@ def merge(reps: list[dict[str, Any]]) -> dict[str, Any]:
         {"py": {"cpu_s": 0.0}, "jvm": {"cpu_s": 0.0}},
         {"py": {"cpu_s": 0.0, "rss_mb": 0.0, "threads": 0.0}, "jvm": {"cpu_s": 0.0, "rss_mb": 0.0}},
         1.0,
-        {"py": max(r["rss_py_mb"] for r in reps), "jvm": max(r["rss_jvm_mb"] for r in reps)},
+        {
+            "py": max(r["rss_py_mb"] for r in reps),
+            "jvm": max(r["rss_jvm_mb"] for r in reps),
+            "heap": max(r.get("heap_mb") or 0.0 for r in reps),
+        },
         [r["client_rss_mb"] for r in reps],
         reps[0]["clients_per_process"],
     )
@@ -343,7 +471,11 @@ def merge(reps: list[dict[str, Any]]) -> dict[str, Any]:
         client_rss_mb=sum(r["client_rss_mb"] for r in reps) / len(reps),
     )
     if "audit" in reps[0]:
-        row["audit"] = {k: sum(r["audit"][k] for r in reps) for k in reps[0]["audit"]}
+        row["audit"] = {
+            k: sum(r["audit"][k] for r in reps)
+            for k, v in reps[0]["audit"].items()
+            if isinstance(v, int)
+        }
     return row
 
 
@@ -402,9 +534,15 @@ def fairness(server: Server | LocalServer, heavy: int, seconds: float) -> dict[s
     env = dict(os.environ, GRPC_DEFAULT_SSL_ROOTS_FILE_PATH=server.info["ca"])
     result: dict[str, Any] = {}
     for side in ("gateway", "plain"):
+        light, heavy_spec = (
+            client_spec(server, side, user, name)
+            for user, name in (("alice", "light"), ("erin", "heavy"))
+        )
+        for one in (light, heavy_spec):  # the demo's tables alone (no TPC-DS views to set up)
+            one["views"] = {k: v for k, v in one["views"].items() if k in ("orders", "customers")}
         spec = {
-            "light": client_spec(server, side, "alice", "light"),
-            "heavy": client_spec(server, side, "erin", "heavy"),
+            "light": light,
+            "heavy": heavy_spec,
             "count": heavy,
             "seconds": seconds,
         }
@@ -428,15 +566,26 @@ class LocalServer:
     """The same server inside this process, over an existing SparkSession (the smoke test's
     shared one): CPU and memory are then the whole process's, not the gateway's alone."""
 
-    def __init__(self, root: Path, spark: Any, *, per_user: int = 8, queue: float = 30.0) -> None:
+    def __init__(
+        self,
+        root: Path,
+        spark: Any,
+        *,
+        per_user: int = 8,
+        queue: float = 30.0,
+        tpcds: dict[str, str] | None = None,
+    ) -> None:
         from benchmarks.load_server import Served
 
         self.root = root
-        self.served = Served(root, spark, per_user=per_user, queue=queue, workers=0)
+        self.served = Served(root, spark, per_user=per_user, queue=queue, workers=0, tpcds=tpcds)
         self.info = self.served.info
 
     def resources(self) -> dict[str, dict[str, float]]:
         return {"py": _proc(self.info["pid"]), "jvm": _proc(self.info["jvm_pid"])}
+
+    def heap_mb(self) -> float | None:
+        return self.served.heap_mb()
 
     def stop(self) -> None:
         self.served.stop()
@@ -451,24 +600,33 @@ def measure(
     max_processes: int = 64,
     log: Callable[[str], None] = print,
     partial: Callable[[dict[str, Any]], None] | None = None,
+    rest: int | None = 0,
 ) -> dict[str, Any]:
-    """Every N, gateway and plain alternating (ABAB), each gateway run's audit checked:
-    the rows (one per N and side) and the targets."""
+    """Every N, gateway and plain (and REST) in turn, the order rotating from one N and
+    repetition to the next, each governed run's audit checked: the rows (one per N and
+    side) and the targets. `rest`: REST clients at every N (None: N of them, as the
+    Connect sides; a number: at most that many, the smoke's cheap REST path; 0: none)."""
     rows = []
     flip = 0
+    sides = ["gateway", "plain"] + (["rest"] if rest != 0 else [])
     for n in ns:
         threads = max(1, -(-n // max_processes))
-        per_side: dict[str, list[dict[str, Any]]] = {"gateway": [], "plain": []}
+        per_side: dict[str, list[dict[str, Any]]] = {side: [] for side in sides}
         for rep in range(reps):
-            order = ["gateway", "plain"] if flip % 2 == 0 else ["plain", "gateway"]
+            order = sides[flip % len(sides) :] + sides[: flip % len(sides)]
             flip += 1
             for side in order:
-                row = run_side(server, side, n, seconds, threads, f"{side}-{n}-{rep}")
+                count = min(n, rest) if side == "rest" and rest else n
+                row = run_side(server, side, count, seconds, threads, f"{side}-{n}-{rep}")
+                row["n"] = n
                 if side == "gateway":
                     row["audit"] = audit_check(server.info["audit"], row["_clients"])
+                elif side == "rest":
+                    row["clients"] = count
+                    row["audit"] = rest_audit_check(server.info["audit"], row["_clients"])
                 per_side[side].append(row)
                 log(line_of(row))
-        for side in ("gateway", "plain"):
+        for side in sides:
             row = merge(per_side[side])
             row.pop("_clients", None)
             rows.append(row)
@@ -480,20 +638,42 @@ def measure(
 def scenario(args: argparse.Namespace) -> None:
     import pyspark
 
+    from benchmarks.load_tpcds import default_dir
+
     ns = [int(x) for x in args.clients.split(",") if x]
     result: dict[str, Any] = {
         "line": f"Spark {pyspark.__version__}",
         "seconds": args.seconds,
         "reps": args.reps,
+        "max_processes": args.max_processes,
+        "rest": args.rest,
+        "tpcds_scale": args.tpcds_scale,
         "machine": harness.machine_info(),
     }
+    tpcds_dir = Path(args.tpcds_dir or default_dir(args.tpcds_scale)).resolve()
     with tempfile.TemporaryDirectory(prefix="lakegate-bench-load-") as tmp:
-        server = Server(Path(tmp), per_user=args.per_user, queue=args.queue, workers=args.workers)
+        t0 = time.time()
+        server = Server(
+            Path(tmp),
+            per_user=args.per_user,
+            queue=args.queue,
+            workers=args.workers,
+            tpcds_scale=args.tpcds_scale,
+            tpcds_dir=tpcds_dir,
+        )
+        print(f"server up in {time.time() - t0:.0f} s", flush=True)
         result["server"] = {
             "per_user": args.per_user,
             "queue_wait": args.queue,
             "workers": server.info["workers"],
+            "start_s": time.time() - t0,
         }
+        if args.tpcds_scale:
+            result["tpcds"] = {
+                "dir": str(tpcds_dir),
+                "queries": sorted(int(q) for q in server.info["tpcds_queries"]),
+                "tables": sorted(server.info["tpcds"]),
+            }
         try:
             log = lambda text: print(text, flush=True)  # noqa: E731
             result.update(
@@ -504,6 +684,7 @@ def scenario(args: argparse.Namespace) -> None:
                     reps=args.reps,
                     max_processes=args.max_processes,
                     log=log,
+                    rest=None if args.rest else 0,
                     partial=lambda part: (
                         harness.write_json(f"{args.json}.partial", {**result, **part})
                         if args.json
@@ -523,8 +704,60 @@ def scenario(args: argparse.Namespace) -> None:
         finally:
             server.stop()
     print_result(result)
+    failed = None
+    if args.other_line:
+        if args.json:  # this line's figures are kept whatever the other line does
+            harness.write_json(args.json, result)
+        try:
+            result["other_line"] = other_line(args, tpcds_dir)
+        except harness.ScenarioFailed as e:
+            failed = e
+            result["other_line"] = {"line": args.other_line, "error": str(e)}
     if args.json:
         harness.write_json(args.json, result)
+    if args.report:
+        from benchmarks.report_load import splice
+
+        splice(args.report, {"load": result}, args.report.parent / "charts")
+        print(f"wrote the load section of {args.report}")
+    if failed is not None:
+        raise failed
+
+
+def other_line(args: argparse.Namespace, tpcds_dir: Path) -> dict[str, Any]:
+    """The same N, sides and mix on the other Spark line (its venv's python), same TPC-DS
+    data; no fairness or soak there (they judge the gateway, not the line)."""
+    argv = [
+        args.other_line,
+        str(ROOT / "benchmarks" / "load.py"),
+        "--clients",
+        args.clients,
+        "--seconds",
+        str(args.seconds),
+        "--reps",
+        str(args.reps),
+        "--max-processes",
+        str(args.max_processes),
+        "--per-user",
+        str(args.per_user),
+        "--queue",
+        str(args.queue),
+        "--workers",
+        str(args.workers),
+        "--tpcds-scale",
+        str(args.tpcds_scale),
+        "--tpcds-dir",
+        str(tpcds_dir),
+        *(["--rest"] if args.rest else []),
+    ]
+    with tempfile.TemporaryDirectory(prefix="lakegate-bench-load-other-") as tmp:
+        out = Path(tmp) / "other.json"
+        print(f"\n##### the other line: {' '.join(argv)}", flush=True)
+        rc = subprocess.run([*argv, "--json", str(out)], check=False).returncode
+        if rc != 0 or not out.is_file():
+            raise harness.ScenarioFailed(f"the other line's load run failed (exit {rc})")
+        other: dict[str, Any] = json.loads(out.read_text())
+        return other
 
 
 def line_of(row: dict[str, Any]) -> str:
@@ -534,7 +767,8 @@ def line_of(row: dict[str, Any]) -> str:
         f"  N={row['n']:<3} {row['side']:<8} {row['throughput']:7.1f} ops/s  p50 "
         f"{row['p50'] or 0:7.0f}  p95 {row['p95'] or 0:7.0f}  p99 {row['p99'] or 0:7.0f} ms  "
         f"errors {sum(row['errors'].values())}  CPU py {row['cpu_py']:.2f} jvm "
-        f"{row['cpu_jvm']:.2f}  RSS py {row['rss_py_mb']:.0f} jvm {row['rss_jvm_mb']:.0f} MB{a}"
+        f"{row['cpu_jvm']:.2f}  RSS py {row['rss_py_mb']:.0f} jvm {row['rss_jvm_mb']:.0f} "
+        f"heap {row.get('heap_mb') or 0:.0f} MB{a}"
     )
 
 
@@ -570,8 +804,9 @@ def main() -> int:
     ap.add_argument(
         "--max-processes",
         type=int,
-        default=64,
-        help="client processes at most; more clients run as threads in them",
+        default=32,
+        help="client processes at most; more clients run as threads in them (each its own "
+        "session and user); 32: N = 64 as 32 processes of 2 (about 150 MB per process)",
     )
     ap.add_argument("--per-user", type=int, default=8)
     ap.add_argument("--queue", type=float, default=30.0, help="statement_queue_wait (s)")
@@ -583,6 +818,23 @@ def main() -> int:
     ap.add_argument("--fair-seconds", type=float, default=30.0)
     ap.add_argument("--soak-minutes", type=float, default=0.0)
     ap.add_argument("--soak-clients", type=int, default=16)
+    ap.add_argument("--rest", action="store_true", help="N REST clients too, at every N")
+    ap.add_argument(
+        "--tpcds-scale",
+        type=float,
+        default=0.0,
+        help="TPC-DS queries at this scale factor in the mix (0: none; the data is written "
+        "once into --tpcds-dir and reused)",
+    )
+    ap.add_argument(
+        "--tpcds-dir", help="TPC-DS cache (default: bench-sf1/ at sf 1, as make bench-sf1)"
+    )
+    ap.add_argument(
+        "--other-line",
+        metavar="PYTHON",
+        help="then the same run with this interpreter (the other Spark line's venv)",
+    )
+    ap.add_argument("--report", type=Path, help="splice the load section into this REPORT.md")
     ap.add_argument("--json", help="write the figures as JSON")
     args = ap.parse_args()
     return harness.main("load", lambda: scenario(args))

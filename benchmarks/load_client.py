@@ -9,7 +9,15 @@ method, which is what the gateway's audit lines carry as `stmt_hash` (service.py
 the request as received): load.py checks every request against the audit log with it.
 
 `threads` > 1 runs that many analysts in this one process (one session each), for when
-the machine cannot hold a process per client; load.py says so in its figures.
+the machine cannot hold a process per client; load.py says so in its figures. With
+`analysts` (a list of per-analyst specs: url, user, name, names, views, offset) each of
+them is its own user too.
+
+`kind: rest` makes the analysts REST clients (api/statements.py's POST /statements, over
+httpx): the same mix as SQL texts (the DataFrame operation as the SQL of the same
+aggregate, REST has no DataFrames), and as their own log every request's statement hash
+with the request id the server answered (`x-request-id`), which its audit line carries as
+its query id. `tpcds` (a list of texts) puts TPC-DS queries in the mix (`mix` says where).
 """
 
 from __future__ import annotations
@@ -30,8 +38,14 @@ SQL = {
     "join": "SELECT c.country, count(*) AS n, sum(o.amount) AS total FROM {orders} o "
     "JOIN {customers} c ON o.customer_id = c.id GROUP BY c.country",
     "write": "INSERT INTO {writes} VALUES ({k}, '{client}', 1.5)",
+    # the DataFrame operation's aggregate as SQL, for REST (which has no DataFrames)
+    "dataframe": "SELECT region, sum(amount) AS total, count(*) AS n FROM {orders} "
+    "WHERE amount > 50 GROUP BY region",
 }
 MIX = ("lookup", "join", "lookup", "dataframe", "lookup", "write")
+# with TPC-DS at sf 1 as the heavy part: a TPC-DS query where the join was
+MIX_TPCDS = ("lookup", "tpcds", "lookup", "dataframe", "lookup", "write")
+REST_PATH = "/api/lakegate/v1/statements"
 
 
 class Recorder(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor):
@@ -63,8 +77,16 @@ def session(url: str, recorder: Recorder) -> Any:
     except ImportError:
         from pyspark.sql.connect.client import ChannelBuilder as Builder
 
-    builder = Builder(url)
-    builder.add_interceptor(recorder)
+    if hasattr(Builder, "add_interceptor"):
+        builder = Builder(url)
+        builder.add_interceptor(recorder)
+    else:  # pyspark 3.5's builder takes no interceptors: wrap the channel it makes
+
+        class Recorded(Builder):  # type: ignore[misc, valid-type]
+            def toChannel(self) -> Any:  # pyspark's name
+                return grpc.intercept_channel(super().toChannel(), recorder)
+
+        builder = Recorded(url)
     return RemoteSession.builder.channelBuilder(builder).create()
 
 
@@ -80,8 +102,10 @@ class Analyst:
         for view, path in spec.get("views", {}).items():  # plain: the raw Delta tables
             self.s.read.format("delta").load(path).createOrReplaceTempView(view)
         self.names = names
+        self.mix: tuple[str, ...] = tuple(spec.get("mix") or MIX)
+        self.tpcds: list[str] = list(spec.get("tpcds") or ())
         self.k = 0
-        self.times: dict[str, list[float]] = {op: [] for op in set(MIX)}
+        self.times: dict[str, list[float]] = {op: [] for op in set(self.mix)}
         self.errors: list[dict[str, Any]] = []
         self.ops: list[tuple[float, str, float, bool]] = []  # start, op, ms, ok
 
@@ -98,11 +122,17 @@ class Analyst:
             )
             df.collect()
             return
-        text = SQL[op].format(**self.names, k=self.k % 9 + 1, client=self.name)
+        text = self.text(op)
         if op == "write":
             self.s.sql(text)  # a command runs eagerly
         else:
             self.s.sql(text).collect()
+
+    def text(self, op: str) -> str:
+        """The SQL of one operation of the mix (a TPC-DS query in turn for `tpcds`)."""
+        if op == "tpcds":
+            return self.tpcds[(self.k // len(self.mix)) % len(self.tpcds)]
+        return SQL[op].format(**self.names, k=self.k % 9 + 1, client=self.name)
 
     def timed(self, op: str) -> None:
         t0 = time.perf_counter()
@@ -120,14 +150,17 @@ class Analyst:
             self.times[op].append(ms)
 
     def warm(self) -> None:
-        for op in dict.fromkeys(MIX):
+        for op in dict.fromkeys(self.mix):
             self.run_op(op)
 
     def loop(self, until: float) -> None:
         i = self.index + self.spec.get("offset", 0)  # clients start at different points
         while time.time() < until:
-            self.timed(MIX[i % len(MIX)])
+            self.timed(self.mix[i % len(self.mix)])
             i += 1
+
+    def close(self) -> None:
+        self.s.stop()
 
     def figures(self) -> dict[str, Any]:
         return {
@@ -141,9 +174,85 @@ class Analyst:
         }
 
 
+class RestError(Exception):
+    """A REST answer other than 200: its kind is the status and the error code."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+    def getErrorClass(self) -> str:  # as pyspark's errors: Analyst.timed reads it
+        return self.kind
+
+
+class RestAnalyst(Analyst):
+    """One REST client: the same mix as SQL texts over api/statements.py, one HTTP
+    connection of its own; its log is (request id, statement hash, status) per request."""
+
+    def __init__(self, spec: dict[str, Any], index: int) -> None:
+        import httpx
+
+        self.spec, self.index = spec, index
+        self.name = f"{spec['name']}-{index}"
+        self.http = httpx.Client(
+            base_url=spec["url"],
+            headers={"Authorization": f"Bearer {spec['token']}"},
+            timeout=httpx.Timeout(1800.0, connect=60.0),
+        )
+        self.names = spec["names"]
+        self.mix = tuple(spec.get("mix") or MIX)
+        self.tpcds = list(spec.get("tpcds") or ())
+        self.k = 0
+        self.times = {op: [] for op in set(self.mix)}
+        self.errors = []
+        self.ops = []
+        self.requests: list[tuple[str | None, str, int]] = []  # request id, hash, status
+
+    def run_op(self, op: str) -> None:
+        self.k += 1
+        text = self.text(op)
+        digest = "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+        try:
+            r = self.http.post(REST_PATH, json={"statement": text})
+        except Exception:
+            self.requests.append((None, digest, 0))  # sent, no answer: no request id
+            raise
+        self.requests.append((r.headers.get("x-request-id"), digest, r.status_code))
+        if r.status_code != 200:
+            try:
+                body = r.json()
+            except ValueError:
+                body = {}
+            code = body.get("error_code") or ""
+            raise RestError(f"HTTP {r.status_code} {code}".strip(), str(body.get("message", "")))
+
+    def close(self) -> None:
+        self.http.close()
+
+    def figures(self) -> dict[str, Any]:
+        return {
+            "client": self.name,
+            "user": self.spec["user"],
+            "times": self.times,
+            "errors": self.errors,
+            "ops": self.ops,
+            "requests": self.requests,
+        }
+
+
+def analysts_of(spec: dict[str, Any]) -> list[Analyst]:
+    """The analysts of one process: `threads` of the spec's user, or one per entry of
+    `analysts` (each its own user)."""
+    cls = RestAnalyst if spec.get("kind") == "rest" else Analyst
+    own = spec.get("analysts")
+    if own:
+        return [cls({**spec, **one}, i) for i, one in enumerate(own)]
+    return [cls(spec, i) for i in range(spec.get("threads", 1))]
+
+
 def main() -> int:
     spec = json.loads(sys.argv[1])
-    analysts = [Analyst(spec, i) for i in range(spec.get("threads", 1))]
+    analysts = analysts_of(spec)
     for a in analysts:
         a.warm()
     print("ready", flush=True)
@@ -155,7 +264,7 @@ def main() -> int:
     for w in workers:
         w.join()
     for a in analysts:
-        a.s.stop()
+        a.close()
     Path(spec["out"]).write_text(json.dumps([a.figures() for a in analysts]))
     return 0
 

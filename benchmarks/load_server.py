@@ -1,8 +1,17 @@
 """The server side of benchmarks/load.py: the demo lakehouse behind a TLS Connect gateway,
 in its own process, so the gateway's CPU and memory are this process's alone.
 
-Started by load.py with a work directory; prints one JSON line (the gateway's and the plain
-service's addresses, the CA, the tables' Delta paths, the audit directory, the JVM's pid)
+The same process serves the REST API (`lakegate serve`'s app, api/app.py, under uvicorn on
+a thread, over the same Lakegate): REST clients and Connect clients meet one governed
+layer, one audit log and one JVM, and its CPU and memory are this process's too.
+
+With `--tpcds DIR --tpcds-scale S` the TPC-DS tables under DIR/delta (benchmarks/
+load_tpcds.py: written once per scale, then reused) are registered as tpcds.sf1.* under
+their policies for the load's users: the heavy part of the mix.
+
+Started by load.py with a work directory; prints one JSON line (the gateway's, the REST
+API's and the plain service's addresses, the CA, the tables' Delta paths, the audit
+directory, the JVM's pid)
 once serving, then samples itself every `--every` seconds into `samples.jsonl` (RSS, CPU,
 Python objects, fds and threads of this process and of its JVM, the JVM heap, open Connect
 sessions, plan cache entries and the Datasets the gateway keeps in the backend) until its
@@ -16,6 +25,7 @@ gateway adds.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import hashlib
 import json
@@ -83,8 +93,16 @@ class Served:
     """The demo lakehouse behind a gateway over `spark`: `info` is what clients need."""
 
     def __init__(
-        self, root: Path, spark: Any, *, per_user: int, queue: float, workers: int
+        self,
+        root: Path,
+        spark: Any,
+        *,
+        per_user: int,
+        queue: float,
+        workers: int,
+        tpcds: dict[str, str] | None = None,
     ) -> None:
+        """`tpcds`: TPC-DS table -> Delta path, registered as tpcds.sf1.* (None: none)."""
         import shutil
 
         from connect_testkit import make_tls, token_of
@@ -97,15 +115,24 @@ class Served:
         policies = root / "policies-src"
         shutil.copytree(REFERENCE_POLICIES, policies, ignore=shutil.ignore_patterns("schema.json"))
         (policies / "load.yaml").write_text(LOAD_POLICY)
+        if tpcds:
+            from benchmarks.load_tpcds import policy_yaml
+
+            (policies / "tpcds.yaml").write_text(policy_yaml(root / "delta"))
         self.demo = build_demo(root / "lh", spark=spark, policies=policies)
         self.demo.session("root").sql(
             f"CREATE TABLE {WRITE_TABLE} (id BIGINT, client STRING, amount DOUBLE)"
         )
+        from benchmarks.load_tpcds import CATALOG, SCHEMA
+
+        for table, path in (tpcds or {}).items():
+            self.demo.register_table(f"{CATALOG}.{SCHEMA}.{table}", path)
         ca, cert, key = make_tls(root)
         tokens = tuple(ApiToken(u, hashlib.sha256(token_of(u).encode()).hexdigest()) for u in USERS)
         cfg = replace(
             self.demo.config,
-            api=ApiConfig(tokens=tokens),
+            # REST: the statement timeout as Connect's below (plain has none)
+            api=ApiConfig(tokens=tokens, timeout=900.0),
             connect=ConnectConfig(
                 port=0,
                 tls_cert=cert,
@@ -122,6 +149,7 @@ class Served:
         self.lg = Lakegate(cfg, spark=spark)
         self.gw = Gateway(self.lg, host="127.0.0.1", port=0, max_workers=workers or None)
         self.gw.start()
+        self.rest, self._rest_stop = serve_rest(self.lg)
         self.jvm_pid = int(spark._jvm.java.lang.ProcessHandle.current().pid())
         tables = {
             t: self.demo.catalog.table("main", "sales", t).location
@@ -132,8 +160,11 @@ class Served:
             "tokens": {u: token_of(u) for u in USERS},
             "plain": f"sc://127.0.0.1:{self.gw.backend.port}/;user_id={{user}};"
             f"authorization=Bearer%20{self.gw.backend.secret}",
+            "rest": self.rest,
             "ca": str(ca),
             "tables": {t: str(p) for t, p in tables.items()},
+            "tpcds": dict(tpcds or {}),
+            "tpcds_queries": tpcds_queries() if tpcds else {},
             "audit": str(self.lg.config.audit),
             "pid": os.getpid(),
             "jvm_pid": self.jvm_pid,
@@ -143,10 +174,56 @@ class Served:
     def sample(self) -> dict[str, Any]:
         return sample(self.gw, self.lg, self.jvm_pid)
 
+    def heap_mb(self) -> float:
+        rt = self.lg.spark._jvm.java.lang.Runtime.getRuntime()
+        return float((rt.totalMemory() - rt.freeMemory()) / 2**20)
+
     def stop(self) -> None:
+        self._rest_stop()
         self.gw.stop()
         self.lg.close()
         self.demo.close()
+
+
+def tpcds_queries() -> dict[str, dict[str, str]]:
+    from benchmarks.load_tpcds import queries
+
+    return {str(n): q for n, q in queries().items()}
+
+
+def serve_rest(lg: Any) -> tuple[str, Any]:
+    """The REST API (`lakegate serve`'s app) over `lg` under uvicorn on a thread, on a free
+    loopback port: its base URL and how to stop it."""
+    import logging
+    import socket
+
+    import uvicorn
+
+    from api.app import create_app
+
+    app = create_app(lg)
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(1024)
+    # log_config=None: uvicorn's default dictConfig would close the audit log's handlers
+    server = uvicorn.Server(
+        uvicorn.Config(app, log_config=None, log_level="warning", access_log=False)
+    )
+    logging.getLogger("lakegate.api").setLevel(logging.ERROR)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.time() + 60
+    while not server.started:
+        if time.time() > deadline or not thread.is_alive():
+            raise RuntimeError("the REST server did not start")
+        time.sleep(0.05)
+
+    def stop() -> None:
+        server.should_exit = True
+        thread.join(30)
+        sock.close()
+
+    return f"http://127.0.0.1:{sock.getsockname()[1]}", stop
 
 
 def main() -> int:
@@ -159,6 +236,8 @@ def main() -> int:
     ap.add_argument("--per-user", type=int, default=8, help="connect.max_statements_per_user")
     ap.add_argument("--queue", type=float, default=30.0, help="connect.statement_queue_wait")
     ap.add_argument("--workers", type=int, default=0, help="gRPC threads (0: the default)")
+    ap.add_argument("--tpcds", type=Path, help="TPC-DS cache directory (DIR/delta)")
+    ap.add_argument("--tpcds-scale", type=float, default=0.0, help="TPC-DS scale (0: none)")
     args = ap.parse_args()
     root: Path = args.dir
     spark = build_spark(
@@ -167,7 +246,16 @@ def main() -> int:
         app_name="lakegate-bench-load",
         log=root / "spark.log",
     )
-    served = Served(root, spark, per_user=args.per_user, queue=args.queue, workers=args.workers)
+    tpcds = None
+    if args.tpcds_scale:
+        from benchmarks.load_tpcds import ensure_data, tables_read
+
+        with contextlib.redirect_stdout(sys.stderr):  # stdout is load.py's: one JSON line
+            paths = ensure_data(spark, args.tpcds, args.tpcds_scale)
+        tpcds = {t: paths[t] for t in tables_read()}
+    served = Served(
+        root, spark, per_user=args.per_user, queue=args.queue, workers=args.workers, tpcds=tpcds
+    )
     settle_heap()  # as `lakegate connect` does once started
     print(json.dumps(served.info), flush=True)
     done = threading.Event()

@@ -146,17 +146,26 @@ def chart_audit(audit: dict[str, Any], out: Path) -> Path | None:
 
 
 def chart_load(load: dict[str, Any], out: Path) -> Path | None:
-    """Throughput and p99 per N, gateway against plain Spark Connect (benchmarks/load.py)."""
+    """Throughput and p99 per N, gateway and REST against plain Spark Connect
+    (benchmarks/load.py), the other Spark line's too when it ran."""
     rows = load.get("rows") or []
     if not rows:
         return None
     plt = _plt()
     fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.8))
-    for side, style in (("gateway", "o-"), ("plain", "s--")):
-        pts = sorted((r for r in rows if r["side"] == side), key=lambda r: r["n"])
-        ns = [r["n"] for r in pts]
-        left.plot(ns, [r["throughput"] for r in pts], style, label=side)
-        right.plot(ns, [(r["p99"] or 0) / 1000 for r in pts], style, label=side)
+    lines = [(load, "")]
+    other = load.get("other_line") or {}
+    if other.get("rows"):
+        lines.append((other, f" ({other.get('line', 'other line')})"))
+    for k, (one, suffix) in enumerate(lines):
+        for side, style in (("gateway", "o-"), ("plain", "s--"), ("rest", "^:")):
+            pts = sorted((r for r in one["rows"] if r["side"] == side), key=lambda r: r["n"])
+            if not pts:
+                continue
+            ns = [r["n"] for r in pts]
+            kw = {"label": side + suffix, "alpha": 1.0 if k == 0 else 0.55}
+            left.plot(ns, [r["throughput"] for r in pts], style, **kw)
+            right.plot(ns, [(r["p99"] or 0) / 1000 for r in pts], style, **kw)
     for ax, title, unit in (
         (left, "throughput", "statements/s"),
         (right, "p99 latency", "seconds"),
@@ -167,7 +176,7 @@ def chart_load(load: dict[str, Any], out: Path) -> Path | None:
         ax.set_xscale("log", base=2)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
-    fig.suptitle(f"Gateway vs plain Spark Connect under load ({load.get('line', '')})")
+    fig.suptitle(f"Gateway and REST vs plain Spark Connect under load ({load.get('line', '')})")
     fig.tight_layout()
     fig.savefig(out, dpi=110)
     plt.close(fig)

@@ -37,68 +37,61 @@ def load_section(results: dict[str, Any], add: Add, img: Img) -> None:
         return
     m = ld.get("machine") or {}
     srv = ld.get("server") or {}
+    tp = ld.get("tpcds") or {}
+    qs = ", ".join(f"q{q}" for q in tp.get("queries", []))
+    heavy = (
+        f"TPC-DS queries at sf {ld['tpcds_scale']:g} ({qs}"
+        ": star joins over store_sales, the governed tables tpcds.sf1.* under "
+        "benchmarks/tpcds_policies.py's filters and masks for these users, plain: temp views "
+        "of the same Delta paths) in the join's place"
+        if ld.get("tpcds_scale")
+        else "a join with an aggregate over the demo's tables"
+    )
+    rest = (
+        " REST: the same N as REST clients (one process each, each its own user) sending the "
+        "same statements as SQL texts (the DataFrame operation as the SQL of the same "
+        "aggregate) to the REST statements API, served by the same server process (`lakegate "
+        "serve`'s app beside the gateway, one Lakegate, one JVM). There is no plain REST: "
+        "REST is judged against **plain Spark Connect running the same statements at the "
+        "same N** (the plain row), i.e. what an analyst would get without Lakegate at all; "
+        "its audit is checked request by request (each request's own line, by the request "
+        "id it was answered with and the statement's hash, exactly once; its statement's "
+        "lines at most once per phase and table, at least one when it was answered 200)."
+        if any(r["side"] == "rest" for r in ld["rows"])
+        else ""
+    )
     add(
-        f"`benchmarks/load.py` ({ld['line']}): N stock Spark Connect clients, each its own "
+        f"`benchmarks/load.py`: N stock Spark Connect clients, each its own "
         "process and its own user in turn (alice, bob, carol, dana, erin: different "
-        "policies), run a mix of short lookups, a join with an aggregate, DataFrame "
+        f"policies), run a mix of short lookups, {heavy}, DataFrame "
         f"operations and writes (1 in 6) for {ld['seconds']:g} s, through the gateway and on "
-        "the plain Spark Connect service behind it (same JVM, same Delta tables), the two "
-        f"sides alternating (ABAB), {ld['reps']} run(s) per side per N. Gateway settings: "
-        f"max_statements_per_user {srv.get('per_user')}, statement_queue_wait "
-        f"{srv.get('queue_wait')} s, {srv.get('workers')} gRPC threads. Machine: "
+        "the plain Spark Connect service behind it (same JVM, same Delta tables), the sides "
+        f"taking turns (the order rotating), {ld['reps']} run(s) per side per N.{rest} "
+        f"Gateway settings: max_statements_per_user {srv.get('per_user')}, "
+        f"statement_queue_wait {srv.get('queue_wait')} s, {srv.get('workers')} gRPC threads; "
+        "REST runs statements on api/statements.py's pool of 8 threads. Machine: "
         f"{m.get('cpus')} cores, load average at the start {_load(m)} (shared with other "
         "work: absolute figures are inflated; the ratios are what the targets judge).\n"
     )
-    add(
-        "| N | side | ops/s | p50 ms | p95 ms | p99 ms | errors | gateway CPU | JVM CPU | "
-        "gateway RSS MB | JVM RSS MB | audit requests / lost / dup |"
-    )
-    add("|---|---|---|---|---|---|---|---|---|---|---|---|")
-    for r in ld["rows"]:
-        a = r.get("audit")
-        audit = f"{a['requests']} / {a['lost']} / {a['duplicated']}" if a else "-"
+    if tp:
         add(
-            f"| {r['n']} | {r['side']} | {r['throughput']:.2f} | {_ms(r['p50'])} | "
-            f"{_ms(r['p95'])} | {_ms(r['p99'])} | {sum(r['errors'].values())} | "
-            f"{r['cpu_py']:.2f} | {r['cpu_jvm']:.2f} | {r['rss_py_mb']:.0f} | "
-            f"{r['rss_jvm_mb']:.0f} | {audit} |"
+            f"TPC-DS data: written once under `{tp.get('dir')}` (benchmarks/load_tpcds.py; "
+            "`make bench-sf1` writes and reuses the same directory) and reused by every run.\n"
         )
-    add("")
-    procs = {(r["n"], r["client_processes"], r["clients_per_process"]) for r in ld["rows"]}
-    threaded = sorted(p for p in procs if p[2] > 1)
-    rss = max(r["client_rss_mb"] for r in ld["rows"])
-    add(
-        f"Clients: one process each (about {rss:.0f} MB RSS per client process)"
-        + (
-            "; except "
-            + ", ".join(f"N={n}: {p} processes of {t} client threads" for n, p, t in threaded)
-            if threaded
-            else ""
-        )
-        + ". CPU is cores used over the run (1.0 = one core busy); the gateway is the server's "
-        "Python process, the JVM serves both sides.\n"
-    )
+    line_block(ld, add)
     add(img("load", "load: throughput and p99 per N"))
-    add("Targets (issue 39 item 2):\n")
-    for t in ld.get("targets", []):
-        verdict = "**met**" if t["met"] else "**NOT met**"
-        if "ratio" in t:
-            fig = f"ratio {t['ratio']:.2f}"
-        elif "errors" in t:
-            fig = f"errors only the gateway gave: {t['errors'] or 'none'}"
-        else:
-            fig = (
-                f"{t['audit'].get('requests', 0)} requests, lost {t['audit'].get('lost')}, "
-                f"duplicated {t['audit'].get('duplicated')}"
-            )
-        add(f"- N={t['n']}, {t['target']}: {verdict} ({fig})")
-    add("")
-    errs = {(r["n"], r["side"], k): v for r in ld["rows"] for k, v in r["error_samples"].items()}
-    if errs:
-        add("Errors seen (kind: first line of one):\n")
-        for (n, side, kind), message in sorted(errs.items()):
-            add(f"- N={n} {side}: `{kind}`: {message}")
-        add("")
+    other = ld.get("other_line")
+    if other and other.get("error"):
+        add(f"The other line ({other.get('line')}) did not finish: {other['error']}\n")
+    if other and other.get("rows"):
+        add(f"### The other line: {other['line']}\n")
+        add(
+            f"The same N, sides and mix with the other Spark line's client and server "
+            f"({other['seconds']:g} s per run, {other['reps']} run(s) per side per N; no "
+            f"fairness or soak), load average at its start {_load(other.get('machine') or {})}."
+            "\n"
+        )
+        line_block(other, add)
     notes = ld.get("notes") or []
     if notes:  # what the run's operator found when measuring why a target was missed
         add("What was measured about the misses, and what this run did not cover:\n")
@@ -144,6 +137,83 @@ def load_section(results: dict[str, Any], add: Add, img: Img) -> None:
                 f"{_num(series[-1] if series else None)} | "
                 f"{'-' if g is None else f'{g:+.1%}'} |"
             )
+        add("")
+
+
+def side_label(r: dict[str, Any]) -> str:
+    if r["side"] != "rest":
+        return str(r["side"])
+    clients = r.get("clients", r["n"])
+    return "REST" if clients == r["n"] else f"REST ({clients} clients)"
+
+
+def line_block(ld: dict[str, Any], add: Add) -> None:
+    """One Spark line's table, client processes, targets and errors."""
+    add(f"{ld['line']}:\n")
+    add(
+        "| N | side | ops/s | p50 ms | p95 ms | p99 ms | errors | gateway CPU | JVM CPU | "
+        "gateway RSS MB | JVM RSS MB | JVM heap MB | audit requests / lost / dup |"
+    )
+    add("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in ld["rows"]:
+        a = r.get("audit")
+        audit = f"{a['requests']} / {a['lost']} / {a['duplicated']}" if a else "-"
+        heap = r.get("heap_mb")
+        add(
+            f"| {r['n']} | {side_label(r)} | {r['throughput']:.2f} | {_ms(r['p50'])} | "
+            f"{_ms(r['p95'])} | {_ms(r['p99'])} | {sum(r['errors'].values())} | "
+            f"{r['cpu_py']:.2f} | {r['cpu_jvm']:.2f} | {r['rss_py_mb']:.0f} | "
+            f"{r['rss_jvm_mb']:.0f} | {'-' if not heap else f'{heap:.0f}'} | {audit} |"
+        )
+    add("")
+    procs = {
+        (r["n"], side_label(r), r["client_processes"], r["clients_per_process"]) for r in ld["rows"]
+    }
+    threaded = sorted(p for p in procs if p[3] > 1)
+    rss = {
+        kind: max(
+            (r["client_rss_mb"] for r in ld["rows"] if (r["side"] == "rest") == rest), default=0
+        )
+        for kind, rest in (("Connect", False), ("REST", True))
+    }
+    add(
+        "Clients: one process each (RSS per client process up to "
+        + ", ".join(f"{v:.0f} MB {k}" for k, v in rss.items() if v)
+        + ")"
+        + (
+            "; except "
+            + ", ".join(
+                f"N={n} {side}: {p} processes of {t} clients (each its own session and user)"
+                for n, side, p, t in threaded
+            )
+            if threaded
+            else ""
+        )
+        + ". CPU is cores used over the run (1.0 = one core busy); the gateway is the server's "
+        "Python process (Connect gateway and REST), the JVM serves every side; RSS and heap "
+        "are the run's peaks (heap: used, sampled every 5 s).\n"
+    )
+    add("Targets (issue 39 item 2; REST against plain Spark Connect):\n")
+    for t in ld.get("targets", []):
+        verdict = "**met**" if t["met"] else "**NOT met**"
+        if "ratio" in t:
+            fig = f"ratio {t['ratio']:.2f}"
+        elif "errors" in t:
+            fig = f"errors only the governed side gave: {t['errors'] or 'none'}"
+        else:
+            fig = (
+                f"{t['audit'].get('requests', 0)} requests, lost {t['audit'].get('lost')}, "
+                f"duplicated {t['audit'].get('duplicated')}"
+            )
+        add(f"- N={t['n']}, {t['target']}: {verdict} ({fig})")
+    add("")
+    errs = {
+        (r["n"], side_label(r), k): v for r in ld["rows"] for k, v in r["error_samples"].items()
+    }
+    if errs:
+        add("Errors seen (kind: first line of one):\n")
+        for (n, side, kind), message in sorted(errs.items()):
+            add(f"- N={n} {side}: `{kind}`: {message}")
         add("")
 
 

@@ -343,11 +343,13 @@ def main(argv: list[str] | None = None) -> int:
                 ct += ["--queries", "3,7"]
             plan.append(("connect_tpcds", [*ct, "--rounds", "1" if quick else "5"], 3600))
 
-        ld = ["benchmarks/load.py", "--json", str(tmpd / "load.json")]
+        ld = ["benchmarks/load.py", "--json", str(tmpd / "load.json"), "--rest"]
         if quick:  # the harness's smoke: N = 1 and 4, no fairness or soak
             ld += ["--clients", "1,4", "--seconds", "20"]
         else:
             ld += ["--fairness", "--soak-minutes", str(args.soak_minutes)]
+        if args.workdir and args.sf == 1 and not quick:  # TPC-DS sf 1 in the mix, same data
+            ld += ["--tpcds-scale", "1", "--tpcds-dir", args.workdir]
         plan.append(("load", ld, 7200))
 
         for i, (name, argv_, timeout) in enumerate(plan, 1):

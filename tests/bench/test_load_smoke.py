@@ -1,8 +1,9 @@
 """Smoke run of the load harness (issue 39, benchmarks/load.py): four stock Spark Connect
 clients, each its own process and user, through the gateway and on plain Spark Connect for
-a few seconds; the figures have the report's structure, the report section renders them,
-and every request the clients sent has its audit line, none twice. No timing assertions:
-performance targets live in the benchmark."""
+a few seconds, and two REST clients (the REST path, kept cheap); the figures have the
+report's structure, the report section renders them, and every request the clients sent
+has its audit line, none twice. No timing assertions: performance targets live in the
+benchmark."""
 
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ ROW_KEYS = {
 def figures(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     server = load.LocalServer(tmp_path_factory.mktemp("load"), spark)
     try:
-        result = load.measure(server, [4], 5.0, log=lambda _: None)
+        result = load.measure(server, [4], 5.0, log=lambda _: None, rest=2)
     finally:
         server.stop()
     result.update(line="Spark test", seconds=5.0, reps=1, machine={}, server={})
@@ -49,10 +50,12 @@ def figures(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, A
 
 def test_load_run_has_one_row_per_side_with_every_figure(figures: dict[str, Any]) -> None:
     rows = figures["rows"]
-    assert [(r["n"], r["side"]) for r in rows] == [(4, "gateway"), (4, "plain")]
+    assert [(r["n"], r["side"]) for r in rows] == [(4, "gateway"), (4, "plain"), (4, "rest")]
     for r in rows:
         assert set(r) >= ROW_KEYS
-        assert r["ops"] > 0 and r["client_processes"] == 4
+        assert r["ops"] > 0
+    assert [r["client_processes"] for r in rows] == [4, 4, 2]
+    assert rows[0]["heap_mb"] > 0
 
 
 def test_every_gateway_request_has_its_audit_lines_none_lost_or_duplicated(
@@ -63,14 +66,27 @@ def test_every_gateway_request_has_its_audit_lines_none_lost_or_duplicated(
     assert (audit["lost"], audit["duplicated"]) == (0, 0)
 
 
+def test_every_rest_request_has_its_line_and_its_statements_lines(
+    figures: dict[str, Any],
+) -> None:
+    audit = figures["rows"][2]["audit"]
+    # the warm-up's requests are audited too: at least every timed one
+    assert audit["requests"] >= figures["rows"][2]["ops"] > 0
+    assert (audit["lost"], audit["duplicated"], audit["wrong_hash"]) == (0, 0, 0)
+
+
 def test_targets_are_judged_for_every_n(figures: dict[str, Any]) -> None:
     assert [(t["n"], t["target"]) for t in figures["targets"]] == [
         (4, "throughput >= 0.9x plain"),
         (4, "p99 <= 1.2x plain"),
         (4, "no error plain does not also give"),
         (4, "zero lost or duplicated audit lines"),
+        (4, "REST: throughput >= 0.9x plain"),
+        (4, "REST: p99 <= 1.2x plain"),
+        (4, "REST: no error plain does not also give"),
+        (4, "REST: zero lost or duplicated audit lines"),
     ]
-    assert figures["targets"][3]["met"]
+    assert figures["targets"][3]["met"] and figures["targets"][7]["met"]
 
 
 def test_report_section_shows_both_sides_and_the_verdicts(
@@ -79,8 +95,8 @@ def test_report_section_shows_both_sides_and_the_verdicts(
     lines: list[str] = []
     load_section({"load": figures}, lines.append, lambda name, alt: f"[{name}]")
     table = [ln for ln in lines if ln.startswith("| 4 |")]
-    assert [ln.split(" | ")[1] for ln in table] == ["gateway", "plain"]
-    assert sum(ln.startswith("- N=4, ") for ln in lines) == 4
+    assert [ln.split(" | ")[1] for ln in table] == ["gateway", "plain", "REST (2 clients)"]
+    assert sum(ln.startswith("- N=4, ") for ln in lines) == 8
     report = tmp_path / "REPORT.md"
     report.write_text("# Report\n\n## Other\n\ntext\n\nEvery figure above, ...\n")
     splice(report, {"load": figures}, tmp_path / "charts")
