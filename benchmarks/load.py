@@ -44,7 +44,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks import harness  # noqa: E402
+from benchmarks import harness, load_soak  # noqa: E402
 from benchmarks.load_server import USERS, WRITE_TABLE, _proc  # noqa: E402
 
 THROUGHPUT_RATIO = 0.9  # issue 39: gateway throughput at least 0.9x plain, every N
@@ -371,14 +371,19 @@ def soak(server: Server, n: int, minutes: float, threads: int) -> dict[str, Any]
         "threads_jvm": [s["jvm"]["threads"] for s in samples],
         "sessions": [float(s["sessions"]) for s in samples],
         "plan_cache": [float(s["plan_cache"]) for s in samples],
+        "kept": [float(s.get("kept", 0)) for s in samples],
     }
+    growths = {k: growth(v) for k, v in series.items()}
     return {
         "n": n,
         "minutes": minutes,
         "samples": len(samples),
         "t": [s["t"] - start for s in samples],
         "series": series,
-        "growth": {k: growth(v) for k, v in series.items()},
+        "growth": growths,
+        "verdict": load_soak.verdict(
+            {"series": series, "growth": growths}, server.info.get("bounds", {})
+        ),
         "run": row,
     }
 
@@ -558,8 +563,7 @@ def print_result(result: dict[str, Any]) -> None:
     s = result.get("soak")
     if s:
         print(f"soak: N={s['n']}, {s['minutes']:g} min, {s['samples']} samples")
-        for k, g in s["growth"].items():
-            print(f"  {k:<12} last-half growth {'-' if g is None else f'{g:+.1%}'}")
+        load_soak.print_verdict(s["verdict"])
 
 
 def main() -> int:
