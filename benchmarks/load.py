@@ -354,7 +354,10 @@ def soak(server: Server, n: int, minutes: float, threads: int) -> dict[str, Any]
     samples_file = server.root / "samples.jsonl"
     start = time.time()
     row = run_side(server, "gateway", n, minutes * 60, threads, "soak")
-    row["audit"] = audit_check(server.info["audit"], row.pop("_clients"))
+    clients = row.pop("_clients")
+    row["audit"] = audit_check(server.info["audit"], clients)
+    # the run's window starts when the clients do, not while they connect and warm up
+    start = min((o[0] - o[2] / 1000 for c in clients for o in c["ops"]), default=start)
     samples = [
         json.loads(line)
         for line in samples_file.read_text().splitlines()
