@@ -213,7 +213,7 @@ def check_writes(audit_dir: Path, commits: dict[str, int], clients: list[dict]) 
     from audit.log import statement_hash
     from audit.query import read_records
 
-    records = read_records(audit_dir, phased=True)
+    records = [r for r in read_records(audit_dir, phased=True) if r is not None]
     intents = {r.query_id: r for r in records if r.phase == "intent"}
     rpc = {
         r.query_id: r.stmt_hash
@@ -395,7 +395,7 @@ def run(args: argparse.Namespace, root: Path, catalog_url: str) -> dict[str, Any
         result["recovered"] = [
             {"query": r.query_id, "cmd": r.cmd, "succeeded": r.succeeded, "reason": r.reason}
             for r in read_records(audit_dir, phased=True)
-            if r.phase == "recovered"
+            if r is not None and r.phase == "recovered"
         ]
         commits = write_commits(table_dir(cfg_path))
         result["writes"] = check_writes(audit_dir, commits, clients)
