@@ -385,8 +385,16 @@ def run(args: argparse.Namespace, root: Path, catalog_url: str) -> dict[str, Any
         result["dead_intents_before_restart"] = [
             {"cmd": r.cmd, "query": r.query_id, "dst": r.dst} for r in dead
         ]
+        # recovery without the dead server: what an operator runs when it is not coming back
+        rec = subprocess.run(
+            [LAKEGATE, "--config", str(cfg_path), "audit", "recover"],
+            capture_output=True,
+            text=True,
+            cwd=root,
+        )
+        result["audit_recover"] = {"exit": rec.returncode, "text": rec.stdout + rec.stderr}
         t_restart = time.time()
-        victim.start()  # recovery runs before Spark starts serving
+        victim.start()  # a restarted server recovers too (none left by now), then serves
         victim.wait_ready()
         result["restart_s"] = time.time() - t_restart
         result["recovery_log"] = [ln for ln in victim.log.splitlines() if "outcome" in ln]
@@ -483,6 +491,11 @@ def checks(r: dict[str, Any]) -> list[tuple[str, bool, str]]:
             f"{len(r['dead_intents_before_restart'])} dead intent(s) before the restart, "
             f"{r['pending_after']} pending after; {' / '.join(r['recovery_log'])}; recovered: "
             + "; ".join(f"{x['cmd']} {x['query']}: {x['reason']}" for x in r["recovered"]),
+        ),
+        (
+            "lakegate audit recover resolved every dead intent",
+            r["audit_recover"]["exit"] == 0,
+            " / ".join(r["audit_recover"]["text"].strip().splitlines()[-6:]),
         ),
         (
             "lakegate audit verify passes",

@@ -206,15 +206,14 @@ def test_a_server_killed_mid_write_loses_no_audit_line_and_recovers(
     through both servers, one server's process group killed with SIGKILL mid-load. The other
     server's clients get no error; the killed one's get a transport error (no answer, never a
     refusal); every tagged Delta commit has its intent line and, where its client got an
-    answer, a 200; a recovering Lakegate writes the missing outcomes, after which nothing is
-    pending and every chain verifies (a torn last line is tolerated)."""
+    answer, a 200; `lakegate audit recover` writes the missing outcomes, after which nothing
+    is pending and every chain verifies (a torn last line is tolerated)."""
     import os
     import signal
     import threading
 
     from audit.landing import TAG_PREFIX
     from audit.query import open_intents, read_records
-    from governance.session.recovery import recover_outcomes
 
     bases, victim = servers["bases"], servers["procs"][0]
     stop = threading.Event()
@@ -274,9 +273,18 @@ def test_a_server_killed_mid_write_loses_no_audit_line_and_recovers(
     assert all(any(a[1] == 1 and a[3] == 200 for a in killed[killed.index(b) :]) for b in lost)
 
     audit_dir = servers["root"] / "audit"
+    # what an operator runs when the dead server is not coming back (serve and connect
+    # recover the same way at start-up)
+    done = subprocess.run(
+        [LAKEGATE, "--config", str(servers["config"]), "audit", "recover"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.strip().endswith("0 unknown"), done.stdout
     lg = Lakegate.open(servers["config"], spark=spark)
     try:
-        recover_outcomes(lg)
         orders = lg.catalog.table("main", "sales", "orders")
         assert orders is not None
         table = Path(orders.location.removeprefix("file:"))
