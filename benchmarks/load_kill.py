@@ -213,12 +213,12 @@ def check_writes(audit_dir: Path, commits: dict[str, int], clients: list[dict]) 
     from audit.log import statement_hash
     from audit.query import read_records
 
-    records = [r for r in read_records(audit_dir, phased=True) if r is not None]
+    records = [r for r in read_records(audit_dir) if r is not None]  # RPC lines: no phase
     intents = {r.query_id: r for r in records if r.phase == "intent"}
     rpc = {
         r.query_id: r.stmt_hash
         for r in records
-        if r.proto == "connect" and r.cmd == "ExecutePlan" and r.query_id
+        if r.proto == "connect" and r.phase is None and r.cmd == "ExecutePlan" and r.query_id
     }
     by_request: dict[str, dict[str, Any]] = {}
     by_text: dict[str, list[dict[str, Any]]] = {}
