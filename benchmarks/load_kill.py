@@ -218,7 +218,7 @@ def check_writes(audit_dir: Path, commits: dict[str, int], clients: list[dict]) 
     rpc = {
         r.query_id: r.stmt_hash
         for r in records
-        if r.proto == "connect" and r.phase is None and r.cmd == "ExecutePlan" and r.query_id
+        if r.proto == "connect" and r.phase is None and r.cmd == "executePlan" and r.query_id
     }
     by_request: dict[str, dict[str, Any]] = {}
     by_text: dict[str, list[dict[str, Any]]] = {}
