@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from load_client import SQL, Analyst, session
+from load_client import MIX, SQL, Analyst, session
 
 
 def short_retries(s: Any, retries: int) -> None:
@@ -69,6 +69,11 @@ class Failover(Analyst):
         self.log.append(entry)
         if not entry["ok"] and entry["code"] == "UNAVAILABLE":
             self.fail_over()
+
+    def warm(self) -> None:
+        """Each operation once, logged like the rest (a warm-up write commits too)."""
+        for op in dict.fromkeys(MIX):
+            self.timed(op)
 
     def fail_over(self) -> None:
         """A new session on the next address (after the one that failed), until one answers."""
