@@ -481,7 +481,8 @@ def checks(r: dict[str, Any]) -> list[tuple[str, bool, str]]:
         (
             "no committed write got a refused reply",
             not w["refused"],
-            f"{w['answered_ok']} answered OK ({w['setup']} of the set-up); refused: {w['refused']}; in flight at the kill "
+            f"{w['answered_ok']} answered OK, {w['setup']} the set-up's; refused: "
+            f"{w['refused']}; in flight at the kill "
             f"(UNAVAILABLE, committed): {len(w['in_flight_at_kill'])}",
         ),
         (
