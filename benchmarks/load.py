@@ -57,7 +57,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks import harness  # noqa: E402
+from benchmarks import harness, load_soak  # noqa: E402
 from benchmarks.load_client import MIX_TPCDS  # noqa: E402
 from benchmarks.load_server import USERS, WRITE_TABLE, _proc  # noqa: E402
 
@@ -486,7 +486,10 @@ def soak(server: Server, n: int, minutes: float, threads: int) -> dict[str, Any]
     samples_file = server.root / "samples.jsonl"
     start = time.time()
     row = run_side(server, "gateway", n, minutes * 60, threads, "soak")
-    row["audit"] = audit_check(server.info["audit"], row.pop("_clients"))
+    clients = row.pop("_clients")
+    row["audit"] = audit_check(server.info["audit"], clients)
+    # the run's window starts when the clients do, not while they connect and warm up
+    start = min((o[0] - o[2] / 1000 for c in clients for o in c["ops"]), default=start)
     samples = [
         json.loads(line)
         for line in samples_file.read_text().splitlines()
@@ -503,14 +506,19 @@ def soak(server: Server, n: int, minutes: float, threads: int) -> dict[str, Any]
         "threads_jvm": [s["jvm"]["threads"] for s in samples],
         "sessions": [float(s["sessions"]) for s in samples],
         "plan_cache": [float(s["plan_cache"]) for s in samples],
+        "kept": [float(s.get("kept", 0)) for s in samples],
     }
+    growths = {k: growth(v) for k, v in series.items()}
     return {
         "n": n,
         "minutes": minutes,
         "samples": len(samples),
         "t": [s["t"] - start for s in samples],
         "series": series,
-        "growth": {k: growth(v) for k, v in series.items()},
+        "growth": growths,
+        "verdict": load_soak.verdict(
+            {"series": series, "growth": growths}, server.info.get("bounds", {})
+        ),
         "run": row,
     }
 
@@ -792,8 +800,7 @@ def print_result(result: dict[str, Any]) -> None:
     s = result.get("soak")
     if s:
         print(f"soak: N={s['n']}, {s['minutes']:g} min, {s['samples']} samples")
-        for k, g in s["growth"].items():
-            print(f"  {k:<12} last-half growth {'-' if g is None else f'{g:+.1%}'}")
+        load_soak.print_verdict(s["verdict"])
 
 
 def main() -> int:

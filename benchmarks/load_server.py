@@ -85,8 +85,17 @@ def sample(gw: Any, lg: Any, jvm_pid: int) -> dict[str, Any]:
         "py_objects": len(gc.get_objects()),
         "sessions": gw.service.sessions.count(),
         "plan_cache": len(lg.plans),
+        "kept": gw.service.sessions.kept(),
         "statements": sum(1 for _ in list(gw.service.limits._running)),
     }
+
+
+def bounds(lg: Any) -> dict[str, float]:
+    """Each bounded cache's configured bound, for the soak's report."""
+    from api.connect.verified import KEPT
+
+    c = lg.config.connect
+    return {"sessions": c.max_sessions, "plan_cache": lg.plans.size, "kept": KEPT * c.max_sessions}
 
 
 class Served:
@@ -169,6 +178,7 @@ class Served:
             "pid": os.getpid(),
             "jvm_pid": self.jvm_pid,
             "workers": workers or max(16, 2 * cfg.connect.max_sessions),  # Gateway's default
+            "bounds": bounds(self.lg),
         }
 
     def sample(self) -> dict[str, Any]:

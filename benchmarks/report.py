@@ -21,6 +21,7 @@ from benchmarks.report_headline import headline_section  # noqa: E402
 from benchmarks.report_kit import Add, Img  # noqa: E402
 from benchmarks.report_lines import lines_section  # noqa: E402
 from benchmarks.report_load import load_section  # noqa: E402
+from benchmarks.report_load_kill import load_kill_section  # noqa: E402
 from benchmarks.report_sections import (  # noqa: E402
     analysis_section,
     api_section,
@@ -179,6 +180,7 @@ SECTIONS = (
     mapping_section,
     connect_section,
     load_section,
+    load_kill_section,
     cluster_section,
     analysis_section,
     cli_section,

@@ -68,6 +68,7 @@ STEPS = (
     "mapping",
     "connect_tpcds",
     "load",
+    "load_kill",
 )
 
 
@@ -351,6 +352,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.workdir and args.sf == 1 and not quick:  # TPC-DS sf 1 in the mix, same data
             ld += ["--tpcds-scale", "1", "--tpcds-dir", args.workdir]
         plan.append(("load", ld, 7200))
+        if not quick:  # three gateway starts: minutes on a loaded machine
+            kl = ["benchmarks/load_kill.py", "--json", str(tmpd / "load_kill.json")]
+            plan.append(("load_kill", kl, 3600))
 
         for i, (name, argv_, timeout) in enumerate(plan, 1):
             if name not in only:
@@ -365,7 +369,8 @@ def main(argv: list[str] | None = None) -> int:
             results["steps"][name] = st
             # TPC-DS writes its figures before failing on queries only C fails (product bugs):
             # the report shows them, and the run still fails
-            if st["ok"] or (name == "tpcds" and (tmpd / "tpcds.json").is_file()):
+            # load_kill writes its checks before failing on one: the report shows which
+            if st["ok"] or (name in ("tpcds", "load_kill") and (tmpd / f"{name}.json").is_file()):
                 collect(name, stdout, tmpd, results)
             if st["load_max"] >= args.wait_load + 2:  # the benchmark itself adds up to ~2
                 results["caveats"].append(
@@ -511,7 +516,7 @@ def collect(name: str, stdout: str, tmpd: Path, results: dict[str, Any]) -> None
         results["api"] = {"text": stdout, "rows": report.parse_api(stdout)}
     elif name in ("connect", "connect_tpcds"):
         results[name] = json.loads(stdout[stdout.index("\n{") :])
-    elif name in ("cluster", "cli", "analysis", "mapping", "load"):
+    elif name in ("cluster", "cli", "analysis", "mapping", "load", "load_kill"):
         results[name] = json.loads((tmpd / f"{name}.json").read_text())
         if name == "cli" and set(results[name].get("median") or {}) != {"cli", "gateway", "bare"}:
             raise harness.ScenarioFailed("cli: the cli, gateway and bare medians are not all there")

@@ -207,6 +207,41 @@ def cmd_query(
     return EXIT_OK
 
 
+@audit.command("recover")
+@config_option
+def cmd_recover() -> int:
+    """Write the outcomes that stopped servers left out, now (`phase=recovered`).
+
+    `lakegate serve` and `connect` do this at start-up; run it when a dead server is not
+    coming back and the running ones must not be restarted. Only intents of writers known
+    to be gone are resolved (from the tables' Delta logs and the catalog); exit 1 when one
+    stays unknown (it stays pending; `audit query --pending` lists it)."""
+    from governance.session.governed import Lakegate
+    from governance.session.recovery import recover_outcomes
+
+    cfg = config_path()
+    if not cfg.is_file():
+        fail(f"audit recover: no configuration ({cfg.resolve()} not found)")
+        return EXIT_USAGE
+    lg = Lakegate.open(cfg)
+    try:
+        examined = recover_outcomes(lg)
+    finally:
+        lg.close()
+    unknown = 0
+    for item in examined:
+        intent = item.landing
+        unknown += intent.state == "unknown"
+        click.echo(
+            f"{item.intent.query_id} {item.intent.cmd} {item.intent.dst or item.intent.src}: "
+            f"{intent}" + (" (left pending)" if intent.state == "unknown" else "")
+        )
+    click.echo(
+        f"recovered {len(examined) - unknown} outcome(s) of stopped servers; {unknown} unknown"
+    )
+    return EXIT_FAILED if unknown else EXIT_OK
+
+
 register(audit, _directory)
 register_questions(audit, _directory)
 register_report(audit, _directory)

@@ -11,6 +11,10 @@ never from what a caller sent, so a caller cannot grow the series without bound.
 
 from __future__ import annotations
 
+import gc
+import math
+import threading
+import weakref
 from typing import Any
 
 from prometheus_client import Counter, Gauge, Histogram
@@ -77,6 +81,53 @@ GC_FROZEN = Gauge(
     "Objects alive at a server's start-up, frozen out of every collection "
     "(governance/runtime/heap.py)",
 )
+
+# What a soak watches (issue 39 item 4), scraped live: each bounded cache against its bound,
+# the Python objects and threads of the process, the driver JVM's heap. process_* (RSS,
+# fds, CPU) are prometheus_client's own.
+CACHE_ENTRIES = Gauge(
+    "lakegate_cache_entries",
+    "Entries a bounded cache holds: plan (query plans), connect_sessions (open Connect "
+    "sessions), connect_kept (verified Datasets the gateway keeps in the backend)",
+    ["cache"],
+)
+CACHE_BOUND = Gauge(
+    "lakegate_cache_bound", "The configured bound of each lakegate_cache_entries cache", ["cache"]
+)
+PYTHON_OBJECTS = Gauge(
+    "lakegate_python_objects",
+    "Objects the Python collector tracks (len(gc.get_objects()), frozen ones included): "
+    "level under a steady load",
+)
+PYTHON_OBJECTS.set_function(lambda: len(gc.get_objects()) + gc.get_freeze_count())
+THREADS = Gauge("lakegate_threads", "Python threads alive in the process")
+THREADS.set_function(threading.active_count)
+JVM_HEAP = Gauge(
+    "lakegate_jvm_heap_used_bytes",
+    "Heap in use in the Spark driver's JVM (NaN until Spark has started)",
+)
+
+
+def watch_caches(lg: Any) -> None:
+    """The gauges of `lg`'s plan cache and JVM heap, read at each scrape (weakly: a closed
+    Lakegate is not kept alive by its gauges; the newest one registered is the one shown)."""
+    ref = weakref.ref(lg)
+
+    def entries() -> float:
+        obj = ref()
+        return math.nan if obj is None else float(len(obj.plans))
+
+    def heap() -> float:
+        obj = ref()
+        if obj is None or not obj.spark_started:
+            return math.nan
+        rt = obj.spark._jvm.java.lang.Runtime.getRuntime()
+        return float(rt.totalMemory() - rt.freeMemory())
+
+    CACHE_ENTRIES.labels("plan").set_function(entries)
+    CACHE_BOUND.labels("plan").set(lg.plans.size)
+    JVM_HEAP.set_function(heap)
+
 
 #: The outcome label of a statement.
 OK, DENIED, FAILED = "ok", "denied", "failed"

@@ -43,10 +43,10 @@ from api.connect.outcomes import CallOutcomes, Refusal
 from api.connect.relations import PlanGovernor
 from api.connect.sessions import SessionRefused, SessionRegistry, Sweeper
 from api.connect.settings import checked_keys, config_answer
-from api.connect.verified import VerifiedQuery, identity
+from api.connect.verified import KEPT, VerifiedQuery, identity
 from api.directory import directory_of
 from governance.errors import AccessDenied
-from governance.metrics import CONNECT_SESSIONS
+from governance.metrics import CACHE_BOUND, CACHE_ENTRIES, CONNECT_SESSIONS
 from governance.session.governed import GovernedSession, Lakegate
 
 REFUSED_COMMANDS = {
@@ -115,6 +115,10 @@ class ConnectService(
         self._local_ops: OrderedDict[tuple[str, str, str], None] = OrderedDict()
         self._lock = threading.Lock()
         CONNECT_SESSIONS.set_function(self.sessions.count)
+        CACHE_ENTRIES.labels("connect_sessions").set_function(self.sessions.count)
+        CACHE_BOUND.labels("connect_sessions").set(cfg.max_sessions)
+        CACHE_ENTRIES.labels("connect_kept").set_function(self.sessions.kept)
+        CACHE_BOUND.labels("connect_kept").set(KEPT * cfg.max_sessions)
         #: the front's relay: its loopback port -> the client's address (server.py)
         self.relay_clients: Callable[[int], str | None] | None = None
 

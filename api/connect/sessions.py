@@ -171,6 +171,13 @@ class SessionRegistry:
         with self._lock:
             return sum(1 for u, _ in self._entries if user is None or u == user)
 
+    def kept(self) -> int:
+        """Verified Datasets kept in the backend across calls, every session (verified.py:
+        at most KEPT a session)."""
+        with self._lock:
+            entries = list(self._entries.values())
+        return sum(len(e.verified) for e in entries)
+
 
 class Sweeper(threading.Thread):
     """Expires idle sessions in the background, so an idle gateway frees them too."""

@@ -106,6 +106,7 @@ class Lakegate:
         self.audit_view = f"__lg_audit_{uuid.uuid4().hex}"
         self._view_plans: dict[tuple, Any] = {}  # view SQL, tables -> analyzed plan
         self.plans = PlanCache()  # query plans by everything they depend on, across sessions
+        metrics.watch_caches(self)  # /metrics: its size against its bound, the JVM heap
         # a query's tables read through DataFrames loaded once (governance/execute/sources.py)
         self.sources = PinnedSources() if config.pinned_sources else None
         self._register_audit_table()

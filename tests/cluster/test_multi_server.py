@@ -6,6 +6,7 @@ agree on the catalog, and a policy change is picked up by both."""
 from __future__ import annotations
 
 import hashlib
+import json
 import subprocess
 import sys
 import time
@@ -68,7 +69,7 @@ def servers(spark, new_postgres_database, tmp_path_factory) -> Iterator[dict]:
     try:
         for base, p in zip(bases, procs, strict=True):
             _wait_up(base, p, root)
-        yield {"root": root, "config": cfg_path, "bases": bases}
+        yield {"root": root, "config": cfg_path, "bases": bases, "procs": procs}
     finally:
         stop_groups(procs)
 
@@ -195,3 +196,122 @@ def test_a_policy_change_is_picked_up_by_both_servers(servers: dict, load: dict)
             assert regions == {"APAC"}, base
     finally:
         extra.unlink()
+
+
+# Last in the module: it kills one of the two servers.
+def test_a_server_killed_mid_write_loses_no_audit_line_and_recovers(
+    spark, servers: dict, load: dict
+) -> None:
+    """Issue 39 item 5 (benchmarks/load_kill.py is the Connect version under load): INSERTs
+    through both servers, one server's process group killed with SIGKILL mid-load. The other
+    server's clients get no error; the killed one's get a transport error (no answer, never a
+    refusal); every tagged Delta commit has its intent line and, where its client got an
+    answer, a 200; `lakegate audit recover` writes the missing outcomes, after which nothing
+    is pending and every chain verifies (a torn last line is tolerated)."""
+    import os
+    import signal
+    import threading
+
+    from audit.landing import TAG_PREFIX
+    from audit.log import statement_hash
+    from audit.query import open_intents, read_records
+
+    bases, victim = servers["bases"], servers["procs"][0]
+    stop = threading.Event()
+    # (home server, server used, text, status or transport error, request id)
+    answers: list[tuple[int, int, str, int | str, str | None]] = []
+    lock = threading.Lock()
+
+    def writer(home: int, w: int) -> None:
+        """INSERTs through `home`; a client of the killed server reconnects to the other."""
+        k, server = 0, home
+        c = _client(bases[server], "carol")
+        while not stop.is_set():
+            k += 1
+            text = (
+                f"INSERT INTO main.sales.orders VALUES ({100_000 * (home + 1) + 1000 * w + k}"
+                ", 1, 'EMEA', 1.00, DATE'2026-03-01', false)"
+            )
+            try:
+                r = c.post(f"{LG}/statements", json={"statement": text})
+                got: tuple[int | str, str | None] = (r.status_code, r.headers["x-request-id"])
+            except httpx.TransportError as e:
+                got = (type(e).__name__, None)
+            with lock:
+                answers.append((home, server, text, *got))
+            if isinstance(got[0], str) and server == 0:
+                c.close()
+                server = 1
+                c = _client(bases[server], "carol")
+        c.close()
+
+    threads = [threading.Thread(target=writer, args=(s, w)) for s in (0, 1) for w in range(2)]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:  # kill once each server has committed a write
+        with lock:
+            done = {a[1] for a in answers if a[3] == 200}
+        if done == {0, 1}:
+            break
+        time.sleep(0.2)
+    time.sleep(0.5)  # writes in flight
+    os.killpg(victim.pid, signal.SIGKILL)
+    victim.wait()
+    time.sleep(3)  # the surviving server goes on
+    stop.set()
+    for t in threads:
+        t.join(timeout=300)
+
+    survivors = [a for a in answers if a[0] == 1]
+    assert survivors and all(a[3] == 200 for a in survivors), survivors
+    killed = [a for a in answers if a[0] == 0]
+    # no answer at all (the connection dropped or refused), never a refusal
+    assert {a[3] for a in killed} <= {200, "RemoteProtocolError", "ReadError", "ConnectError"}
+    lost = [a for a in killed if isinstance(a[3], str)]
+    assert len(lost) == 2, killed  # each of its two clients noticed once, then reconnected
+    assert all(any(a[1] == 1 and a[3] == 200 for a in killed[killed.index(b) :]) for b in lost)
+
+    audit_dir = servers["root"] / "audit"
+    # what an operator runs when the dead server is not coming back (serve and connect
+    # recover the same way at start-up)
+    done = subprocess.run(
+        [LAKEGATE, "--config", str(servers["config"]), "audit", "recover"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.strip().endswith("0 unknown"), done.stdout
+    lg = Lakegate.open(servers["config"], spark=spark)
+    try:
+        orders = lg.catalog.table("main", "sales", "orders")
+        assert orders is not None
+        table = Path(orders.location.removeprefix("file:"))
+    finally:
+        lg.close()
+    records = [r for r in read_records(audit_dir, phased=True) if r is not None]
+    assert open_intents(records) == [], "an intent is still pending after recovery"
+    intents = {r.query_id: r for r in records if r.phase == "intent"}
+    ours = {statement_hash(a[2]): a for a in answers}  # each INSERT's text is its own
+    tagged = []
+    for path in (table / "_delta_log").glob("*.json"):
+        for line in path.read_text().splitlines():
+            meta = (json.loads(line).get("commitInfo") or {}).get("userMetadata")
+            if meta and meta.startswith(TAG_PREFIX):
+                tagged.append(meta[len(TAG_PREFIX) :])
+    mine = 0
+    for qid in tagged:  # every tagged commit of the table, earlier tests' included
+        assert qid in intents, f"commit of {qid} has no intent line"
+        answer = ours.get(intents[qid].stmt_hash or "")
+        if answer is None:
+            continue  # an earlier test's write
+        mine += 1
+        if answer[4] is None:  # committed, its server killed before it answered
+            assert answer in lost, answer
+        else:
+            assert answer[3] == 200, answer
+            assert intents[qid].caller_context == f"rest:{answer[4]}"
+    assert mine >= sum(1 for a in answers if a[3] == 200)
+    report = verify(audit_dir)
+    assert report.ok, report

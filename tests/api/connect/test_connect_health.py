@@ -75,3 +75,23 @@ def test_metrics_count_and_time_rpcs_by_method_and_status(gateway, remote) -> No
         }.items()
     }
     assert sum(after.values()) > sum(refused.values()), after
+
+
+def test_metrics_show_the_gateways_bounded_caches_against_their_bounds(gateway, remote) -> None:
+    """Issue 39 item 4: open sessions and the verified Datasets kept in the backend, each
+    with its configured bound, scraped live (a soak reads them off /metrics)."""
+    from prometheus_client import REGISTRY
+
+    from api.connect.verified import KEPT
+
+    carol = remote("carol")
+    carol.sql("SELECT id FROM main.sales.orders").collect()  # verified, kept for its session
+    sessions, cfg = gateway.service.sessions, gateway.service.lg.config.connect
+
+    def value(name: str, cache: str) -> float | None:
+        return REGISTRY.get_sample_value(name, {"cache": cache})
+
+    assert value("lakegate_cache_entries", "connect_sessions") == sessions.count() >= 1
+    assert value("lakegate_cache_bound", "connect_sessions") == cfg.max_sessions
+    assert value("lakegate_cache_entries", "connect_kept") == sessions.kept()
+    assert value("lakegate_cache_bound", "connect_kept") == KEPT * cfg.max_sessions
