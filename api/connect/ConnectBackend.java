@@ -6,7 +6,9 @@
 // so only the gateway reaches the backend; and it analyses a (rewritten) Connect relation
 // in the very session the backend will run it in, for the plan verifier, and hands it to
 // the gateway as a Dataset for a governed DataFrame write; and it releases an expired
-// session and cancels an operation's jobs for the gateway.
+// session and cancels an operation's jobs for the gateway. Each backend session's jobs run
+// in its user's FAIR scheduler pool (`pool`): one user's heavy queries do not queue another
+// user's short one behind them.
 // grpc and protobuf are shaded into org.sparkproject.connect by Spark's Connect jar.
 // Each backend session's governed settings (variable substitution off, parser and legacy
 // settings pinned: governance/verify/GovernedSql.java, the guard handed in at start) are put in
@@ -154,14 +156,35 @@ public class ConnectBackend {
     /** The backend session of (user, session) with its governed settings in place: "" or
      *  the key of a setting that had changed since the session was last secured. */
     public String secure(String user, String session) throws Exception {
-        return secure(LineSessions.holder(user, session));
+        return secure(user, LineSessions.holder(user, session));
     }
 
-    private String secure(SessionHolder holder) {
+    private String secure(String user, SessionHolder holder) throws Exception {
         SparkSession s = holder.session();
         String changed = (String) guard.apply(s);
+        s.conf().set(POOL, pool(user));
         boolean known = secured.put(s, Boolean.TRUE) != null;
         return known ? changed : "";
+    }
+
+    /** Spark's setting naming the scheduler pool of a job. As a session setting it reaches
+     *  every job of the session's SQL executions (SQLExecution.withSQLConfPropagated puts a
+     *  session's `spark.*` settings in the jobs' local properties), on the backend's own
+     *  execution threads; clients cannot set it (api/connect/settings.py). */
+    static final String POOL = "spark.scheduler.pool";
+
+    /** The FAIR scheduler pool of a user's statements (the gateway's Spark runs
+     *  spark.scheduler.mode=FAIR: one user's many jobs share one pool's slots, so another
+     *  user's short job is not queued behind them). Derived from the verified user name by
+     *  SHA-256, so a name is never the pool's name: "lakegate-" and 16 hex digits. */
+    static String pool(String user) throws Exception {
+        byte[] d = MessageDigest.getInstance("SHA-256").digest(
+            user.getBytes(StandardCharsets.UTF_8));
+        StringBuilder b = new StringBuilder("lakegate-");
+        for (int i = 0; i < 8; i++) {
+            b.append(Integer.toHexString((d[i] & 0xff) | 0x100).substring(1));
+        }
+        return b.toString();
     }
 
     /** [drift key or "", a relation as a Dataset of the backend session of (user, session)]:
@@ -169,7 +192,7 @@ public class ConnectBackend {
     public Object[] dataset(byte[] relation, String user, String session) throws Exception {
         Relation rel = Relation.parseFrom(relation);
         SessionHolder holder = LineSessions.holder(user, session);
-        String changed = secure(holder);
+        String changed = secure(user, holder);
         if (!changed.isEmpty()) {
             return new Object[] {changed, null};
         }

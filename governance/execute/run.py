@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
-import threading
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -29,7 +28,7 @@ from governance.planning.planned import ROW_FILTER_VIOLATION, Planned, RegisterT
 from governance.planning.writes import carry_tags
 from governance.rewrite.aggregation import AGG_MARK
 from governance.spark_line import LINE
-from governance.verify.guard import analyzed_command, query_frame, run_analyzed
+from governance.verify.guard import analyzed_command, commands_with, query_frame, run_analyzed
 from governance.verify.plan import Analyze, Verified, columns_used, lineage_of, verify_plan
 from governance.verify.readable import Seen, readable_line, seen_by
 
@@ -208,26 +207,16 @@ def _governed_class(frame: type) -> type:
     return cls
 
 
-_TAGGING = threading.Lock()
-
-
 @contextlib.contextmanager
-def tagged_commits(spark: SparkSession, query_id: str) -> Iterator[None]:
-    """Every Delta commit made meanwhile carries ``lakegate:queryId=<id>`` as its
-    ``userMetadata``, so an intent whose outcome never made it to the audit log can be
-    resolved from the table's log (audit/landing.py). The setting is the session's, so
-    tagged statements of one process take turns (reads are not held up)."""
-    with _TAGGING:
-        conf = spark.conf
-        before = conf.get(COMMIT_TAG_CONF, None)
-        conf.set(COMMIT_TAG_CONF, commit_tag(query_id))
-        try:
-            yield
-        finally:
-            if before is None:
-                conf.unset(COMMIT_TAG_CONF)
-            else:
-                conf.set(COMMIT_TAG_CONF, before)
+def tagged_commits(query_id: str) -> Iterator[None]:
+    """Every Delta commit a command run meanwhile on this thread makes (`run_analyzed`)
+    carries ``lakegate:queryId=<id>`` as its ``userMetadata``, so an intent whose outcome
+    never made it to the audit log can be resolved from the table's log
+    (audit/landing.py). The setting is made in a clone of the session per command
+    (`commands_with`), never in the session: concurrent writes of one process each tag
+    their own commits and do not take turns."""
+    with commands_with({COMMIT_TAG_CONF: commit_tag(query_id)}):
+        yield
 
 
 def run_planned(

@@ -55,6 +55,10 @@ DEFAULT_CONF = {
     # the audit log is: raw values must not be readable around the layer by other local
     # users (delta-rs, DuckDB's delta_scan). A platform that wants a service group may set it.
     "spark.hadoop.fs.permissions.umask-mode": "077",
+    # Jobs share the cores by pool, not first come first served: the gateway runs each
+    # user's statements in a pool of their own (api/connect/ConnectBackend.java `pool`), so
+    # one user's many heavy jobs do not queue another user's short one behind their tasks.
+    "spark.scheduler.mode": "FAIR",
 }
 
 

@@ -546,7 +546,7 @@ class GovernedSession:
             if planned.cmd not in READ_ONLY_CMDS and (
                 planned.sql is not None or planned.before or planned.after
             ):  # its Delta commits name it, an ALTER's (an action's) too
-                with tagged_commits(self.lg.spark, query_id):
+                with tagged_commits(query_id):
                     df = execute(planned)
             else:
                 df = execute(planned)

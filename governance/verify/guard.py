@@ -12,6 +12,9 @@ put back and the statement refused with one line naming it.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -109,8 +112,37 @@ def analyzed_command(spark: SparkSession, sql: str) -> Any:
     return checked(jvm_guard(spark).command(spark._jsparkSession, sql))
 
 
+#: Settings the commands this thread (or task) runs get on top of their session's, set by
+#: `commands_with`; a context variable, so concurrent statements never see each other's.
+_COMMAND_SETTINGS: ContextVar[tuple[tuple[str, str], ...]] = ContextVar(
+    "lakegate_command_settings", default=()
+)
+
+
+@contextlib.contextmanager
+def commands_with(settings: dict[str, str]) -> Iterator[None]:
+    """Meanwhile, each command `run_analyzed` runs on this thread runs in a clone of its
+    session (same SparkContext, shared state, settings and temp views; a few ms) with
+    `settings` set in the clone only: Delta reads a commit's settings from the session
+    running the command (`SparkSession.active`), so a setting per statement needs no
+    process-wide lock, and the session itself is never changed."""
+    token = _COMMAND_SETTINGS.set(tuple(settings.items()))
+    try:
+        yield
+    finally:
+        _COMMAND_SETTINGS.reset(token)
+
+
 def run_analyzed(spark: SparkSession, plan: Any) -> DataFrame:
-    """Run an analyzed (verified) plan as it is: a command runs now."""
+    """Run an analyzed (verified) plan as it is: a command runs now (in a clone of the
+    session with the settings of `commands_with`, when set)."""
     from pyspark.sql import DataFrame
 
-    return DataFrame(jvm_guard(spark).run(spark._jsparkSession, plan), spark)
+    session = spark._jsparkSession
+    settings = _COMMAND_SETTINGS.get()
+    if settings:
+        session = session.cloneSession()  # Spark's own copy (private[sql], public in the JVM)
+        conf = session.conf()
+        for key, value in settings:
+            conf.set(key, value)
+    return DataFrame(jvm_guard(spark).run(session, plan), spark)

@@ -7,6 +7,7 @@ wrote intents and stopped (its writer lock free), one of whose three writes comm
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from cli.kit import EXIT_OK
 from cli.kit import run as run_cli
 from governance.execute.run import tagged_commits
 from governance.session.recovery import recover_outcomes
+from governance.verify.guard import analyzed_command, run_analyzed
 
 POLICIES = """
 groups:
@@ -27,6 +29,7 @@ groups:
 grants:
   - {id: admin-all, principals: [group:admins], privileges: [manage], on: "*.*.*"}
   - {id: u-all, principals: [u], privileges: [select, modify, create], on: "l.s.*"}
+  - {id: v-all, principals: [v], privileges: [select, modify, create], on: "l.s.*"}
 """
 
 
@@ -70,6 +73,90 @@ def test_a_read_leaves_no_tag_in_the_session(llake):
     assert llake.spark.conf.get(COMMIT_TAG_CONF, None) is None
 
 
+def commit_tags(lg, table: str) -> list[str | None]:
+    """Each commit's userMetadata in the Delta log of l.s.<table>, oldest first."""
+    where = Path(lg.catalog.table("l", "s", table).location.removeprefix("file:"))
+    out = []
+    for log in sorted((where / "_delta_log").glob("*.json"), key=lambda p: int(p.stem)):
+        for line in log.read_text().splitlines():
+            if '"commitInfo"' in line:
+                out.append(json.loads(line)["commitInfo"].get("userMetadata"))
+    return out
+
+
+def test_parallel_writes_of_two_users_each_tag_their_own_commits(llake):
+    """Writes of one process no longer take turns (the tag is set in a clone of the session
+    per command, governance/verify/guard.py `commands_with`): two users write two tables at
+    the same moment, again and again, and every commit names the statement that made it."""
+    admin = llake.session("admin")
+    for name in ("pa", "pb"):
+        admin.sql(f"CREATE TABLE l.s.{name} (id INT)")
+    before = {name: len(commit_tags(llake, name)) for name in ("pa", "pb")}
+    statements = [
+        "INSERT INTO l.s.{t} VALUES (1), (2), (3)",
+        "UPDATE l.s.{t} SET id = id + 10 WHERE id > 1",
+        "DELETE FROM l.s.{t} WHERE id = 1",
+        "MERGE INTO l.s.{t} AS x USING (SELECT 12 AS id) AS y ON x.id = y.id "
+        "WHEN MATCHED THEN DELETE",
+    ]
+    start = threading.Barrier(2, timeout=600)
+    ran: dict[str, list[str]] = {"pa": [], "pb": []}
+    errors: list[BaseException] = []
+
+    def writer(user: str, table: str) -> None:
+        try:
+            s = llake.session(user)
+            for sql in statements:
+                start.wait()  # both statements start together
+                s.sql(sql.format(t=table))
+                ran[table].append(s.last_query_id)
+        except BaseException as e:  # reported below, in the test's thread
+            errors.append(e)
+            start.abort()
+
+    threads = [threading.Thread(target=writer, args=args) for args in (("u", "pa"), ("v", "pb"))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    for name in ("pa", "pb"):
+        tags = commit_tags(llake, name)[before[name] :]
+        assert tags == [f"{TAG_PREFIX}{q}" for q in ran[name]], name
+    assert llake.spark.conf.get(COMMIT_TAG_CONF, None) is None  # never set in the session
+    for name in ("pa", "pb"):  # 1,2,3 -> 1,12,13 -> 12,13 -> 13: each write took effect
+        assert [r.id for r in admin.sql(f"SELECT id FROM l.s.{name}").collect()] == [13]
+
+
+def test_a_write_does_not_wait_for_another_statements_tagged_commits(llake):
+    """While one statement's commits are tagged (its thread inside `tagged_commits`), a
+    write of another thread runs to its end with its own tag; the first's command then
+    still carries the first's."""
+    admin = llake.session("admin")
+    admin.sql("CREATE TABLE l.s.held (id INT)")
+    inside, release = threading.Event(), threading.Event()
+    where = Path(llake.catalog.table("l", "s", "held").location.removeprefix("file:"))
+
+    def held() -> None:
+        with tagged_commits("q-held"):
+            inside.set()
+            release.wait(600)
+            insert = f"INSERT INTO delta.`{where}` VALUES (7)"
+            run_analyzed(llake.spark, analyzed_command(llake.spark, insert))
+
+    t = threading.Thread(target=held)
+    t.start()
+    try:
+        assert inside.wait(60)
+        s = llake.session("u")
+        s.sql("INSERT INTO l.s.held VALUES (1)")  # the old process-wide lock blocked here
+        assert commit_tags(llake, "held")[-1] == f"{TAG_PREFIX}{s.last_query_id}"
+    finally:
+        release.set()
+        t.join()
+    assert commit_tags(llake, "held")[-1] == f"{TAG_PREFIX}q-held"
+
+
 def intent(query_id: str, src: str = "l.s.t", cmd: str = "insert") -> AuditEvent:
     return AuditEvent(allowed=True, user="u", auth="TOKEN", cmd=cmd, src=src,
                       query_id=query_id, policy_version="sha256:test", phase="intent",
@@ -82,8 +169,9 @@ def test_intents_of_a_crashed_server_say_whether_they_landed_and_are_recovered(
     directory = llake.config.audit
     with AuditLog(directory, writer_id="crashed-server") as crashed:
         crashed.write([intent("q-landed")])
-        with tagged_commits(llake.spark, "q-landed"):  # the write ran; its outcome was lost
-            llake.spark.sql(f"INSERT INTO delta.`{table_dir(llake)}` VALUES (42)")
+        with tagged_commits("q-landed"):  # the write ran; its outcome was lost
+            insert = f"INSERT INTO delta.`{table_dir(llake)}` VALUES (42)"
+            run_analyzed(llake.spark, analyzed_command(llake.spark, insert))
         crashed.write([intent("q-lost-1")])
         crashed.write([intent("q-lost-2")])
     version, _ = last_commit(llake)

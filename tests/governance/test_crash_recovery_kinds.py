@@ -6,9 +6,11 @@ an outcome that agrees with the catalog and the Delta logs; `audit query --pendi
 
 * Before the effect: the test holds the catalog's write lock. The ALTER commits to Delta
   and waits to re-read the table into the catalog (governance is the catalog's: not
-  landed); the others have their intents on record and wait their turn (the statements of
-  one process with an effect take turns, governance/execute/run.py `tagged_commits`): nothing
-  of them happened. The restarted server records the outcomes (`phase=recovered`).
+  landed); the catalog's statements have their intents on record and wait for the lock;
+  UPDATE, DELETE and MERGE have theirs on record and wait in reading their tables, whose
+  data files the test made FIFOs nobody writes (the statements of one process do not take
+  turns, governance/execute/run.py `tagged_commits`): nothing of them happened. The
+  restarted server records the outcomes (`phase=recovered`).
 * After the effect: the test holds the audit log's write lock once every intent is on
   record: each statement makes its whole effect and waits to write its outcome. Killed
   then, `--pending` alone (no restart) says each landed.
@@ -19,6 +21,7 @@ Helpers are test_crash_recovery.py's (the CTAS moment lives there).
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import json
@@ -100,6 +103,30 @@ def _tagged(catalog: Catalog, name: str, query_id: str) -> bool:
     return any(tag in p.read_text() for p in (where / "_delta_log").glob("*.json"))
 
 
+def _hold_reads(catalog: Catalog, names: list[str]) -> list[tuple[Path, Path]]:
+    """Each data file of the tables becomes a FIFO nobody writes: a statement reading them
+    waits in open(2), before any commit of its own; `_release` puts the files back."""
+    moved = []
+    for name in names:
+        where = Path(catalog.managed_location(*name.split(".")))
+        for f in sorted(where.rglob("*.parquet")):
+            if "_delta_log" not in f.parts:
+                held = f.with_name(f.name + ".held")
+                f.rename(held)
+                os.mkfifo(f, 0o600)
+                moved.append((f, held))
+    assert moved, names
+    return moved
+
+
+def _release(moved: list[tuple[Path, Path]]) -> None:
+    for f, held in moved:
+        with contextlib.suppress(OSError):  # a read still waiting (a killed server's JVM on
+            os.close(os.open(f, os.O_WRONLY | os.O_NONBLOCK))  # its way out) reads EOF
+        f.unlink()
+        held.rename(f)
+
+
 def _fire(port: int, statement: str) -> None:
     threading.Thread(target=lambda: _try(lambda: _sql(port, statement, 600)), daemon=True).start()
 
@@ -160,6 +187,8 @@ def _crash_at_two_moments(root: Path, capsys) -> None:
         _until("the ALTER's intent", lambda: alter in _intents(root, {alter}))
         alter_qid = _intents(root, {alter})[alter]
         _until("the ALTER's commit", lambda: _tagged(catalog, "main.sales.alt", alter_qid))
+        dml = [name for cmd, name in first if cmd in ("update", "delete", "merge")]
+        moved = _hold_reads(catalog, dml)
         for key, statement in first.items():
             if key != alter:
                 _fire(port, statement)
@@ -171,6 +200,7 @@ def _crash_at_two_moments(root: Path, capsys) -> None:
         lock.close()
     finally:
         _stop(proc)
+    _release(moved)
     qids = _intents(root, set(first))
     # the premise: only the ALTER's Delta commit happened, the catalog is as before
     assert catalog.table("main", "sales", "alt").column("note") is None
