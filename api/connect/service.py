@@ -294,6 +294,17 @@ class ConnectService(
         with self._held(call):
             return self._release(call, request, context)
 
+    def ReleaseSession(self, request: Any, context: grpc.ServicerContext) -> Any:
+        """Spark 4's `spark.stop()`: the caller's session is closed at once (its governed
+        session dropped, the backend's released) rather than holding a place under
+        `connect.max_sessions` until its idle expiry."""
+        call = self._begin("releaseSession", request, context, admit=False)
+        if call.entry is not None:
+            self.sessions.finished(call.entry)  # found with `hold`; closed next
+        self._allow(call, context)
+        self.sessions.close(call.user, call.session_id)
+        return base_pb2.ReleaseSessionResponse(session_id=call.session_id)
+
     def _release(self, call: Call, request: Any, context: grpc.ServicerContext) -> Any:
         """A `release_until` is answered here: it only lets the backend drop responses
         already read, which Spark's own retry buffer bounds without it, and forwarding one

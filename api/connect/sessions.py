@@ -9,9 +9,10 @@ used idle session; refused when all of theirs are running statements), the gatew
 `connect.max_sessions` (at most the backend's 100; a new session over it is refused). Room
 is never made by closing another user's session. A session unused for
 `connect.session_idle_timeout` seconds, with no statement running, is expired: its governed
-session (temp views) is dropped and the backend's SessionHolder released. Spark 3.5 clients
-never say they are done with a session (ReleaseSession is Spark 4; each `lakegate sql
---gateway` run opens one), so closing and expiry are what free them.
+session (temp views) is dropped and the backend's SessionHolder released. A Spark 4
+client's `spark.stop()` sends ReleaseSession, which closes its session at once (`close`);
+Spark 3.5 clients never say they are done with a session (each `lakegate sql --gateway` run
+opens one), so closing and expiry are what free theirs.
 """
 
 from __future__ import annotations
@@ -152,6 +153,16 @@ class SessionRegistry:
                 self._release(user, session_id)
             except Exception as e:  # the backend's own idle expiry still frees it
                 ERROR_LOG.error("connect session of %s not released in the backend: %s", user, e)
+
+    def close(self, user: str, session_id: str) -> bool:
+        """The client is done with its session (ReleaseSession): it is dropped now and released
+        in the backend, which interrupts what it still runs. The key is the verified user's,
+        so no caller closes another user's session. Whether it was open."""
+        with self._lock:
+            gone = self._entries.pop((user, session_id), None) is not None
+        if gone:
+            self._release_all([(user, session_id)])
+        return gone
 
     def end_user(self, user: str) -> list[Key]:
         """End every session of `user` (deprovisioned by the identity provider), running or

@@ -176,3 +176,48 @@ def test_the_backend_keeps_every_session_the_gateway_admits(gateway) -> None:
     finally:
         for key in keys:
             backend.release(*key)
+
+
+def test_a_stopped_session_is_closed_at_once_and_frees_its_place(
+    limited_gateway, audit_dir
+) -> None:
+    """Spark 4's `spark.stop()` sends ReleaseSession: the session leaves the gateway's count
+    and the backend at once (not at its idle expiry), on record as the caller's; the place it
+    held under connect.max_sessions_per_user is free for the next."""
+    import pyspark
+
+    if int(pyspark.__version__.split(".")[0]) < 4:
+        pytest.skip("Spark 3.5 clients never release a session (expiry frees it)")
+    gw, connect = limited_gateway(max_sessions_per_user=1, session_idle_timeout=3600.0)
+    registry = gw.service.sessions
+    erin = connect("erin")
+    assert erin.range(3).count() == 3
+    sid = erin.client._session_id
+    assert registry.held("erin", sid)
+    erin.stop()
+    assert not registry.held("erin", sid)
+    deadline = time.monotonic() + 30
+    while gw.backend.holds("erin", sid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not gw.backend.holds("erin", sid)
+    line = [ln for ln in audit_lines(audit_dir) if ln.get("cmd") == "releaseSession"][-1]
+    assert line["ugi"].startswith("erin ") and line["allowed"] == "true"
+    again = connect("erin")
+    assert again.range(2).count() == 2 and registry.count("erin") == 1
+
+
+def test_a_release_names_only_the_callers_own_session(limited_gateway) -> None:
+    """The session key is (verified user, session id): a ReleaseSession for another user's
+    session id closes nothing of theirs."""
+    from pyspark.sql.connect.proto import base_pb2
+
+    if not hasattr(base_pb2, "ReleaseSessionRequest"):
+        pytest.skip("Spark 3.5's protocol has no ReleaseSession")
+    gw, connect = limited_gateway(session_idle_timeout=3600.0)
+    erin, bob = connect("erin"), connect("bob")
+    assert erin.range(1).count() == 1 and bob.range(1).count() == 1
+    victim = erin.client._session_id
+    req = base_pb2.ReleaseSessionRequest(session_id=victim)
+    bob.client._stub.ReleaseSession(req, metadata=bob.client._builder.metadata())
+    assert gw.service.sessions.held("erin", victim)
+    assert erin.range(2).count() == 2
