@@ -67,6 +67,7 @@ class Statement:
     timer: threading.Timer | None = None
     released: bool = False  # the gateway forwarded its client's ReleaseExecute(release_all)
     hung_up: bool = False  # its client's call ended before the result's end
+    session_released: bool = False  # its client released the whole session (ReleaseSession)
 
     @property
     def job_group(self) -> str:
@@ -331,7 +332,13 @@ class LimitedCalls:
                 stmt.hung_up = True
                 if not stmt.done:
                     self.limits.cancel(stmt)
-                how = RELEASED if stmt.released else HUNG_UP
+                how = (
+                    SESSION_RELEASED
+                    if stmt.session_released
+                    else RELEASED
+                    if stmt.released
+                    else HUNG_UP
+                )
                 try:
                     self._abandoned_line(call, stmt, how)
                 except AuditUnavailable as ae:  # no one is left to refuse
@@ -399,6 +406,7 @@ _RELEASED_CLASSES = frozenset({"INVALID_CURSOR.DISCONNECTED"})
 _HUNG_UP_CLASSES = frozenset({"INVALID_CURSOR.DISCONNECTED", "OPERATION_CANCELED"})
 RELEASED = "it released the operation (ReleaseExecute) before the result's end"
 HUNG_UP = "it cancelled its call before the result's end"
+SESSION_RELEASED = "it released its session (ReleaseSession) before the result's end"
 
 
 def abandonment(stmt: Statement, e: grpc.RpcError) -> str | None:
@@ -407,6 +415,8 @@ def abandonment(stmt: Statement, e: grpc.RpcError) -> str | None:
     or its client's call ending, and then the backend's error class being the one that
     this (and no query failure) makes. A client claims nothing here: a release sent while
     the backend reports another error leaves that error a failure."""
+    if stmt.session_released:  # the gateway released the session for its client: whatever
+        return SESSION_RELEASED  # the backend says of the statement then, it was abandoned
     cls = backend_class(e)
     if stmt.released and cls in _RELEASED_CLASSES:
         return RELEASED

@@ -302,6 +302,8 @@ class ConnectService(
         if call.entry is not None:
             self.sessions.finished(call.entry)  # found with `hold`; closed next
         self._allow(call, context)
+        for stmt in self.limits.matching(call.user, call.session_id, "all", ""):
+            stmt.session_released = True  # their streams end now: abandoned, not failed
         self.sessions.close(call.user, call.session_id)
         return base_pb2.ReleaseSessionResponse(session_id=call.session_id)
 

@@ -221,3 +221,42 @@ def test_a_release_names_only_the_callers_own_session(limited_gateway) -> None:
     bob.client._stub.ReleaseSession(req, metadata=bob.client._builder.metadata())
     assert gw.service.sessions.held("erin", victim)
     assert erin.range(2).count() == 2
+
+
+def test_a_statement_running_when_its_session_is_released_has_one_closing_line(
+    limited_gateway, audit_dir
+) -> None:
+    """A client that stops its session while a statement still runs abandons it: the
+    statement's call keeps exactly one line per phase (the closing one `phase=abandoned`),
+    never a second failure line for the same request."""
+    import contextlib
+    import threading
+
+    import pyspark
+
+    if int(pyspark.__version__.split(".")[0]) < 4:
+        pytest.skip("Spark 3.5 clients never release a session")
+    gw, connect = limited_gateway(session_idle_timeout=3600.0)
+    erin = connect("erin")
+    sid = erin.client._session_id
+    slow = erin.range(0, 4_000_000_000, 1, 2).selectExpr("sum(id * id % 7)")
+    done = threading.Event()
+
+    def run() -> None:
+        with contextlib.suppress(Exception):  # the session went away under it: expected
+            slow.collect()
+        done.set()
+
+    threading.Thread(target=run, daemon=True).start()
+    deadline = time.monotonic() + 60
+    while not gw.service.limits.matching("erin", sid, "all", "") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert gw.service.limits.matching("erin", sid, "all", ""), "the statement never started"
+    erin.stop()
+    assert done.wait(120)
+    time.sleep(1)
+    mine = [ln for ln in audit_lines(audit_dir) if ln.get("callerContext") == f"connect:{sid}"]
+    calls = [(ln["cmd"], ln["stmtHash"], ln.get("phase")) for ln in mine]
+    assert len(calls) == len(set(calls)), calls
+    closing = [ln for ln in mine if ln.get("phase") == "abandoned"]
+    assert closing and "released its session" in closing[-1]["reason"], mine
