@@ -250,9 +250,11 @@ def analysts_of(spec: dict[str, Any]) -> list[Analyst]:
     return [cls(spec, i) for i in range(spec.get("threads", 1))]
 
 
-def main() -> int:
-    spec = json.loads(sys.argv[1])
-    analysts = analysts_of(spec)
+def run_process(spec: dict[str, Any], analysts: list[Any], *, close: bool = True) -> int:
+    """A client process's part (load.py and load_kill.py drive it): warm up, say `ready`,
+    start at the driver's line, run every analyst until the deadline, close them (Spark 4
+    releases its session; `close=False`: left to the process's end), write their figures
+    to `spec["out"]`."""
     for a in analysts:
         a.warm()
     print("ready", flush=True)
@@ -263,10 +265,15 @@ def main() -> int:
         w.start()
     for w in workers:
         w.join()
-    for a in analysts:
+    for a in analysts if close else ():
         a.close()
     Path(spec["out"]).write_text(json.dumps([a.figures() for a in analysts]))
     return 0
+
+
+def main() -> int:
+    spec = json.loads(sys.argv[1])
+    return run_process(spec, analysts_of(spec))
 
 
 if __name__ == "__main__":

@@ -15,12 +15,10 @@ from __future__ import annotations
 import json
 import re
 import sys
-import threading
 import time
-from pathlib import Path
 from typing import Any
 
-from load_client import MIX, SQL, Analyst, session
+from load_client import MIX, SQL, Analyst, run_process, session
 
 
 def short_retries(s: Any, retries: int) -> None:
@@ -106,19 +104,9 @@ class Failover(Analyst):
 
 def main() -> int:
     spec = json.loads(sys.argv[1])
-    analysts = [Failover(spec, i) for i in range(spec.get("threads", 1))]
-    for a in analysts:
-        a.warm()
-    print("ready", flush=True)
-    sys.stdin.readline()
-    until = time.time() + spec["seconds"]
-    workers = [threading.Thread(target=a.loop, args=(until,)) for a in analysts]
-    for w in workers:
-        w.start()
-    for w in workers:
-        w.join()
-    Path(spec["out"]).write_text(json.dumps([a.figures() for a in analysts]))
-    return 0
+    # not closed: a session on a killed gateway would retry its release
+    failover = [Failover(spec, i) for i in range(spec.get("threads", 1))]
+    return run_process(spec, failover, close=False)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from benchmarks import load_soak, plots  # noqa: E402
-from benchmarks.report_kit import Add, Img  # noqa: E402
+from benchmarks.report_kit import Add, Img, splice_section  # noqa: E402
 
 TITLE = "## Many analysts at once (issue 39)"
 
@@ -229,17 +229,7 @@ def splice(report: Path, results: dict[str, Any], charts_dir: Path) -> None:
         lines.append,
         lambda name, alt: f"![{alt}]({rel})\n" if chart else f"_(no {alt} chart: no data)_\n",
     )
-    section = "\n".join(lines) + "\n"
-    text = report.read_text() if report.is_file() else ""
-    start = text.find(TITLE)
-    if start >= 0:
-        end = text.find("\n## ", start + len(TITLE))
-        tail = text[end + 1 :] if end >= 0 else ""
-        text = text[:start] + section + tail
-    else:
-        marker = text.rfind("Every figure above")
-        text = text[:marker] + section + text[marker:] if marker >= 0 else text + section
-    report.write_text(text)
+    splice_section(report, TITLE, "\n".join(lines) + "\n")
 
 
 def main() -> int:

@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.report_kit import Add, Img  # noqa: E402
+from benchmarks.report_kit import Add, Img, splice_section  # noqa: E402
 
 TITLE = "## A server killed under load (issue 39 item 5)"
 
@@ -67,16 +67,7 @@ def load_kill_section(results: dict[str, Any], add: Add, img: Img) -> None:
 def splice(report: Path, results: dict[str, Any]) -> None:
     lines: list[str] = []
     load_kill_section(results, lines.append, lambda name, alt: "")
-    section = "\n".join(lines) + "\n"
-    text = report.read_text() if report.is_file() else ""
-    start = text.find(TITLE)
-    if start >= 0:
-        end = text.find("\n## ", start + len(TITLE))
-        text = text[:start] + section + (text[end + 1 :] if end >= 0 else "")
-    else:
-        marker = text.rfind("Every figure above")
-        text = text[:marker] + section + text[marker:] if marker >= 0 else text + section
-    report.write_text(text)
+    splice_section(report, TITLE, "\n".join(lines) + "\n")
 
 
 def main() -> int:

@@ -217,7 +217,13 @@ class LimitedCalls:
         raise NotImplementedError
 
     def _forward_call(
-        self, call: Any, method: Any, request: Any, context: grpc.ServicerContext
+        self,
+        call: Any,
+        method: Any,
+        request: Any,
+        context: grpc.ServicerContext,
+        *,
+        if_gone: Callable[[], Any] | None = None,
     ) -> Any:
         raise NotImplementedError
 
@@ -367,7 +373,15 @@ class LimitedCalls:
         if stmt is not None:
             stmt.released = True
         try:
-            return self._forward_call(call, self.stub.ReleaseExecute, request, context)
+            return self._forward_call(
+                call,
+                self.stub.ReleaseExecute,
+                request,
+                context,
+                if_gone=lambda: base_pb2.ReleaseExecuteResponse(
+                    session_id=call.session_id, operation_id=request.operation_id
+                ),
+            )
         except BaseException:
             if stmt is not None:
                 stmt.released = False

@@ -38,6 +38,7 @@ from api.connect.limits import (
     LimitedCalls,
     Statement,
     StatementLimits,
+    backend_class,
 )
 from api.connect.outcomes import CallOutcomes, Refusal
 from api.connect.relations import PlanGovernor
@@ -462,14 +463,30 @@ class ConnectService(
         return call
 
     def _forward_call(
-        self, call: Call, method: Any, request: Any, context: grpc.ServicerContext
+        self,
+        call: Call,
+        method: Any,
+        request: Any,
+        context: grpc.ServicerContext,
+        *,
+        if_gone: Callable[[], Any] | None = None,
     ) -> Any:
+        """Forward a call after its allowed line. `if_gone`: the answer when the backend no
+        longer has the session because its client released it meanwhile (a ReleaseExecute
+        racing the client's own ReleaseSession): nothing is left to act on, and the call's
+        one line stands, rather than a failure line beside it."""
         self._allow(call, context)
         try:
             answer = method(request, metadata=self._meta())
             compat.answer(answer)
             return answer
         except grpc.RpcError as e:
+            if (
+                if_gone is not None
+                and (backend_class(e) or "").startswith("INVALID_HANDLE.SESSION_")
+                and not self.sessions.held(call.user, call.session_id)
+            ):
+                return if_gone()
             self._backend_error(call, context, e)
         finally:
             # Spark 3.5's backend makes a session for an operation call that names none (a
