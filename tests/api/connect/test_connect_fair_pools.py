@@ -8,6 +8,8 @@ pool."""
 from __future__ import annotations
 
 import hashlib
+import threading
+import time
 
 import pytest
 
@@ -17,14 +19,24 @@ def pool_of(user: str) -> str:
 
 
 def test_each_users_jobs_run_in_a_pool_named_by_a_hash_of_the_user(remote, spark) -> None:
+    """Seen while the user's statement runs: its tasks are in its own pool (whatever other
+    tests ran before, a pool once made stays, so its running tasks are the evidence)."""
     sc = spark.sparkContext._jsc.sc()
     assert spark.sparkContext.getConf().get("spark.scheduler.mode") == "FAIR"
     users = ("carol", "dana")
     for user in users:
-        assert sc.getPoolForName(pool_of(user)).isEmpty()  # made by a job's first task set
-        rows = remote(user).sql("SELECT count(*) AS n FROM main.sales.orders").collect()
-        assert rows[0].n > 0
-        assert sc.getPoolForName(pool_of(user)).isDefined(), user
+        slow = remote(user).range(0, 3_000_000_000, 1, 2).selectExpr("sum(id % 7) AS n")
+        done = threading.Event()
+        run = lambda s=slow, d=done: (s.collect(), d.set())  # noqa: E731
+        threading.Thread(target=run, daemon=True).start()
+        seen = False
+        deadline = time.monotonic() + 120
+        while not done.is_set() and time.monotonic() < deadline and not seen:
+            pool = sc.getPoolForName(pool_of(user))
+            seen = pool.isDefined() and pool.get().runningTasks() > 0
+            time.sleep(0.02)
+        assert seen, f"no task of {user}'s statement ran in its pool"
+        assert done.wait(300)
         assert sc.getPoolForName(user).isEmpty()  # never the name itself
     assert len({pool_of(u) for u in users}) == len(users)
 
