@@ -67,6 +67,10 @@ _INTERRUPTS = {
 }
 
 
+#: the gateways open in this process, oldest first (the gauges read the newest)
+_LIVE: list[ConnectService] = []
+
+
 class ConnectService(
     CallOutcomes,  # first: its audit and errors, not the mixins' declarations of them
     GatewayAnalysis,
@@ -115,11 +119,8 @@ class ConnectService(
         self._stop_watch = self.directory.watch()
         self._local_ops: OrderedDict[tuple[str, str, str], None] = OrderedDict()
         self._lock = threading.Lock()
-        CONNECT_SESSIONS.set_function(self.sessions.count)
-        CACHE_ENTRIES.labels("connect_sessions").set_function(self.sessions.count)
-        CACHE_BOUND.labels("connect_sessions").set(cfg.max_sessions)
-        CACHE_ENTRIES.labels("connect_kept").set_function(self.sessions.kept)
-        CACHE_BOUND.labels("connect_kept").set(KEPT * cfg.max_sessions)
+        _LIVE.append(self)
+        self._gauge()
         #: the front's relay: its loopback port -> the client's address (server.py)
         self.relay_clients: Callable[[int], str | None] | None = None
 
@@ -127,7 +128,21 @@ class ConnectService(
         self.auth.forget()
         self.sessions.end_user(user)
 
+    def _gauge(self) -> None:
+        """The process's session gauges read this gateway (one per process in a server; a
+        closed gateway hands them back to the one still open, as tests open several)."""
+        cfg = self.lg.config.connect
+        CONNECT_SESSIONS.set_function(self.sessions.count)
+        CACHE_ENTRIES.labels("connect_sessions").set_function(self.sessions.count)
+        CACHE_BOUND.labels("connect_sessions").set(cfg.max_sessions)
+        CACHE_ENTRIES.labels("connect_kept").set_function(self.sessions.kept)
+        CACHE_BOUND.labels("connect_kept").set(KEPT * cfg.max_sessions)
+
     def close(self) -> None:
+        if self in _LIVE:
+            _LIVE.remove(self)
+            if _LIVE:
+                _LIVE[-1]._gauge()
         self._stop_watch()
         self._sweeper.stop()
         self._channel.close()
