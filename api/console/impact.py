@@ -5,8 +5,8 @@ policy directory; NEW is a revision, `live`, or OLD's files with one file replac
 added) by YAML pasted into the form (a proposed change before it is committed). The run
 counts rows on the live tables with Spark (governance/tools/impact.py), so it is an admin
 act: only a caller who manages every table may start it, the form is CSRF-checked like
-sign-in's, and an intent line is on the audit log before any count, its outcome after
-(`cmd=policyImpact`, `proto=rest`, the request's id as the query id). Only counts and
+sign-in's, and an intent line is on the audit log before any count (`Service.write_intent`:
+`cmd=consolePolicyImpact`, `proto=rest`), the request's own line its outcome. Only counts and
 column states leave it, never a value.
 """
 
@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 
 from api.access import manages, revision
 from api.errors import ApiError
-from audit import AuditEvent
 from governance.errors import LakegateError
 from governance.policy.analysis import diff_policies
 from governance.policy.loader import load_policy_text, policy_files
@@ -27,7 +26,6 @@ from governance.policy.model import PolicySet
 from governance.policy.problems import PolicyError
 from governance.policy.source import is_policy_file
 from governance.session.policies_in_force import git_policy_files
-from governance.session.recorder import write_or_refuse
 from governance.tools.impact import Impact, policy_impact
 
 if TYPE_CHECKING:
@@ -136,39 +134,13 @@ def policy_sets(svc: Service, f: ImpactForm) -> tuple[PolicySet, PolicySet, str,
     return before, _load(svc, _files(svc, f.new)), old_label, revision(svc, f.new)
 
 
-def _audit(svc: Service, caller: Caller, ok: bool, reason: str | None, phase: str) -> None:
-    rec = caller.audit
-    write_or_refuse(
-        svc.lg.audit,
-        [
-            AuditEvent(
-                allowed=True,
-                user=caller.user,
-                auth=rec.auth,
-                issuer=rec.claims.issuer,
-                subject=rec.claims.subject,
-                ip=rec.ip,
-                proto="rest",
-                cmd="policyImpact",
-                caller_context=rec.caller_context,
-                succeeded=ok,
-                reason=reason,
-                policy_version=svc.lg.policy_version,
-                phase=phase,
-                query_id=rec.request_id,
-            )
-        ],
-        outcome_of=rec.request_id if phase == "outcome" else None,
-    )
-
-
 def run(svc: Service, caller: Caller, f: ImpactForm) -> dict[str, Any]:
     """The impact and the access diff of OLD -> NEW (blocking: Spark counts rows)."""
     before, after, old_label, new_label = policy_sets(svc, f)
     groups = sorted(svc.lg.config.identity.provider_groups() or ())
     tables = list(svc.lg.catalog.tables())
     diff = diff_policies(before, after, tables, groups)
-    _audit(svc, caller, True, None, "intent")  # nothing is counted without it
+    svc.write_intent(caller.audit)  # nothing is counted without it; the request's line closes it
     started = time.perf_counter()
     try:
         impact: Impact = policy_impact(
@@ -181,9 +153,7 @@ def run(svc: Service, caller: Caller, f: ImpactForm) -> dict[str, Any]:
         )
     except Exception as e:
         reason = str(e).splitlines()[0] if isinstance(e, LakegateError) else type(e).__name__
-        _audit(svc, caller, False, reason, "outcome")
         raise ApiError(400 if isinstance(e, LakegateError) else 500, reason) from None
-    _audit(svc, caller, True, None, "outcome")
     by_user: dict[str, dict[str, list]] = {}
     for c in diff.to_json():
         side = "gains" if c["widens"] else "loses"

@@ -192,7 +192,7 @@ async def policies_impact(request: Request, caller: CallerDep) -> HTMLResponse:
     """`lakegate policy impact` for an admin: rows and column states per affected user or
     group before and after, and the access diff (api/console/impact.py). Checked like the
     sign-in form (CSRF, origin), refused to anyone who does not manage every table, and
-    audited as an admin act (cmd=policyImpact, intent before any count)."""
+    audited as an admin act (an intent line before any count, the request's line its outcome)."""
     svc = get_service(request)
     ctx: dict[str, Any] = {
         "old": "HEAD~1",

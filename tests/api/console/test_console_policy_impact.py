@@ -121,12 +121,12 @@ def test_the_run_is_an_admin_act_on_record_intent_before_outcome(
     lines = _lines(console_lakegate, ctx)
     got = [(ln["cmd"], ln.get("phase", ""), ln["allowed"], ln["ugi"].split()[0]) for ln in lines]
     assert got == [
-        ("policyImpact", "intent", "true", "root"),
-        ("policyImpact", "outcome", "true", "root"),
-        ("consolePolicyImpact", "", "true", "root"),
+        ("consolePolicyImpact", "intent", "true", "root"),
+        ("consolePolicyImpact", "outcome", "true", "root"),
     ], got
+    assert [ln["succeeded"] for ln in lines] == ["false", "true"]
     assert {ln["proto"] for ln in lines} == {"rest"}
-    assert len({ln["queryId"] for ln in lines}) == 1  # the request's id links the three
+    assert len({ln["queryId"] for ln in lines}) == 1  # the request's id links the two
 
 
 def test_two_versions_by_name_live_and_a_revision(console_server: str) -> None:
