@@ -164,13 +164,19 @@ class Analyst:
 
     def figures(self) -> dict[str, Any]:
         return {
+            **self._counted(),
+            "sent": self.recorder.sent,
+            "session_id": self.s.client._session_id,
+        }
+
+    def _counted(self) -> dict[str, Any]:
+        """What every kind of analyst reports: who, and each statement's time or error."""
+        return {
             "client": self.name,
             "user": self.spec["user"],
             "times": self.times,
             "errors": self.errors,
             "ops": self.ops,
-            "sent": self.recorder.sent,
-            "session_id": self.s.client._session_id,
         }
 
 
@@ -230,14 +236,7 @@ class RestAnalyst(Analyst):
         self.http.close()
 
     def figures(self) -> dict[str, Any]:
-        return {
-            "client": self.name,
-            "user": self.spec["user"],
-            "times": self.times,
-            "errors": self.errors,
-            "ops": self.ops,
-            "requests": self.requests,
-        }
+        return {**self._counted(), "requests": self.requests}
 
 
 def analysts_of(spec: dict[str, Any]) -> list[Analyst]:
