@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -52,6 +53,19 @@ class Service:
         #: to end that user's sessions (the console's). Tokens remembered are forgotten first.
         self.on_deprovision: list[Callable[[str], None]] = [self.console_sessions.end_user]
         self.directory.subscribe(self.deprovisioned)
+        #: the threads REST statements run on (api/statements.py), this app's own: a statement
+        #: blocks its thread on Spark, so `api.statement_threads` bounds statements in flight
+        #: (threads start on demand, so an app that never runs one starts none)
+        self.statements = ThreadPoolExecutor(
+            max_workers=self.cfg.statement_threads, thread_name_prefix="lakegate-stmt"
+        )
+
+    def close(self) -> None:
+        """The app stops serving: its statement threads end once their statements have (a
+        queued statement is dropped; its caller is gone with the server). Not a lifespan
+        hook: `lakegate serve` runs the app with lifespan off, and tests enter one shared app
+        in several TestClients, each of whose exits would run it."""
+        self.statements.shutdown(wait=False, cancel_futures=True)
 
     def deprovisioned(self, user: str) -> None:
         """`user` was deactivated or deleted: its next request is checked anew (and refused

@@ -17,7 +17,6 @@ import logging
 import math
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from fastapi import Request
@@ -37,7 +36,6 @@ from governance.errors import (
 from governance.execute.run import failed_run
 
 router = authenticated_router(tags=["Lakegate: SQL"])
-_pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lakegate-stmt")
 _spark_lock = threading.Lock()
 log = logging.getLogger("lakegate.api")
 
@@ -119,7 +117,7 @@ async def execute_statement(request: Request, body: StatementRequest, caller: Ca
         }
 
     loop = asyncio.get_running_loop()
-    future = loop.run_in_executor(_pool, run)
+    future = loop.run_in_executor(svc.statements, run)
     future.add_done_callback(lambda _: svc.discovery.invalidate())  # DDL shows at once
     future.add_done_callback(_retrieved)  # a statement that outlived its 504 ends quietly
     try:

@@ -121,6 +121,9 @@ def serve(
         pass
     finally:
         start.join()  # Spark is not closed under a start still under way
+        service = getattr(getattr(starting.app, "state", None), "service", None)
+        if service is not None:  # the app's REST statement threads (api/deps.py)
+            service.close()
         lg.close()
     if failed:
         fail(failed[0])

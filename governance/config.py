@@ -55,6 +55,9 @@ class ApiConfig:
     port: int = 8080
     tls_cert: Path | None = None  # HTTPS when both are set (lakegate certs sets them)
     tls_key: Path | None = None
+    # threads running REST statements at once (more wait for one): a statement's thread
+    # blocks on Spark, not on Python's CPU, so this bounds Spark work in flight, not CPU
+    statement_threads: int = 32
 
 
 @dataclass(frozen=True)
@@ -288,6 +291,7 @@ class Config:
                 api.port,
                 None if api.tls_cert is None else rel(api.tls_cert),
                 None if api.tls_key is None else rel(api.tls_key),
+                statement_threads=api.statement_threads,
             ),
             state=rel(f.state),
             connect=ConnectConfig()
@@ -356,6 +360,9 @@ class _Api(BaseModel):
     port: int = Field(8080, description=_NUMBERS)
     tls_cert: str | None = Field(None, description=_PATH)
     tls_key: str | None = Field(None, description=_PATH)
+    statement_threads: Annotated[int, Field(gt=0, le=1024)] = Field(
+        32, description="'{where}' must be a whole number of threads from 1 to 1024"
+    )
 
     @model_validator(mode="before")
     @classmethod

@@ -123,3 +123,46 @@ def test_a_statement_failing_after_its_504_is_not_reported_by_asyncio() -> None:
 
     asyncio.run(main())
     assert len(reported) == 1  # only the unwired future was reported
+
+
+def test_more_statements_than_the_old_eight_threads_run_at_once_when_configured(
+    api_lakegate, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`api.statement_threads` is the app's statement pool: with 12, ten statements are in
+    flight together (each holds its thread at a ten-party barrier before running; with
+    eight threads the barrier could never fill and every statement would fail), and the
+    pool is the app's, ended by its close."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+    from dataclasses import replace
+
+    import httpx
+    from api_testkit import serve, token_of
+
+    from api.app import create_app
+
+    app = create_app(api_lakegate, replace(api_lakegate.config.api, statement_threads=12))
+    svc = app.state.service
+    assert svc.statements._max_workers == 12
+    barrier = threading.Barrier(10, timeout=120)  # a bound against a hang, not a timing
+    session = api_lakegate.session
+
+    def held(*args, **kwargs):  # the real session once all ten statements hold a thread
+        barrier.wait()
+        return session(*args, **kwargs)
+
+    monkeypatch.setattr(api_lakegate, "session", held)
+    headers = {"Authorization": f"Bearer {token_of('root')}"}
+    with serve(app) as url, httpx.Client(base_url=url, timeout=300, headers=headers) as c:
+
+        def one(i: int) -> tuple[int, dict]:
+            r = c.post(f"{LG}/statements", json={"statement": f"SELECT {i} AS i"})
+            return r.status_code, r.json()
+
+        with ThreadPoolExecutor(10) as callers:
+            answers = list(callers.map(one, range(10)))
+    assert [(s, b["rows"]) for s, b in answers] == [(200, [[i]]) for i in range(10)]
+    assert not barrier.broken
+    svc.close()
+    with pytest.raises(RuntimeError):
+        svc.statements.submit(print)

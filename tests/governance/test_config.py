@@ -71,6 +71,12 @@ def test_missing_file(tmp_path: Path) -> None:
         ("api: {port: 80.5}\n", "'api.port': api.row_limit, api.timeout and api.port must be"),
         ("api: {timeout: -1}\n", "'api.timeout' must be positive"),
         ("api: {products: 5}\n", "'api.products' must be a path"),
+        ("api: {statement_threads: 0}\n", "'api.statement_threads' must be positive"),
+        (
+            "api: {statement_threads: many}\n",
+            "'api.statement_threads' must be a whole number of threads from 1 to 1024",
+        ),
+        ("api: {statement_threads: 5000}\n", "'api.statement_threads' must be a whole number"),
         (
             "api: {tokens: [{user: a, sha256: '" + "ab" * 32 + "', role: admin}]}\n",
             re.escape("'api.tokens[0]' must be {user: NAME, sha256: HEX}"),
@@ -120,6 +126,13 @@ def test_empty_sections_and_omitted_settings_take_the_defaults(tmp_path: Path) -
     ) == (tmp_path / "warehouse", str(tmp_path / "catalog.db"), "main", 64 * 1024 * 1024, 1.0)
     f.write_text("api: {tokens: , secret_env: LAKEGATE_TEST_UNSET_VARIABLE}\n")
     assert Config.load(f).api == ApiConfig()
+
+
+def test_the_rest_statement_threads_are_a_setting(tmp_path: Path) -> None:
+    f = tmp_path / "lakegate.yaml"
+    f.write_text("api: {statement_threads: 48}\n")
+    assert Config.load(f).api.statement_threads == 48
+    assert ApiConfig().statement_threads == 32
 
 
 def test_an_abbreviated_commit_of_digits_is_a_policies_ref(tmp_path: Path) -> None:
