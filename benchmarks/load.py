@@ -582,11 +582,21 @@ class LocalServer:
         per_user: int = 8,
         queue: float = 30.0,
         tpcds: dict[str, str] | None = None,
+        lakehouse: Any = None,
     ) -> None:
+        """`lakehouse`: an existing demo lakehouse to serve (Served's), None: build one."""
         from benchmarks.load_server import Served
 
         self.root = root
-        self.served = Served(root, spark, per_user=per_user, queue=queue, workers=0, tpcds=tpcds)
+        self.served = Served(
+            root,
+            spark,
+            per_user=per_user,
+            queue=queue,
+            workers=0,
+            tpcds=tpcds,
+            lakehouse=lakehouse,
+        )
         self.info = self.served.info
 
     def resources(self) -> dict[str, dict[str, float]]:

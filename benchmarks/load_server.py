@@ -110,8 +110,11 @@ class Served:
         queue: float,
         workers: int,
         tpcds: dict[str, str] | None = None,
+        lakehouse: Any = None,
     ) -> None:
-        """`tpcds`: TPC-DS table -> Delta path, registered as tpcds.sf1.* (None: none)."""
+        """`tpcds`: TPC-DS table -> Delta path, registered as tpcds.sf1.* (None: none).
+        `lakehouse`: a demo lakehouse already built over `spark` (the tests' shared one) to
+        serve instead of building one (see `over`); None: a demo of its own under `root`."""
         import shutil
 
         from connect_testkit import make_tls, token_of
@@ -128,7 +131,10 @@ class Served:
             from benchmarks.load_tpcds import policy_yaml
 
             (policies / "tpcds.yaml").write_text(policy_yaml(root / "delta"))
-        self.demo = build_demo(root / "lh", spark=spark, policies=policies)
+        if lakehouse is None:
+            self.demo = build_demo(root / "lh", spark=spark, policies=policies)
+        else:
+            self.demo = over(lakehouse, root / "lh", spark, policies)
         self.demo.session("root").sql(
             f"CREATE TABLE {WRITE_TABLE} (id BIGINT, client STRING, amount DOUBLE)"
         )
@@ -195,6 +201,35 @@ class Served:
         self.demo.close()
 
 
+def over(lakehouse: Any, root: Path, spark: Any, policies: Path) -> Any:
+    """A Lakegate over an existing demo lakehouse's tables, which stay untouched: a copy of
+    its catalog (SQLite, as the demo's), with `policies`, and its own warehouse (the load's
+    write table is made there) and audit directory under `root`. The demo's set-up
+    statements are most of a Served's start: a test that already holds the demo pays them
+    once."""
+    import sqlite3
+
+    from governance.files import owner_only_tree
+    from governance.session.governed import Lakegate
+
+    root.mkdir(parents=True)
+    owner_only_tree(policies)  # as the demo's own copy (copies keep the source's modes)
+    src, dst = sqlite3.connect(lakehouse.config.catalog), sqlite3.connect(root / "catalog.db")
+    try:
+        src.backup(dst)
+    finally:
+        src.close()
+        dst.close()
+    cfg = replace(
+        lakehouse.config,
+        catalog=str(root / "catalog.db"),
+        warehouse=root / "warehouse",
+        audit=root / "audit",
+        policies=policies,
+    )
+    return Lakegate(cfg, spark=spark)
+
+
 def tpcds_queries() -> dict[str, dict[str, str]]:
     from benchmarks.load_tpcds import queries
 
@@ -232,6 +267,7 @@ def serve_rest(lg: Any) -> tuple[str, Any]:
         server.should_exit = True
         thread.join(30)
         sock.close()
+        app.state.service.close()
 
     return f"http://127.0.0.1:{sock.getsockname()[1]}", stop
 
