@@ -82,10 +82,18 @@ async def execute_statement(request: Request, body: StatementRequest, caller: Ca
 
     await run_in_threadpool(_start_spark, lg)
 
-    def run() -> dict:
+    # a statement still waiting for a thread when its caller is answered 504 never runs:
+    # the caller was told it did not (its start and the answer take `gate` in turn)
+    gate, state = threading.Lock(), {"answered": False, "started": False}
+
+    def run() -> dict | None:
         started = time.perf_counter()
         sc = lg.spark.sparkContext
-        sc.setJobGroup(group, f"lakegate rest {caller.user}", interruptOnCancel=True)
+        with gate:
+            if state["answered"]:
+                return None
+            state["started"] = True
+            sc.setJobGroup(group, f"lakegate rest {caller.user}", interruptOnCancel=True)
         try:
             session = lg.session(
                 caller.user,
@@ -123,6 +131,15 @@ async def execute_statement(request: Request, body: StatementRequest, caller: Ca
     try:
         return await asyncio.wait_for(asyncio.shield(future), timeout)
     except TimeoutError:
+        with gate:
+            state["answered"] = True
+            ran = state["started"]
+        if not ran:
+            raise ApiError(
+                504,
+                f"statement timed out after {timeout:g} s waiting for a statement thread "
+                "(api.statement_threads); it did not run",
+            ) from None
         lg.spark.sparkContext.cancelJobGroup(group)
         raise ApiError(
             504, f"statement timed out after {timeout:g} s; its Spark jobs were cancelled"

@@ -83,8 +83,9 @@ class ConnectService(
     def __init__(self, lg: Lakegate, backend: Backend, *, tokens_from: Path | None = None) -> None:
         self.lg = lg
         self.backend = backend
-        # looked up once: each name of a py4j package path is a round trip to the JVM
-        self._spark_class = lg.spark._jvm.org.apache.spark.sql.SparkSession
+        # looked up once: each name of a py4j package path, and a static member's name, is
+        # a round trip to the JVM (three per statement before)
+        self._set_active = lg.spark._jvm.org.apache.spark.sql.SparkSession.setActiveSession
         self.directory = directory_of(lg)
         self.auth = Authenticator(
             lg.config.api, lg.config.identity, self.directory, source=tokens_from
@@ -348,7 +349,7 @@ class ConnectService(
         JVM thread gets Lakegate's SparkSession as its active one: Spark's analyzer reads
         its settings from the active session, and the verifier analyses statements directly
         (outside `spark.sql`), where a fresh thread would have none."""
-        self._spark_class.setActiveSession(self.lg.spark._jsparkSession)
+        self._set_active(self.lg.spark._jsparkSession)
         entry = call.entry
         assert entry is not None  # admitted in _begin
         with self._lock:

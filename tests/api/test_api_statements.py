@@ -166,3 +166,51 @@ def test_more_statements_than_the_old_eight_threads_run_at_once_when_configured(
     svc.close()
     with pytest.raises(RuntimeError):
         svc.statements.submit(print)
+
+
+def test_a_statement_that_waited_out_its_timeout_for_a_thread_never_runs(
+    api_lakegate, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its caller is answered 504 "it did not run": it must not run later when a thread
+    frees (a write would land after its caller was told it did not)."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+    from dataclasses import replace
+
+    import httpx
+    from api_testkit import serve, token_of
+
+    from api.app import create_app
+
+    app = create_app(api_lakegate, replace(api_lakegate.config.api, statement_threads=1))
+    release, holding = threading.Event(), threading.Event()
+    session, opened = api_lakegate.session, []
+
+    def held(user, *args, **kwargs):  # the first statement keeps the only thread
+        opened.append(user)
+        if len(opened) == 1:
+            holding.set()
+            release.wait(120)  # a bound against a hang, not a timing
+        return session(user, *args, **kwargs)
+
+    monkeypatch.setattr(api_lakegate, "session", held)
+    headers = {"Authorization": f"Bearer {token_of('root')}"}
+    try:
+        with serve(app) as url, httpx.Client(base_url=url, timeout=300, headers=headers) as c:
+            with ThreadPoolExecutor(1) as first_caller:
+                first = first_caller.submit(
+                    c.post, f"{LG}/statements", json={"statement": "SELECT 1 AS i"}
+                )
+                assert holding.wait(120)
+                late = c.post(
+                    f"{LG}/statements", json={"statement": "SELECT 2 AS i", "timeout_seconds": 1}
+                )
+                release.set()
+                assert first.result().status_code == 200
+            assert late.status_code == 504
+            assert "it did not run" in late.json()["message"]
+            app.state.service.statements.submit(lambda: None).result()  # the queue drained
+    finally:
+        release.set()
+        app.state.service.close()
+    assert opened == ["root"]  # the late statement never opened a session
