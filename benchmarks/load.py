@@ -90,6 +90,7 @@ class Server:
         workers: int,
         tpcds_scale: float = 0.0,
         tpcds_dir: Path | None = None,
+        fair_share_slots: int = 0,
     ) -> None:
         self.root = root
         tpcds = (
@@ -105,6 +106,8 @@ class Server:
                 str(per_user),
                 "--queue",
                 str(queue),
+                "--fair-share-slots",
+                str(fair_share_slots),
                 "--workers",
                 str(workers),
                 *tpcds,
@@ -583,6 +586,7 @@ class LocalServer:
         queue: float = 30.0,
         tpcds: dict[str, str] | None = None,
         lakehouse: Any = None,
+        fair_share_slots: int = 0,
     ) -> None:
         """`lakehouse`: an existing demo lakehouse to serve (Served's), None: build one."""
         from benchmarks.load_server import Served
@@ -596,6 +600,7 @@ class LocalServer:
             workers=0,
             tpcds=tpcds,
             lakehouse=lakehouse,
+            fair_share_slots=fair_share_slots,
         )
         self.info = self.served.info
 
@@ -678,11 +683,13 @@ def scenario(args: argparse.Namespace) -> None:
             workers=args.workers,
             tpcds_scale=args.tpcds_scale,
             tpcds_dir=tpcds_dir,
+            fair_share_slots=args.fair_share_slots,
         )
         print(f"server up in {time.time() - t0:.0f} s", flush=True)
         result["server"] = {
             "per_user": args.per_user,
             "queue_wait": args.queue,
+            "fair_share_slots": args.fair_share_slots,
             "workers": server.info["workers"],
             "start_s": time.time() - t0,
         }
@@ -760,6 +767,8 @@ def other_line(args: argparse.Namespace, tpcds_dir: Path) -> dict[str, Any]:
         str(args.per_user),
         "--queue",
         str(args.queue),
+        "--fair-share-slots",
+        str(args.fair_share_slots),
         "--workers",
         str(args.workers),
         "--tpcds-scale",
@@ -827,6 +836,9 @@ def main() -> int:
     )
     ap.add_argument("--per-user", type=int, default=8)
     ap.add_argument("--queue", type=float, default=30.0, help="statement_queue_wait (s)")
+    ap.add_argument(
+        "--fair-share-slots", type=int, default=0, help="connect.fair_share_slots (0: off)"
+    )
     ap.add_argument(
         "--workers", type=int, default=0, help="the gateway's gRPC threads (0: its default)"
     )

@@ -111,6 +111,7 @@ class Served:
         workers: int,
         tpcds: dict[str, str] | None = None,
         lakehouse: Any = None,
+        fair_share_slots: int = 0,
     ) -> None:
         """`tpcds`: TPC-DS table -> Delta path, registered as tpcds.sf1.* (None: none).
         `lakehouse`: a demo lakehouse already built over `spark` (the tests' shared one) to
@@ -157,6 +158,7 @@ class Served:
                 statement_timeout=900.0,
                 max_statements_per_user=per_user,
                 statement_queue_wait=queue,
+                fair_share_slots=fair_share_slots,
                 max_sessions_per_user=64,
                 max_sessions=96,
             ),
@@ -281,6 +283,9 @@ def main() -> int:
     ap.add_argument("--every", type=float, default=5.0)
     ap.add_argument("--per-user", type=int, default=8, help="connect.max_statements_per_user")
     ap.add_argument("--queue", type=float, default=30.0, help="connect.statement_queue_wait")
+    ap.add_argument(
+        "--fair-share-slots", type=int, default=0, help="connect.fair_share_slots (0: off)"
+    )
     ap.add_argument("--workers", type=int, default=0, help="gRPC threads (0: the default)")
     ap.add_argument("--tpcds", type=Path, help="TPC-DS cache directory (DIR/delta)")
     ap.add_argument("--tpcds-scale", type=float, default=0.0, help="TPC-DS scale (0: none)")
@@ -300,7 +305,13 @@ def main() -> int:
             paths = ensure_data(spark, args.tpcds, args.tpcds_scale)
         tpcds = {t: paths[t] for t in tables_read()}
     served = Served(
-        root, spark, per_user=args.per_user, queue=args.queue, workers=args.workers, tpcds=tpcds
+        root,
+        spark,
+        per_user=args.per_user,
+        queue=args.queue,
+        workers=args.workers,
+        tpcds=tpcds,
+        fair_share_slots=args.fair_share_slots,
     )
     settle_heap()  # as `lakegate connect` does once started
     print(json.dumps(served.info), flush=True)

@@ -79,6 +79,11 @@ class ConnectConfig:
     # seconds a statement over max_statements_per_user waits for a slot before it is
     # refused as busy (0: refused at once); at most max_statements_per_user wait per user
     statement_queue_wait: float = 0.0
+    # slots shared fairly while more than one user is active (0: off): a user then runs at
+    # most max(1, min(max_statements_per_user, fair_share_slots // active users)) statements
+    fair_share_slots: int = 0
+    # seconds after their last statement ended that a user still counts as active
+    fair_share_window: float = 5.0
 
 
 @dataclass(frozen=True)
@@ -308,6 +313,8 @@ class Config:
                 f.connect.max_sessions,
                 f.connect.session_idle_timeout,
                 f.connect.statement_queue_wait,
+                f.connect.fair_share_slots,
+                f.connect.fair_share_window,
             ),
             identity=IdentityConfig() if f.identity is None else f.identity.build(rel),
         )
@@ -395,6 +402,12 @@ class _Connect(BaseModel):
     session_idle_timeout: PositiveFloat = Field(3600.0, description=_LIMITS)
     statement_queue_wait: NonNegativeFloat = Field(
         0.0, description="'{where}' must be a number of seconds, 0 or more"
+    )
+    fair_share_slots: NonNegativeInt = Field(
+        0, description="'{where}' must be a whole number, 0 (off) or more"
+    )
+    fair_share_window: NonNegativeFloat = Field(
+        5.0, description="'{where}' must be a number of seconds, 0 or more"
     )
 
 

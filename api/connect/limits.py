@@ -17,6 +17,7 @@ makes (`abandonment`).
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -76,55 +77,121 @@ class Statement:
 
 
 class StatementLimits:
-    """The running statements by user; `start` admits one and arms its timeout."""
+    """The running statements by user; `start` admits one and arms its timeout.
+
+    With `fair_share_slots` (connect.fair_share_slots, 0: off), while more than one user is
+    active a user runs at most `max(1, min(per_user, fair_share_slots // active users))`
+    statements: Spark's FAIR pools never preempt a running task, so a user whose statements
+    already fill the cores would keep another user's short statement waiting for one of
+    their long tasks to end. A user is active with a statement running or queued, or whose
+    last statement ended within `fair_share_window` seconds (a light user between two
+    lookups still counts). A lone active user keeps the whole per-user limit."""
 
     def __init__(
-        self, *, per_user: int, timeout: float, row_limit: int, queue_wait: float = 0.0
+        self,
+        *,
+        per_user: int,
+        timeout: float,
+        row_limit: int,
+        queue_wait: float = 0.0,
+        fair_share_slots: int = 0,
+        fair_share_window: float = 5.0,
     ) -> None:
         self.per_user, self.timeout, self.row_limit = per_user, timeout, row_limit
         self.queue_wait = queue_wait
+        self.fair_share_slots, self.fair_share_window = fair_share_slots, fair_share_window
         self._running: dict[OpKey, Statement] = {}
+        self._counts: dict[str, int] = {}  # by user: statements running (no zero entries)
         self._waiting: dict[str, int] = {}  # by user: statements queued for a slot
+        self._ended: dict[str, float] = {}  # by user: monotonic time their last one ended
         self._lock = threading.Lock()
         self._freed = threading.Condition(self._lock)
 
     def _mine(self, user: str) -> int:
-        return sum(1 for k in self._running if k[0] == user)
+        return self._counts.get(user, 0)
+
+    def _active(self, user: str, now: float) -> int:
+        """Users active now, `user` (who asks) among them; ended windows are dropped."""
+        since = now - self.fair_share_window
+        for u in [u for u, t in self._ended.items() if t < since]:
+            del self._ended[u]
+        active = {user, *self._counts, *self._ended}
+        active.update(u for u, n in self._waiting.items() if n > 0)
+        return len(active)
+
+    def _limit(self, user: str, now: float) -> tuple[int, int]:
+        """The user's limit now, and the active users it was computed for (1 when off)."""
+        if self.fair_share_slots <= 0:
+            return self.per_user, 1
+        active = self._active(user, now)
+        if active <= 1:
+            return self.per_user, active
+        return max(1, min(self.per_user, self.fair_share_slots // active)), active
+
+    def _next_inactive(self, user: str, now: float) -> float | None:
+        """Seconds until another user, active only by their window, stops counting: the
+        waiters' shares may grow then, though no statement ends to wake them."""
+        if self.fair_share_slots <= 0:
+            return None
+        ends = [
+            t
+            for u, t in self._ended.items()
+            if u != user and u not in self._counts and self._waiting.get(u, 0) == 0
+        ]
+        return max(0.0, min(ends) + self.fair_share_window - now) + 0.001 if ends else None
 
     def start(self, key: OpKey, tags: Iterable[str] = ()) -> Statement:
         """Admit a statement of key's user, or raise StatementRefused (one line).
 
-        A user at the limit waits up to `queue_wait` seconds for one of their own statements
-        to finish (at most `per_user` of them wait; the others are refused at once), so a
-        burst is queued rather than refused; a user's queue never holds another user back,
-        since the limit counts only their own statements."""
+        A user at their limit waits up to `queue_wait` seconds for one of their own
+        statements to finish or for their fair share to grow (at most `per_user` of them
+        wait; the others are refused at once), so a burst is queued rather than refused; a
+        user's queue never holds another user back, since the limit counts only their own
+        statements (and a user with none running is always under their share)."""
         user = key[0]
         with self._lock:
-            mine = self._mine(user)
+            now = time.monotonic()
+            limit, active = self._limit(user, now)
             queued = self._waiting.get(user, 0)
-            if mine >= self.per_user and self.queue_wait > 0 and queued < self.per_user:
+            if self._mine(user) >= limit and self.queue_wait > 0 and queued < self.per_user:
                 self._waiting[user] = queued + 1
+                deadline = now + self.queue_wait
                 try:
-                    self._freed.wait_for(lambda: self._mine(user) < self.per_user, self.queue_wait)
+                    while self._mine(user) >= limit and now < deadline:
+                        until = self._next_inactive(user, now)
+                        left = deadline - now
+                        self._freed.wait(left if until is None else min(left, until))
+                        now = time.monotonic()
+                        limit, active = self._limit(user, now)
                 finally:
                     self._waiting[user] -= 1
-                mine = self._mine(user)
-            if mine >= self.per_user:
-                waited = (
-                    f" (waited up to {self.queue_wait:g} s, connect.statement_queue_wait)"
-                    if self.queue_wait > 0
-                    else ""
-                )
-                raise StatementRefused(
-                    f"busy: user {user} already runs {mine} Spark Connect statements, the "
-                    f"most connect.max_statements_per_user allows{waited}; retry later, "
-                    "wait for one to finish or interrupt it"
-                )
+            mine = self._mine(user)
+            if mine >= limit:
+                raise StatementRefused(self._busy(user, mine, limit, active))
             stmt = self._running[key] = Statement(key, frozenset(tags))
+            self._counts[user] = mine + 1
         stmt.timer = threading.Timer(self.timeout, self._expire, args=(stmt,))
         stmt.timer.daemon = True
         stmt.timer.start()
         return stmt
+
+    def _busy(self, user: str, mine: int, limit: int, active: int) -> str:
+        waited = (
+            f" (waited up to {self.queue_wait:g} s, connect.statement_queue_wait)"
+            if self.queue_wait > 0
+            else ""
+        )
+        if limit < self.per_user:
+            return (
+                f"busy: user {user} already runs {mine} Spark Connect statements, their fair "
+                f"share of connect.fair_share_slots ({self.fair_share_slots}) while {active} "
+                f"users are active{waited}; retry later, wait for one to finish or interrupt it"
+            )
+        return (
+            f"busy: user {user} already runs {mine} Spark Connect statements, the "
+            f"most connect.max_statements_per_user allows{waited}; retry later, "
+            "wait for one to finish or interrupt it"
+        )
 
     def get(self, key: OpKey) -> Statement | None:
         with self._lock:
@@ -156,6 +223,14 @@ class StatementLimits:
             stmt.done = True
             if self._running.get(stmt.key) is stmt:
                 del self._running[stmt.key]
+                user = stmt.key[0]
+                left = self._counts[user] - 1
+                if left:
+                    self._counts[user] = left
+                else:
+                    del self._counts[user]
+                    if self.fair_share_slots > 0:
+                        self._ended[user] = time.monotonic()
                 self._freed.notify_all()
         for action in stmt.on_done:
             action()
@@ -172,7 +247,7 @@ class StatementLimits:
 
     def count(self, user: str) -> int:
         with self._lock:
-            return sum(1 for k in self._running if k[0] == user)
+            return self._mine(user)
 
     def _expire(self, stmt: Statement) -> None:
         if stmt.done:

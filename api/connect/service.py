@@ -110,6 +110,8 @@ class ConnectService(
             timeout=cfg.statement_timeout or api.timeout,
             row_limit=cfg.row_limit or api.row_limit,
             queue_wait=cfg.statement_queue_wait,
+            fair_share_slots=cfg.fair_share_slots,
+            fair_share_window=cfg.fair_share_window,
         )
         self._sweeper = Sweeper(self.sessions, min(cfg.session_idle_timeout / 2, 60.0))
         self._sweeper.start()

@@ -139,3 +139,28 @@ def test_connect_limits_are_read_from_lakegate_yaml(tmp_path: Path) -> None:
     path.write_text("connect:\n  max_statements_per_user: 0\n")
     with pytest.raises(ConfigError, match=r"'connect\.max_statements_per_user' must be positive"):
         Config.load(path)
+
+
+@bounded
+def test_with_fair_share_slots_a_users_second_statement_is_refused_while_another_user_is_active(
+    limited_gateway, spark, embedded
+) -> None:
+    from pyspark.errors.exceptions.connect import SparkConnectGrpcException
+
+    gw, connect = limited_gateway(
+        fair_share_slots=2, fair_share_window=600.0, statement_timeout=3600.0
+    )
+    carol, first, second = connect("carol"), connect("erin"), connect("erin")
+    got = sorted((tuple(r) for r in carol.sql(ORDERS).collect()), key=repr)
+    assert got == embedded("carol", ORDERS)  # carol is active (her window) from now on
+    # one task of erin's, holding one of the two cores
+    run = _in_thread(lambda: first.range(0, 10**13, 1, 1).selectExpr("sum(id % 13)").collect())
+    _until(lambda: gw.service.limits.count("erin") == 1, "erin's statement runs")
+    with pytest.raises(SparkConnectGrpcException, match=r"connect\.fair_share_slots \(2\)") as e:
+        second.range(3).collect()
+    assert str(e.value).startswith("busy: user erin already runs 1 Spark Connect statements")
+    first.interruptAll()
+    run[0].join(300)
+    assert "error" in run[1], run[1]
+    _until(lambda: not active_jobs(spark), "the interrupted query's jobs were cancelled")
+    assert [r.id for r in second.range(3).collect()] == [0, 1, 2]
