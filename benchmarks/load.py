@@ -91,6 +91,7 @@ class Server:
         tpcds_scale: float = 0.0,
         tpcds_dir: Path | None = None,
         fair_share_slots: int = 0,
+        scheduler_mode: str = "FAIR",
     ) -> None:
         self.root = root
         tpcds = (
@@ -110,6 +111,8 @@ class Server:
                 str(fair_share_slots),
                 "--workers",
                 str(workers),
+                "--scheduler-mode",
+                scheduler_mode,
                 *tpcds,
             ],
             stdin=subprocess.PIPE,
@@ -695,10 +698,12 @@ def scenario(args: argparse.Namespace) -> None:
             tpcds_scale=args.tpcds_scale,
             tpcds_dir=tpcds_dir,
             fair_share_slots=args.fair_share_slots,
+            scheduler_mode=args.scheduler_mode,
         )
         print(f"server up in {time.time() - t0:.0f} s", flush=True)
         result["server"] = {
             "per_user": args.per_user,
+            "scheduler_mode": args.scheduler_mode,
             "queue_wait": args.queue,
             "fair_share_slots": args.fair_share_slots,
             "workers": server.info["workers"],
@@ -864,6 +869,12 @@ def main() -> int:
         default=30.0,
         help="seconds of the mix on each side, untimed, before the first N (a cold JVM's JIT "
         "otherwise weighs on whichever side runs first; 0: none)",
+    )
+    ap.add_argument(
+        "--scheduler-mode",
+        choices=("FAIR", "FIFO"),
+        default="FAIR",
+        help="the server's spark.scheduler.mode (FIFO: the A/B against Lakegate's FAIR pools)",
     )
     ap.add_argument("--fairness", action="store_true")
     ap.add_argument("--heavy", type=int, default=64)

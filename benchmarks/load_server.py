@@ -289,11 +289,21 @@ def main() -> int:
     ap.add_argument("--workers", type=int, default=0, help="gRPC threads (0: the default)")
     ap.add_argument("--tpcds", type=Path, help="TPC-DS cache directory (DIR/delta)")
     ap.add_argument("--tpcds-scale", type=float, default=0.0, help="TPC-DS scale (0: none)")
+    ap.add_argument(
+        "--scheduler-mode",
+        choices=("FAIR", "FIFO"),
+        default="FAIR",
+        help="spark.scheduler.mode (FAIR, Lakegate's default: a pool per gateway user)",
+    )
     args = ap.parse_args()
     root: Path = args.dir
     spark = build_spark(
         "local[2]",
-        {"spark.driver.memory": "3g", "spark.sql.warehouse.dir": str(root / "spark-warehouse")},
+        {
+            "spark.driver.memory": "3g",
+            "spark.sql.warehouse.dir": str(root / "spark-warehouse"),
+            "spark.scheduler.mode": args.scheduler_mode,
+        },
         app_name="lakegate-bench-load",
         log=root / "spark.log",
     )
