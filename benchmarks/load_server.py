@@ -45,6 +45,7 @@ sys.path.insert(0, str(ROOT / "tests" / "api" / "connect"))
 # take them in turn, so every N runs several users with different policies
 USERS = ("alice", "bob", "carol", "dana", "erin")
 WRITE_TABLE = "main.sales.load_writes"
+SESSION_IDLE = 20.0  # connect.session_idle_timeout of the load's gateway (seconds)
 
 # the load's own table, written by every analyst (its grant below); reads stay on the
 # demo's tables, whose size the writes never change
@@ -161,6 +162,10 @@ class Served:
                 fair_share_slots=fair_share_slots,
                 max_sessions_per_user=64,
                 max_sessions=96,
+                # Spark 3.5's clients never release their sessions (no ReleaseSession before
+                # Spark 4): the runs' finished sessions must expire before the next N opens
+                # its own (load.py waits this long after a gateway side)
+                session_idle_timeout=SESSION_IDLE,
             ),
         )
         self.lg = Lakegate(cfg, spark=spark)
