@@ -71,7 +71,8 @@ def load_section(results: dict[str, Any], add: Add, img: Img) -> None:
         f"statement_queue_wait {srv.get('queue_wait')} s, "
         f"fair_share_slots {srv.get('fair_share_slots', 0)} (0: off), "
         f"{srv.get('workers')} gRPC threads; "
-        "REST runs statements on api/statements.py's pool of 8 threads. Machine: "
+        "REST runs statements on the app's api.statement_threads pool (32 by default; a "
+        "fixed 8 before 2026-12-06). Machine: "
         f"{m.get('cpus')} cores, load average at the start {_load(m)} (shared with other "
         "work: absolute figures are inflated; the ratios are what the targets judge).\n"
     )
