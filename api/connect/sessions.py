@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from governance.session.governed import GovernedSession
 
 Key = tuple[str, str]  # (user, session id)
+RELEASE_WAIT = 30.0  # seconds a session's next call waits for its backend release to end
 
 
 class SessionRefused(LakegateError):
@@ -67,16 +68,33 @@ class SessionRegistry:
         self._release = release
         self._entries: dict[Key, Entry] = {}
         self._lock = threading.Lock()
+        # sessions dropped here whose backend release has not ended yet: the same session's
+        # next call waits for it (see `admit`)
+        self._releasing: dict[Key, int] = {}
+        self._released = threading.Condition(self._lock)
 
     def admit(self, user: str, session_id: str) -> Entry:
         """The session's entry, admitted now if new (idle sessions are expired first). A
         user at their quota gives up their own least recently used idle session; raises
-        SessionRefused when all of theirs are running statements, or the gateway is full."""
+        SessionRefused when all of theirs are running statements, or the gateway is full.
+
+        A session another thread expired or closed a moment ago is admitted again only once
+        its release in the backend has ended: a release landing after the new admission
+        would drop what the new call keeps there (its verified Dataset: the client's query
+        then fails; seen with Spark 3.5 clients, whose idle sessions expire)."""
         self.expire_idle()
         key = (user, session_id)
         closed: list[Key] = []
         try:
             with self._lock:
+                entry = self._entries.get(key)
+                if entry is None and not self._released.wait_for(
+                    lambda: key not in self._releasing, RELEASE_WAIT
+                ):
+                    raise SessionRefused(
+                        f"the Spark Connect session {session_id} is still being released in "
+                        "the backend; retry"
+                    )
                 entry = self._entries.get(key)
                 if entry is None:
                     closed = self._make_room(user)
@@ -102,6 +120,7 @@ class SessionRegistry:
             for _, k in idle[: len(mine) - self.per_user + 1]:
                 del self._entries[k]
                 closed.append(k)
+            self._dropping(closed)
         if len(self._entries) >= self.total:  # (never after closing one of the user's)
             raise SessionRefused(
                 f"the gateway has {len(self._entries)} open Spark Connect sessions, the "
@@ -144,15 +163,32 @@ class SessionRegistry:
             ]
             for key in gone:
                 del self._entries[key]
+            self._dropping(gone)
         self._release_all(gone)
         return gone
 
+    def _dropping(self, keys: list[Key]) -> None:
+        """Under the lock: these sessions' releases are about to run (`_release_all`)."""
+        for key in keys:
+            self._releasing[key] = self._releasing.get(key, 0) + 1
+
     def _release_all(self, keys: list[Key]) -> None:
+        """Release each session in the backend (outside the registry's lock), then let a
+        new call of it in (`admit`)."""
         for user, session_id in keys:
             try:
                 self._release(user, session_id)
             except Exception as e:  # the backend's own idle expiry still frees it
                 ERROR_LOG.error("connect session of %s not released in the backend: %s", user, e)
+            finally:
+                with self._lock:
+                    key = (user, session_id)
+                    left = self._releasing.get(key, 0) - 1
+                    if left > 0:
+                        self._releasing[key] = left
+                    else:
+                        self._releasing.pop(key, None)
+                    self._released.notify_all()
 
     def close(self, user: str, session_id: str) -> bool:
         """The client is done with its session (ReleaseSession): it is dropped now and released
@@ -160,6 +196,8 @@ class SessionRegistry:
         so no caller closes another user's session. Whether it was open."""
         with self._lock:
             gone = self._entries.pop((user, session_id), None) is not None
+            if gone:
+                self._dropping([(user, session_id)])
         if gone:
             self._release_all([(user, session_id)])
         return gone
@@ -171,6 +209,7 @@ class SessionRegistry:
             gone = [key for key in self._entries if key[0] == user]
             for key in gone:
                 del self._entries[key]
+            self._dropping(gone)
         self._release_all(gone)
         return gone
 
