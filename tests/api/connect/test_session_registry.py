@@ -32,6 +32,15 @@ def _registry(events: list[str], gate: threading.Event) -> tuple[SessionRegistry
     return reg, clock
 
 
+def _closing(reg: SessionRegistry, events: list[str], user: str, sid: str) -> threading.Thread:
+    """A thread closing the session, returned once its backend release has started."""
+    closer = threading.Thread(target=reg.close, args=(user, sid), daemon=True)
+    closer.start()
+    while f"release started {user}/{sid}" not in events:
+        closer.join(0.01)
+    return closer
+
+
 def test_a_session_expired_by_another_call_is_admitted_again_only_after_its_release() -> None:
     events: list[str] = []
     gate = threading.Event()
@@ -70,10 +79,7 @@ def test_a_session_whose_release_does_not_end_is_refused_in_one_line(
     gate = threading.Event()
     reg, _ = _registry(events, gate)
     reg.admit("alice", "s1")
-    closer = threading.Thread(target=reg.close, args=("alice", "s1"), daemon=True)
-    closer.start()
-    while "release started alice/s1" not in events:
-        closer.join(0.01)
+    closer = _closing(reg, events, "alice", "s1")
     try:
         with pytest.raises(SessionRefused, match=r"still being released in the backend; retry"):
             reg.admit("alice", "s1")
@@ -89,10 +95,7 @@ def test_other_sessions_are_admitted_while_one_is_being_released() -> None:
     gate = threading.Event()
     reg, _ = _registry(events, gate)
     reg.admit("alice", "s1")
-    closer = threading.Thread(target=reg.close, args=("alice", "s1"), daemon=True)
-    closer.start()
-    while "release started alice/s1" not in events:
-        closer.join(0.01)
+    closer = _closing(reg, events, "alice", "s1")
     try:
         reg.admit("alice", "s3")
         reg.admit("bob", "s1")
