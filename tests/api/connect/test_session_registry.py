@@ -41,6 +41,16 @@ def _closing(reg: SessionRegistry, events: list[str], user: str, sid: str) -> th
     return closer
 
 
+def _alice_s1_being_released() -> tuple[SessionRegistry, threading.Event, threading.Thread]:
+    """A registry whose session alice/s1 is closed and held in its backend release until
+    the gate is set: the registry, the gate and the closing thread."""
+    events: list[str] = []
+    gate = threading.Event()
+    reg, _ = _registry(events, gate)
+    reg.admit("alice", "s1")
+    return reg, gate, _closing(reg, events, "alice", "s1")
+
+
 def test_a_session_expired_by_another_call_is_admitted_again_only_after_its_release() -> None:
     events: list[str] = []
     gate = threading.Event()
@@ -75,11 +85,7 @@ def test_a_session_whose_release_does_not_end_is_refused_in_one_line(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(sessions, "RELEASE_WAIT", 0.2)
-    events: list[str] = []
-    gate = threading.Event()
-    reg, _ = _registry(events, gate)
-    reg.admit("alice", "s1")
-    closer = _closing(reg, events, "alice", "s1")
+    reg, gate, closer = _alice_s1_being_released()
     try:
         with pytest.raises(SessionRefused, match=r"still being released in the backend; retry"):
             reg.admit("alice", "s1")
@@ -91,11 +97,7 @@ def test_a_session_whose_release_does_not_end_is_refused_in_one_line(
 
 
 def test_other_sessions_are_admitted_while_one_is_being_released() -> None:
-    events: list[str] = []
-    gate = threading.Event()
-    reg, _ = _registry(events, gate)
-    reg.admit("alice", "s1")
-    closer = _closing(reg, events, "alice", "s1")
+    reg, gate, closer = _alice_s1_being_released()
     try:
         reg.admit("alice", "s3")
         reg.admit("bob", "s1")
