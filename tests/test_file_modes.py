@@ -101,6 +101,7 @@ def test_a_real_jvm_gets_the_secret_without_it_on_any_command_line_and_runs_in_t
 ) -> None:
     """A second JVM, in a child process: the one this test run shares is already up."""
     state = tmp_path / "state"
+    out = tmp_path / "probe.json"  # not stdout: the child's JVM writes there too
     script = textwrap.dedent(
         f"""
         import json, os, sys
@@ -120,7 +121,7 @@ def test_a_real_jvm_gets_the_secret_without_it_on_any_command_line_and_runs_in_t
                 seen.append(Path(f"/proc/{{pid}}/cmdline").read_bytes())
             except OSError:
                 pass
-        print(json.dumps({{
+        Path({str(out)!r}).write_text(json.dumps({{
             "conf": spark.sparkContext.getConf().get("spark.hadoop.fs.s3a.secret.key"),
             "hadoop": spark.sparkContext._jsc.hadoopConfiguration().get("fs.s3a.secret.key"),
             "user_dir": jvm.java.lang.System.getProperty("user.dir"),
@@ -136,7 +137,7 @@ def test_a_real_jvm_gets_the_secret_without_it_on_any_command_line_and_runs_in_t
         [sys.executable, "-c", script], cwd=cwd, env=env, capture_output=True, text=True
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    got = json.loads(done.stdout.strip().splitlines()[-1])
+    got = json.loads(out.read_text())
     assert got == {
         "conf": "Zq-not-on-argv-81",
         "hadoop": "Zq-not-on-argv-81",

@@ -1,8 +1,9 @@
 """The governed scenarios run on both engines: a loopback standalone cluster and local mode.
 
 Run as a script, it builds the demo lakehouse under a folder with the given Spark master,
-runs the scenarios and prints them as JSON (the cluster side runs in its own process, since
-a Python process holds one SparkContext).
+runs the scenarios and writes them as JSON to the given file (the cluster side runs in its
+own process, since a Python process holds one SparkContext). Not to stdout: the driver's JVM
+shares the script's stdout, and what it prints there can come after any line of ours.
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ def run_scenarios(lg: Any) -> list[dict[str, Any]]:
     return out
 
 
-def main(root: str, master: str) -> None:
+def main(root: str, master: str, out: str) -> None:
     import yaml
 
     from governance.tools.demo import build_demo, write_config
@@ -75,7 +76,7 @@ def main(root: str, master: str) -> None:
     # the demo keeps this spark section: the same data as the local side, on the cluster
     lg = build_demo(Path(root), spark_log=Path(root) / "lakegate-spark.log")
     executors = lg.spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1
-    print(
+    Path(out).write_text(
         json.dumps(
             {
                 "executors": executors,
@@ -89,4 +90,4 @@ def main(root: str, master: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2])
+    main(sys.argv[1], sys.argv[2], sys.argv[3])

@@ -35,6 +35,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 @pytest.fixture(scope="module")
 def on_cluster(cluster: str, tmp_path_factory: pytest.TempPathFactory) -> dict:
     root = tmp_path_factory.mktemp("cluster-lakehouse")
+    out = root.parent / f"{root.name}.json"
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join(
@@ -42,14 +43,14 @@ def on_cluster(cluster: str, tmp_path_factory: pytest.TempPathFactory) -> dict:
         ),
     }
     done = subprocess.run(
-        [sys.executable, str(HERE / "cluster_scenarios.py"), str(root), cluster],
+        [sys.executable, str(HERE / "cluster_scenarios.py"), str(root), cluster, str(out)],
         env=env,
         capture_output=True,
         text=True,
         timeout=900,
     )
-    assert done.returncode == 0, done.stderr[-4000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    assert done.returncode == 0 and out.exists(), done.stdout[-2000:] + done.stderr[-4000:]
+    return json.loads(out.read_text())
 
 
 @pytest.fixture(scope="module")
