@@ -12,7 +12,11 @@ import pytest
 def spark() -> Iterator:
     from governance.runtime.spark import build_spark
 
-    session = build_spark("local[2]", {"spark.sql.shuffle.partitions": "2"})
+    # FAIR: the gateway's per-user pools act only then (tests/api/connect/
+    # test_connect_fair_pools.py); Lakegate's default is Spark's FIFO
+    session = build_spark(
+        "local[2]", {"spark.sql.shuffle.partitions": "2", "spark.scheduler.mode": "FAIR"}
+    )
     yield session
     session.stop()
 

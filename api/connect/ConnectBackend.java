@@ -6,9 +6,9 @@
 // so only the gateway reaches the backend; and it analyses a (rewritten) Connect relation
 // in the very session the backend will run it in, for the plan verifier, and hands it to
 // the gateway as a Dataset for a governed DataFrame write; and it releases an expired
-// session and cancels an operation's jobs for the gateway. Each backend session's jobs run
-// in its user's FAIR scheduler pool (`pool`): one user's heavy queries do not queue another
-// user's short one behind them.
+// session and cancels an operation's jobs for the gateway. Each backend session's jobs name
+// its user's scheduler pool (`pool`), which acts where a deployment runs Spark's FAIR
+// scheduler.
 // grpc and protobuf are shaded into org.sparkproject.connect by Spark's Connect jar.
 // Each backend session's governed settings (variable substitution off, parser and legacy
 // settings pinned: governance/verify/GovernedSql.java, the guard handed in at start) are put in
@@ -173,10 +173,11 @@ public class ConnectBackend {
      *  execution threads; clients cannot set it (api/connect/settings.py). */
     static final String POOL = "spark.scheduler.pool";
 
-    /** The FAIR scheduler pool of a user's statements (the gateway's Spark runs
-     *  spark.scheduler.mode=FAIR: one user's many jobs share one pool's slots, so another
-     *  user's short job is not queued behind them). Derived from the verified user name by
-     *  SHA-256, so a name is never the pool's name: "lakegate-" and 16 hex digits. */
+    /** The scheduler pool of a user's statements (under spark.scheduler.mode=FAIR, which a
+     *  deployment opts into, one user's many jobs share one pool's slots, so another
+     *  user's short job is not queued behind their tasks; Spark's FIFO, the default, ignores
+     *  it). Derived from the verified user name by SHA-256, so a name is never the pool's
+     *  name: "lakegate-" and 16 hex digits. */
     static String pool(String user) throws Exception {
         byte[] d = MessageDigest.getInstance("SHA-256").digest(
             user.getBytes(StandardCharsets.UTF_8));

@@ -55,10 +55,11 @@ DEFAULT_CONF = {
     # the audit log is: raw values must not be readable around the layer by other local
     # users (delta-rs, DuckDB's delta_scan). A platform that wants a service group may set it.
     "spark.hadoop.fs.permissions.umask-mode": "077",
-    # Jobs share the cores by pool, not first come first served: the gateway runs each
-    # user's statements in a pool of their own (api/connect/ConnectBackend.java `pool`), so
-    # one user's many heavy jobs do not queue another user's short one behind their tasks.
-    "spark.scheduler.mode": "FAIR",
+    # No spark.scheduler.mode: Spark's own FIFO, as plain Spark Connect. The gateway names
+    # a pool per user (api/connect/ConnectBackend.java `pool`), used once a deployment sets
+    # FAIR; not the default, since Spark's FAIR breaks ties between pools by name: with
+    # fewer task slots than users with work, the first names by hash keep every slot
+    # (measured, docs/connect.md "Scheduling").
 }
 
 
