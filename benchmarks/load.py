@@ -92,7 +92,7 @@ class Server:
         tpcds_scale: float = 0.0,
         tpcds_dir: Path | None = None,
         fair_share_slots: int = 0,
-        scheduler_mode: str = "FAIR",
+        scheduler_mode: str = "FIFO",
     ) -> None:
         self.root = root
         tpcds = (
@@ -508,8 +508,7 @@ def warm_up(server: Server, seconds: float, log: Callable[[str], None]) -> None:
 
 def soak(server: Server, n: int, minutes: float, threads: int) -> dict[str, Any]:
     """N gateway clients for `minutes`; the server's own samples over the run, and each
-    measure's growth over the last half (its mean over the last tenth against its mean over
-    the tenth at the half: a plateau's growth is about zero)."""
+    measure's growth over the last half (`growth`: a plateau's is about zero or below)."""
     samples_file = server.root / "samples.jsonl"
     start = time.time()
     row = run_side(server, "gateway", n, minutes * 60, threads, "soak")
@@ -551,13 +550,17 @@ def soak(server: Server, n: int, minutes: float, threads: int) -> dict[str, Any]
 
 
 def growth(values: list[float]) -> float | None:
-    """Relative growth over the last half: mean of the last tenth of the samples against
-    the mean of the tenth at the run's middle (None: too few samples)."""
+    """Relative growth over the last half: the mean of the last tenth of the samples against
+    the highest level reached before it, the highest mean of a tenth of the first half or of
+    the tenth at the middle (None: too few samples). A climb shows as growth; a series that
+    dips mid-run and comes back to its earlier level does not (the hour's JVM threads did)."""
     if len(values) < 10:
         return None
     k = max(1, len(values) // 10)
     mid = len(values) // 2
-    base = sum(values[mid - k // 2 : mid - k // 2 + k]) / k
+    windows = [values[i * k : (i + 1) * k] for i in range(mid // k)]
+    windows.append(values[mid - k // 2 : mid - k // 2 + k])
+    base = max(sum(w) / len(w) for w in windows if w)
     last = sum(values[-k:]) / k
     return (last - base) / base if base else 0.0
 
@@ -802,6 +805,8 @@ def other_line(args: argparse.Namespace, tpcds_dir: Path) -> dict[str, Any]:
         str(args.workers),
         "--warmup",
         str(args.warmup),
+        "--scheduler-mode",
+        args.scheduler_mode,
         "--tpcds-scale",
         str(args.tpcds_scale),
         "--tpcds-dir",
@@ -883,8 +888,9 @@ def main() -> int:
     ap.add_argument(
         "--scheduler-mode",
         choices=("FAIR", "FIFO"),
-        default="FAIR",
-        help="the server's spark.scheduler.mode (FIFO: the A/B against Lakegate's FAIR pools)",
+        default="FIFO",
+        help="the server's spark.scheduler.mode (FIFO: Lakegate's default; FAIR: its per-user "
+        "pools, the A/B)",
     )
     ap.add_argument("--fairness", action="store_true")
     ap.add_argument("--heavy", type=int, default=64)

@@ -297,8 +297,8 @@ def main() -> int:
     ap.add_argument(
         "--scheduler-mode",
         choices=("FAIR", "FIFO"),
-        default="FAIR",
-        help="spark.scheduler.mode (FAIR, Lakegate's default: a pool per gateway user)",
+        default="FIFO",
+        help="spark.scheduler.mode (FIFO, Lakegate's default; FAIR: a pool per gateway user)",
     )
     args = ap.parse_args()
     root: Path = args.dir

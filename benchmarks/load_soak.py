@@ -3,7 +3,7 @@ its rule, printed met / not met.
 
 * memory (Python and JVM RSS, JVM heap used, Python objects): a plateau, growth over the
   run's last half under 5 % (load.py's `growth`: the mean of the last tenth of the samples
-  against the mean of the tenth at the middle);
+  against the highest mean of a tenth before the last half, the level already reached);
 * file descriptors and threads (Python process and JVM): the same rule, no growth;
 * bounded caches (open Connect sessions, plan cache entries, verified Datasets the gateway
   keeps in the backend): the largest sample within the configured bound (load_server.py's

@@ -127,9 +127,9 @@ def load_section(results: dict[str, Any], add: Add, img: Img) -> None:
             f"({soak['samples']} samples of the server; {run['throughput']:.2f} ops/s, p99 "
             f"{_ms(run['p99'])} ms, {sum(run['errors'].values())} errors, audit lost "
             f"{run['audit']['lost']}, duplicated {run['audit']['duplicated']}). Growth over "
-            "the last half (mean of the last tenth of the samples against the tenth at the "
-            "middle; target under 5 % for memory, fds and threads; the caches also within their "
-            "configured bounds):\n"
+            "the last half (mean of the last tenth of the samples against the highest mean of "
+            "a tenth before the last half; target under 5 % for memory, fds and threads; the "
+            "caches also within their configured bounds):\n"
         )
         load_soak.markdown(soak, add)
         add("")
