@@ -59,7 +59,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks import harness, load_soak  # noqa: E402
 from benchmarks.load_client import MIX_TPCDS  # noqa: E402
-from benchmarks.load_server import SESSION_IDLE, USERS, WRITE_TABLE, _proc  # noqa: E402
+from benchmarks.load_server import SESSION_IDLE, WRITE_TABLE, _proc, analyst  # noqa: E402
 
 THROUGHPUT_RATIO = 0.9  # issue 39: gateway throughput at least 0.9x plain, every N
 P99_RATIO = 1.2  # issue 39: gateway p99 at most 1.2x plain
@@ -202,9 +202,9 @@ def run_side(
     per = max(1, threads)
     for p in range((n + per - 1) // per):
         count = min(per, n - p * per)
-        # every analyst its own user in turn, also when a process holds several
+        # every analyst its own user, also when a process holds several
         analysts = [
-            client_spec(server, side, USERS[i % len(USERS)], f"{side}-{USERS[i % len(USERS)]}-{i}")
+            client_spec(server, side, analyst(i), f"{side}-{analyst(i)}")
             for i in range(p * per, p * per + count)
         ]
         spec = {

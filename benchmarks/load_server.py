@@ -41,9 +41,51 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests" / "api" / "connect"))
 
-# the personas of the demo's policies (governance/tools/demo.py), each its own rules; clients
-# take them in turn, so every N runs several users with different policies
+# the personas of the demo's policies (governance/tools/demo.py), each its own rules
 USERS = ("alice", "bob", "carol", "dana", "erin")
+MAX_ANALYSTS = 64  # load.py's largest N
+
+
+def analyst(i: int) -> str:
+    """Client i's own user (issue 39: each client its own user): alice00, bob01, ..., under
+    the policies of the persona it is named after (`add_analysts`), so every N runs users
+    with different policies and each has its own limits, pool and audit lines."""
+    return f"{USERS[i % len(USERS)]}{i:02d}"
+
+
+ANALYSTS = tuple(analyst(i) for i in range(MAX_ANALYSTS))
+
+
+def add_analysts(policies: Path) -> None:
+    """Every list in the policy files naming a persona (a group's members, a rule's
+    principals) names that persona's analysts too. Edited as YAML nodes, so every other
+    scalar (`on:` is a key, not YAML 1.1's true) is written back as it was read."""
+    import yaml
+
+    for path in sorted(policies.glob("*.yaml")):
+        root = yaml.compose(path.read_text(), Loader=yaml.SafeLoader)
+        if root is not None:
+            _with_analysts(root)
+            path.write_text(yaml.serialize(root, Dumper=yaml.SafeDumper))
+
+
+def _with_analysts(node: Any) -> None:
+    from yaml.nodes import MappingNode, ScalarNode, SequenceNode
+
+    if isinstance(node, MappingNode):
+        for _, value in node.value:
+            _with_analysts(value)
+    elif isinstance(node, SequenceNode):
+        named = {v.value for v in node.value if isinstance(v, ScalarNode)} & set(USERS)
+        for v in node.value:
+            _with_analysts(v)
+        node.value += [
+            ScalarNode("tag:yaml.org,2002:str", a)
+            for i, a in enumerate(ANALYSTS)
+            if USERS[i % len(USERS)] in named
+        ]
+
+
 WRITE_TABLE = "main.sales.load_writes"
 SESSION_IDLE = 20.0  # connect.session_idle_timeout of the load's gateway (seconds)
 
@@ -133,6 +175,7 @@ class Served:
             from benchmarks.load_tpcds import policy_yaml
 
             (policies / "tpcds.yaml").write_text(policy_yaml(root / "delta"))
+        add_analysts(policies)
         if lakehouse is None:
             self.demo = build_demo(root / "lh", spark=spark, policies=policies)
         else:
@@ -145,7 +188,10 @@ class Served:
         for table, path in (tpcds or {}).items():
             self.demo.register_table(f"{CATALOG}.{SCHEMA}.{table}", path)
         ca, cert, key = make_tls(root)
-        tokens = tuple(ApiToken(u, hashlib.sha256(token_of(u).encode()).hexdigest()) for u in USERS)
+        tokens = tuple(
+            ApiToken(u, hashlib.sha256(token_of(u).encode()).hexdigest())
+            for u in (*USERS, *ANALYSTS)
+        )
         cfg = replace(
             self.demo.config,
             # REST: the statement timeout as Connect's below (plain has none)
@@ -179,7 +225,7 @@ class Served:
         }
         self.info: dict[str, Any] = {
             "gateway": f"sc://127.0.0.1:{self.gw.port}/;use_ssl=true;token={{token}}",
-            "tokens": {u: token_of(u) for u in USERS},
+            "tokens": {u: token_of(u) for u in (*USERS, *ANALYSTS)},
             "plain": f"sc://127.0.0.1:{self.gw.backend.port}/;user_id={{user}};"
             f"authorization=Bearer%20{self.gw.backend.secret}",
             "rest": self.rest,
