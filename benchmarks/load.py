@@ -3,14 +3,15 @@ gateway against the same N on plain Spark Connect, a mixed workload for a fixed 
 
 One server process (load_server.py: the demo lakehouse, the gateway, and the plain Spark
 Connect service it forwards to, in one driver JVM) and N client processes
-(load_client.py), each its own user in turn (alice, bob, carol, dana, erin: different
-policies), each running the mix of short lookups, a join with an aggregate, DataFrame
-operations and writes for `--seconds`. For every N the gateway and the plain side run
-alternately (ABAB: the order flips from one N and repetition to the next), so background
-load hits both. Per N and side: throughput, p50/p95/p99 latency, errors by kind, and the
-server's CPU (gateway Python process and JVM apart) and memory; after each gateway run,
-every request a client sent is looked up in the audit log by its hash (lost: a request
-with fewer lines than it was sent; duplicated: more).
+(load_client.py), each its own user (load_server.py `analyst`: alice00, bob01, ..., under
+the policies of the demo persona it is named after), each running the mix of short
+lookups, a join with an aggregate, DataFrame operations and writes for `--seconds`. For
+every N the gateway and the plain side run alternately (ABAB: the order flips from one N
+and repetition to the next), so background load hits both. Per N and side: throughput,
+p50/p95/p99 latency, errors by kind, and the server's CPU (gateway Python process and JVM
+apart) and memory; after each gateway run, every request a client sent is looked up in the
+audit log by its hash (lost: a request with fewer lines than it was sent; duplicated:
+more).
 
 REST (`--rest`): N REST clients too (load_client.py's RestAnalyst, one process each up to
 `--max-processes`, each its own user), the same mix as SQL texts over the REST statements
