@@ -59,7 +59,7 @@ DEFAULT_CONF = {
     # a pool per user (api/connect/ConnectBackend.java `pool`), used once a deployment sets
     # FAIR; not the default, since Spark's FAIR breaks ties between pools by name: with
     # fewer task slots than users with work, the first names by hash keep every slot
-    # (measured, docs/connect.md "Scheduling").
+    # (measured, docs/connect.md "Scheduling between users").
 }
 
 
