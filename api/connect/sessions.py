@@ -97,18 +97,18 @@ class SessionRegistry:
                     )
                 entry = self._entries.get(key)
                 if entry is None:
-                    closed = self._make_room(user)
+                    self._make_room(user, closed)
                     entry = self._entries[key] = Entry()
                 entry.last_used = self.clock()
                 return entry
         finally:
             self._release_all(closed)
 
-    def _make_room(self, user: str) -> list[Key]:
+    def _make_room(self, user: str, closed: list[Key]) -> None:
         """Room for one more session of `user` (under the registry's lock): the keys of the
-        user's own sessions closed for it."""
+        user's own sessions closed for it go into `closed`, which the caller releases even
+        when a refusal follows, so a dropped session is never left "being released"."""
         mine = [(e.last_used, k) for k, e in self._entries.items() if k[0] == user]
-        closed: list[Key] = []
         if len(mine) >= self.per_user:
             idle = sorted((used, k) for used, k in mine if self._entries[k].running == 0)
             if len(mine) - len(idle) >= self.per_user:
@@ -117,16 +117,16 @@ class SessionRegistry:
                     "a statement: the most connect.max_sessions_per_user allows; wait for "
                     "one to finish"
                 )
-            for _, k in idle[: len(mine) - self.per_user + 1]:
+            dropped = [k for _, k in idle[: len(mine) - self.per_user + 1]]
+            for k in dropped:
                 del self._entries[k]
-                closed.append(k)
-            self._dropping(closed)
+            self._dropping(dropped)
+            closed.extend(dropped)
         if len(self._entries) >= self.total:  # (never after closing one of the user's)
             raise SessionRefused(
                 f"the gateway has {len(self._entries)} open Spark Connect sessions, the "
                 "most connect.max_sessions allows; try again later"
             )
-        return closed
 
     def find(self, user: str, session_id: str, *, hold: bool = False) -> Entry | None:
         """The admitted session's entry (touched), or None; never admits one. `hold`: the
