@@ -107,7 +107,7 @@ class Analyst:
         self.k = 0
         self.times: dict[str, list[float]] = {op: [] for op in set(self.mix)}
         self.errors: list[dict[str, Any]] = []
-        self.ops: list[tuple[float, str, float, bool]] = []  # start, op, ms, ok
+        self.ops: list[tuple[float, str, float, bool]] = []  # end, op, ms, ok
 
     def run_op(self, op: str) -> None:
         from pyspark.sql.connect import functions as F
@@ -154,6 +154,7 @@ class Analyst:
             self.run_op(op)
 
     def loop(self, until: float) -> None:
+        self.until = until
         i = self.index + self.spec.get("offset", 0)  # clients start at different points
         while time.time() < until:
             self.timed(self.mix[i % len(self.mix)])
@@ -177,6 +178,7 @@ class Analyst:
             "times": self.times,
             "errors": self.errors,
             "ops": self.ops,
+            "until": getattr(self, "until", None),
         }
 
 

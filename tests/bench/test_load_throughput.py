@@ -1,0 +1,70 @@
+"""The load run's throughput rule (issue 39 item 2, benchmarks/load.py `summarize`): a side
+is credited with the statements that ended by its clients' deadline, over the window; those
+still running at the deadline count in the latencies only. No Spark."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:  # the benchmarks are not part of the installed distribution
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.load import merge, summarize  # noqa: E402
+
+NOTHING = {"py": {"cpu_s": 0.0, "rss_mb": 0.0, "threads": 0}, "jvm": {"cpu_s": 0.0, "rss_mb": 0.0}}
+PEAKS = {"py": 0.0, "jvm": 0.0, "heap": 0.0}
+
+
+def _client(until: float | None, ends: list[float], ok: bool = True) -> dict[str, Any]:
+    ops = [(end, "lookup", 100.0, ok) for end in ends]
+    return {"until": until, "ops": ops, "times": {"lookup": [100.0] * len(ends)}, "errors": []}
+
+
+def _row(clients: list[dict[str, Any]], seconds: float = 10.0) -> dict[str, Any]:
+    n = len(clients)
+    return summarize("gateway", n, seconds, clients, NOTHING, NOTHING, 1.0, PEAKS, [1.0], 1)
+
+
+@pytest.mark.parametrize(
+    ("name", "clients", "in_window", "throughput"),
+    [
+        ("every statement inside the window", [_client(110.0, [101, 105, 109])], 3, 0.3),
+        (
+            "a statement ending after the deadline is not credited",
+            [_client(110.0, [104, 108, 125])],
+            2,
+            0.2,
+        ),
+        ("one ending exactly at the deadline is", [_client(110.0, [105, 110])], 2, 0.2),
+        (
+            "each client's own deadline",
+            [_client(110.0, [109, 111]), _client(112.0, [109, 111])],
+            3,
+            0.3,
+        ),
+        ("a failed statement is not throughput", [_client(110.0, [105], ok=False)], 0, 0.0),
+        ("a client with no deadline on record counts every one", [_client(None, [5, 50])], 2, 0.2),
+    ],
+)
+def test_throughput_counts_what_ended_by_the_deadline(
+    name: str, clients: list[dict[str, Any]], in_window: int, throughput: float
+) -> None:
+    row = _row(clients)
+    assert row["ops_in_window"] == in_window, name
+    assert row["throughput"] == pytest.approx(throughput), name
+
+
+def test_late_statements_still_count_in_the_latencies() -> None:
+    row = _row([_client(110.0, [105, 125])])
+    assert row["ops"] == 2 and row["ops_in_window"] == 1
+
+
+def test_repetitions_pool_their_windows() -> None:
+    reps = [_row([_client(110.0, [101, 109, 130])]), _row([_client(210.0, [201, 250])])]
+    row = merge(reps)
+    assert row["ops_in_window"] == 3 and row["throughput"] == pytest.approx(3 / 20)
