@@ -108,6 +108,7 @@ class Analyst:
         self.times: dict[str, list[float]] = {op: [] for op in set(self.mix)}
         self.errors: list[dict[str, Any]] = []
         self.ops: list[tuple[float, str, float, bool]] = []  # end, op, ms, ok
+        self.until: float | None = None  # the run's deadline (`loop`)
 
     def run_op(self, op: str) -> None:
         from pyspark.sql.connect import functions as F
@@ -178,7 +179,7 @@ class Analyst:
             "times": self.times,
             "errors": self.errors,
             "ops": self.ops,
-            "until": getattr(self, "until", None),
+            "until": self.until,
         }
 
 
@@ -214,6 +215,7 @@ class RestAnalyst(Analyst):
         self.times = {op: [] for op in set(self.mix)}
         self.errors = []
         self.ops = []
+        self.until = None
         self.requests: list[tuple[str | None, str, int]] = []  # request id, hash, status
 
     def run_op(self, op: str) -> None:
