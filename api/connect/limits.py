@@ -400,6 +400,12 @@ class LimitedCalls:
         except grpc.RpcError as e:
             settled[0] = True
             if stmt is not None:
+                if not complete[0] and not context.is_active():
+                    # the client's call had already ended when the backend's error came: it
+                    # hung up, though gRPC may not have run `gone` yet (seen once in CI: a
+                    # dropped call audited as a failure); `abandonment` still requires the
+                    # backend's class to be one only an abandoned stream gets
+                    stmt.hung_up = True
                 self.limits.finish(stmt)
                 if stmt.timed_out:
                     self._fail(call, context, self.limits.timed_out())
