@@ -27,7 +27,9 @@ the data is written once into `--tpcds-dir` (default bench-sf1/ at sf 1) and reu
 
 Targets (issue 39 item 2), printed MET / NOT MET: throughput >= 0.9x plain at every N;
 p99 <= 1.2x plain; no error kind plain does not also give; zero lost or duplicated audit
-lines.
+lines. The floor (`--floor`): a third side, plain Spark Connect over each user's governed
+views (load_server.write_floor), so what the policies cost (floor/plain) and what Lakegate
+costs beyond them (gateway/floor) are told apart; figures, not targets.
 
 Fairness (`--fairness`): one user runs `--heavy` heavy queries at once while another
 user's short lookup is timed, against the same lookup on an idle gateway (target: under
@@ -36,7 +38,7 @@ minutes, the server sampled every 5 s (RSS, JVM heap, Python objects, fds, threa
 sessions, plan cache): growth over the last half of the run, target under 5 %.
 
     python benchmarks/load.py [--clients 1,8,32,64] [--seconds 60] [--reps 1] [--json OUT]
-                              [--rest] [--tpcds-scale 1] [--other-line PYTHON]
+                              [--rest] [--floor] [--tpcds-scale 1] [--other-line PYTHON]
                               [--fairness] [--soak-minutes 60 --soak-clients 16]
                               [--report benchmarks/REPORT.md]
 """
@@ -61,7 +63,14 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks import harness, load_soak  # noqa: E402
 from benchmarks.load_client import MIX_TPCDS  # noqa: E402
-from benchmarks.load_server import SESSION_IDLE, USERS, WRITE_TABLE, _proc, analyst  # noqa: E402
+from benchmarks.load_server import (  # noqa: E402
+    RAW,
+    SESSION_IDLE,
+    USERS,
+    WRITE_TABLE,
+    _proc,
+    analyst,
+)
 
 THROUGHPUT_RATIO = 0.9  # issue 39: gateway throughput at least 0.9x plain, every N
 P99_RATIO = 1.2  # issue 39: gateway p99 at most 1.2x plain
@@ -158,7 +167,7 @@ def client_spec(server: Server | LocalServer, side: str, user: str, name: str) -
     tpcds = info.get("tpcds_queries") or {}
     extra: dict[str, Any] = {}
     if tpcds:
-        text = "plain" if side == "plain" else "gateway"
+        text = "plain" if side in ("plain", "floor") else "gateway"
         extra = {"mix": list(MIX_TPCDS), "tpcds": [q[text] for q in tpcds.values()]}
     if side in ("gateway", "rest"):
         if side == "gateway":
@@ -174,16 +183,28 @@ def client_spec(server: Server | LocalServer, side: str, user: str, name: str) -
         if token is not None:
             spec.update(kind="rest", token=token)
         return spec
-    else:
-        url = info["plain"].format(user=user)
-        names = {
-            "orders": "orders",
-            "customers": "customers",
-            "writes": f"delta.`{tables['load_writes']}`",
-        }
-        views = {"orders": tables["orders"], "customers": tables["customers"]}
-        views.update(info.get("tpcds") or {})  # plain TPC-DS: the bare names over the paths
+    url = info["plain"].format(user=user)
+    names = {
+        "orders": "orders",
+        "customers": "customers",
+        "writes": f"delta.`{tables['load_writes']}`",
+    }
+    views = {"orders": tables["orders"], "customers": tables["customers"]}
+    views.update(info.get("tpcds") or {})  # plain TPC-DS: the bare names over the paths
+    if side == "floor":  # plain's raw views, under the user's governed views (write_floor)
+        extra["view_sql"] = floor_views(info["floor"])[user]
+        views = {RAW.format(v): p for v, p in views.items()}
     return {"url": url, "user": user, "name": name, "names": names, "views": views, **extra}
+
+
+_FLOORS: dict[str, dict[str, dict[str, str]]] = {}
+
+
+def floor_views(path: str) -> dict[str, dict[str, str]]:
+    """The server's floor file (load_server.write_floor), read once: user -> name -> SQL."""
+    if path not in _FLOORS:
+        _FLOORS[path] = json.loads(Path(path).read_text())
+    return _FLOORS[path]
 
 
 def run_side(
@@ -507,7 +528,9 @@ def merge(reps: list[dict[str, Any]]) -> dict[str, Any]:
     return row
 
 
-def warm_up(server: Server, seconds: float, log: Callable[[str], None]) -> None:
+def warm_up(
+    server: Server, seconds: float, log: Callable[[str], None], floor: bool = False
+) -> None:
     """One client per persona on each side runs the mix untimed for `seconds` first: the
     JVM's JIT warms the paths both sides share and the gateway's own, each persona's
     governed plans among them (their generated code is their own), so the first N measured
@@ -515,7 +538,7 @@ def warm_up(server: Server, seconds: float, log: Callable[[str], None]) -> None:
     lookups of a fresh server took 203 ms at p50, the next 100 157 ms, plain 156 then 138
     ms; after a warm-up by two personas, 8 analysts of all five ran at 2.3 ops/s through the
     gateway in their first 45 s and 3.7-3.8 in the next (plain 3.7-4.0, then 4.2-4.4)."""
-    for side in ("gateway", "plain"):
+    for side in ("gateway", "plain", *(["floor"] if floor else [])):
         row = run_side(server, side, len(USERS), seconds, 1, f"warmup-{side}")
         log(f"  warm-up {side}: {row['ops']} operations in {seconds:g} s (not measured)")
 
@@ -665,14 +688,16 @@ def measure(
     log: Callable[[str], None] = print,
     partial: Callable[[dict[str, Any]], None] | None = None,
     rest: int | None = 0,
+    floor: bool = False,
 ) -> dict[str, Any]:
-    """Every N, gateway and plain (and REST) in turn, the order rotating from one N and
-    repetition to the next, each governed run's audit checked: the rows (one per N and
-    side) and the targets. `rest`: REST clients at every N (None: N of them, as the
-    Connect sides; a number: at most that many, the smoke's cheap REST path; 0: none)."""
+    """Every N, gateway and plain (and REST, and the floor) in turn, the order rotating
+    from one N and repetition to the next, each governed run's audit checked: the rows (one
+    per N and side) and the targets. `rest`: REST clients at every N (None: N of them, as the
+    Connect sides; a number: at most that many, the smoke's cheap REST path; 0: none);
+    `floor`: plain Spark Connect over each user's governed views too (`against_floor`)."""
     rows = []
     flip = 0
-    sides = ["gateway", "plain"] + (["rest"] if rest != 0 else [])
+    sides = ["gateway", "plain"] + (["rest"] if rest != 0 else []) + (["floor"] if floor else [])
     for n in ns:
         threads = max(1, -(-n // max_processes))
         per_side: dict[str, list[dict[str, Any]]] = {side: [] for side in sides}
@@ -696,7 +721,41 @@ def measure(
             rows.append(row)
         if partial is not None:  # a long run keeps what it measured if a later N fails
             partial({"rows": rows, "targets": targets(rows)})
-    return {"rows": rows, "targets": targets(rows)}
+    out: dict[str, Any] = {"rows": rows, "targets": targets(rows)}
+    if floor:
+        out["against_floor"] = against_floor(rows)
+    return out
+
+
+def against_floor(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each governed side and plain against the floor at the same N: governed/floor is
+    what Lakegate costs beyond evaluating its policies (the bar: nothing more), plain/floor
+    what the policies save or cost. Figures, not targets: issue 39's targets are against
+    plain, and stay so."""
+    by_n: dict[int, dict[str, dict[str, Any]]] = {}
+    for r in rows:
+        by_n.setdefault(r["n"], {})[r["side"]] = r
+    out = []
+    for n, sides in sorted(by_n.items()):
+        f = sides.get("floor")
+        if f is None:
+            continue
+        for side in ("gateway", "rest", "plain"):
+            g = sides.get(side)
+            if g is None:
+                continue
+            out.append(
+                {
+                    "n": n,
+                    "side": side,
+                    "clients": g.get("clients", n),
+                    "throughput_ratio": g["throughput"] / f["throughput"]
+                    if f["throughput"]
+                    else None,
+                    "p99_ratio": g["p99"] / f["p99"] if g["p99"] and f["p99"] else None,
+                }
+            )
+    return out
 
 
 def scenario(args: argparse.Namespace) -> None:
@@ -711,6 +770,7 @@ def scenario(args: argparse.Namespace) -> None:
         "reps": args.reps,
         "max_processes": args.max_processes,
         "rest": args.rest,
+        "floor": args.floor,
         "tpcds_scale": args.tpcds_scale,
         "machine": harness.machine_info(),
     }
@@ -745,7 +805,7 @@ def scenario(args: argparse.Namespace) -> None:
         try:
             log = lambda text: print(text, flush=True)  # noqa: E731
             if args.warmup and ns:
-                warm_up(server, args.warmup, log)
+                warm_up(server, args.warmup, log, floor=args.floor)
                 result["warmup_s"] = args.warmup
             result.update(
                 measure(
@@ -756,6 +816,7 @@ def scenario(args: argparse.Namespace) -> None:
                     max_processes=args.max_processes,
                     log=log,
                     rest=None if args.rest else 0,
+                    floor=args.floor,
                     partial=lambda part: (
                         harness.write_json(f"{args.json}.partial", {**result, **part})
                         if args.json
@@ -826,6 +887,7 @@ def other_line(args: argparse.Namespace, tpcds_dir: Path) -> dict[str, Any]:
         "--tpcds-dir",
         str(tpcds_dir),
         *(["--rest"] if args.rest else []),
+        *(["--floor"] if args.floor else []),
     ]
     with tempfile.TemporaryDirectory(prefix="lakegate-bench-load-other-") as tmp:
         out = Path(tmp) / "other.json"
@@ -857,6 +919,11 @@ def print_result(result: dict[str, Any]) -> None:
             print(f"      {kind}: {message}")
     for t in result["targets"]:
         print(f"target N={t['n']} {t['target']}: {'MET' if t['met'] else 'NOT MET'}")
+    for f in result.get("against_floor", []):
+        print(
+            f"against the floor N={f['n']} {f['side']}: throughput "
+            f"{f['throughput_ratio'] or 0:.2f}x, p99 {f['p99_ratio'] or 0:.2f}x"
+        )
     fair = result.get("fairness")
     if fair:
         for side, f in (("gateway", fair), ("plain", fair.get("plain"))):
@@ -912,6 +979,12 @@ def main() -> int:
     ap.add_argument("--soak-minutes", type=float, default=0.0)
     ap.add_argument("--soak-clients", type=int, default=16)
     ap.add_argument("--rest", action="store_true", help="N REST clients too, at every N")
+    ap.add_argument(
+        "--floor",
+        action="store_true",
+        help="a third Connect side: plain Spark Connect over each user's governed views "
+        "(Lakegate's rewrite as temp views, no gateway), what the policies alone cost",
+    )
     ap.add_argument(
         "--tpcds-scale",
         type=float,

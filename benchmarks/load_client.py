@@ -101,6 +101,8 @@ class Analyst:
         names = spec["names"]
         for view, path in spec.get("views", {}).items():  # plain: the raw Delta tables
             self.s.read.format("delta").load(path).createOrReplaceTempView(view)
+        for view, sql in spec.get("view_sql", {}).items():  # the floor: the governed views
+            self.s.sql(sql).createOrReplaceTempView(view)
         self.names = names
         self.mix: tuple[str, ...] = tuple(spec.get("mix") or MIX)
         self.tpcds: list[str] = list(spec.get("tpcds") or ())

@@ -238,6 +238,7 @@ class Served:
             "jvm_pid": self.jvm_pid,
             "workers": workers or max(16, 2 * cfg.connect.max_sessions),  # Gateway's default
             "bounds": bounds(self.lg),
+            "floor": str(write_floor(self.lg, root / "floor.json", tpcds or {})),
         }
 
     def sample(self) -> dict[str, Any]:
@@ -252,6 +253,46 @@ class Served:
         self.gw.stop()
         self.lg.close()
         self.demo.close()
+
+
+RAW = "lg_raw_{}"  # the floor's name for a table's raw temp view (as plain's own)
+
+
+def write_floor(lg: Any, path: Path, tpcds: dict[str, str]) -> Path:
+    """The floor (load.py `--floor`): per analyst, each table plain reads, as the SQL of
+    that analyst's governed view (`explain` of a SELECT *: Lakegate's own rewrite, every
+    "does this apply to me" test already answered) over a temp view of the raw table made
+    as plain makes its own (`RAW`), so the floor reads exactly what plain reads. Plain
+    Spark Connect over these views evaluates the same filters and masks with no gateway:
+    gateway/floor is what Lakegate itself costs, floor/plain what the policies cost (as
+    benchmarks/tpcds_views.py's A')."""
+    from benchmarks.load_tpcds import CATALOG, SCHEMA
+
+    tables = {"orders": "main.sales.orders", "customers": "main.sales.customers"}
+    tables.update({t: f"{CATALOG}.{SCHEMA}.{t}" for t in tpcds})
+    floor = {
+        user: {
+            n: over_raw(lg.session(user).explain(f"SELECT * FROM {t}"), n)
+            for n, t in tables.items()
+        }
+        for user in ANALYSTS
+    }
+    path.write_text(json.dumps(floor))
+    return path
+
+
+def over_raw(sql: str, name: str) -> str:
+    """A governed view's SQL reading `RAW` for `name` in place of its one Delta path."""
+    import sqlglot
+    from sqlglot import exp
+
+    tree = sqlglot.parse_one(sql, read="spark")
+    reads = [t for t in tree.find_all(exp.Table) if t.text("db").lower() == "delta"]
+    if len(reads) != 1:
+        raise ValueError(f"the governed view of {name} reads {len(reads)} Delta paths, not 1")
+    raw = exp.Table(this=exp.to_identifier(RAW.format(name)), alias=reads[0].args.get("alias"))
+    reads[0].replace(raw)
+    return tree.sql("spark")
 
 
 def over(lakehouse: Any, root: Path, spark: Any, policies: Path) -> Any:

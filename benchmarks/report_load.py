@@ -98,6 +98,9 @@ def load_section(results: dict[str, Any], add: Add, img: Img) -> None:
             "\n"
         )
         line_block(other, add)
+    floor_run = ld.get("floor_run")
+    if floor_run and floor_run.get("rows"):
+        floor_section(floor_run, add)
     notes = ld.get("notes") or []
     if notes:  # what the run's operator found when measuring why a target was missed
         add("What was measured about the misses, and what this run did not cover:\n")
@@ -136,6 +139,27 @@ def load_section(results: dict[str, Any], add: Add, img: Img) -> None:
         )
         load_soak.markdown(soak, add)
         add("")
+
+
+def floor_section(run: dict[str, Any], add: Add) -> None:
+    """A run with the floor (`load.py --floor`): what the policies cost apart from what
+    Lakegate costs."""
+    add(f"### Against the floor: what the policies cost, and what Lakegate costs ({run['line']})\n")
+    add(
+        "The same mix with a third Connect side, the floor: plain Spark Connect where each "
+        "user reads every table through a temp view holding that user's governed view "
+        '(Lakegate\'s own rewrite of `SELECT *` for the user, every "does this apply to me" '
+        "test already answered) over a temp view of the raw table made as plain makes its "
+        "own. The floor evaluates the same row filters and column masks as the gateway, "
+        "with no gateway, no verification and no audit: gateway/floor is what Lakegate "
+        "itself costs, floor/plain what evaluating the policies costs. "
+        f"{run['seconds']:g} s per run, {run['reps']} run(s) per side per N, the sides "
+        f"taking turns (the order rotating); load average at the start "
+        f"{_load(run.get('machine') or {})}"
+        + (f"; {run['stopped']}" if run.get("stopped") else "")
+        + ".\n"
+    )
+    line_block(run, add)
 
 
 def side_label(r: dict[str, Any]) -> str:
@@ -205,6 +229,20 @@ def line_block(ld: dict[str, Any], add: Add) -> None:
             )
         add(f"- N={t['n']}, {t['target']}: {verdict} ({fig})")
     add("")
+    floor = ld.get("against_floor") or []
+    if floor:
+        add(
+            "Against the floor (plain Spark Connect over each user's governed views: the same "
+            "filters and masks, no gateway; figures, not targets):\n"
+        )
+        for f in floor:
+            tp, p99 = f["throughput_ratio"], f["p99_ratio"]
+            add(
+                f"- N={f['n']}, {side_label(f)}/floor: "
+                f"throughput {'-' if tp is None else f'{tp:.2f}x'}, "
+                f"p99 {'-' if p99 is None else f'{p99:.2f}x'}"
+            )
+        add("")
     errs = {
         (r["n"], side_label(r), k): v for r in ld["rows"] for k, v in r["error_samples"].items()
     }

@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # the benchmarks are not part of the installed distribution
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.load import merge, summarize  # noqa: E402
+from benchmarks.load import against_floor, merge, summarize  # noqa: E402
 
 NOTHING = {"py": {"cpu_s": 0.0, "rss_mb": 0.0, "threads": 0}, "jvm": {"cpu_s": 0.0, "rss_mb": 0.0}}
 PEAKS = {"py": 0.0, "jvm": 0.0, "heap": 0.0}
@@ -68,3 +68,34 @@ def test_repetitions_pool_their_windows() -> None:
     reps = [_row([_client(110.0, [101, 109, 130])]), _row([_client(210.0, [201, 250])])]
     row = merge(reps)
     assert row["ops_in_window"] == 3 and row["throughput"] == pytest.approx(3 / 20)
+
+
+def _side(side: str, n: int, throughput: float, p99: float | None) -> dict[str, Any]:
+    return {"side": side, "n": n, "throughput": throughput, "p99": p99}
+
+
+@pytest.mark.parametrize(
+    ("name", "rows", "expected"),
+    [
+        (
+            "each side over the floor at the same N",
+            [
+                _side("gateway", 8, 4.5, 500.0),
+                _side("plain", 8, 6.0, 400.0),
+                _side("floor", 8, 5.0, 500.0),
+            ],
+            [(8, "gateway", 0.9, 1.0), (8, "plain", 1.2, 0.8)],
+        ),
+        ("no floor row: nothing to judge", [_side("gateway", 8, 4.5, 500.0)], []),
+        (
+            "a floor that finished nothing gives no ratio",
+            [_side("gateway", 1, 1.0, None), _side("floor", 1, 0.0, None)],
+            [(1, "gateway", None, None)],
+        ),
+    ],
+)
+def test_against_floor(
+    name: str, rows: list[dict[str, Any]], expected: list[tuple[Any, ...]]
+) -> None:
+    got = [(f["n"], f["side"], f["throughput_ratio"], f["p99_ratio"]) for f in against_floor(rows)]
+    assert got == [pytest.approx(e) if e[2] is not None else e for e in expected], name
