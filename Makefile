@@ -99,11 +99,13 @@ bench-sf1: $(STAMP)
 	$(PY) benchmarks/run_all.py --sf 1 --rounds 3 --workdir bench-sf1 --other-line $(BENCH_ARGS)
 
 # The issue 39 run: N = 1, 8, 32, 64 stock Spark Connect clients through the gateway and
-# on plain Spark Connect, and N REST clients, TPC-DS sf 1 queries in the mix (written once
-# into bench-sf1/, shared with bench-sf1), 2 runs per side per N, fairness and the hour's
-# soak; then the same N and sides on the other Spark line. Writes bench-load.json and the
-# load section of benchmarks/REPORT.md. About 3 h 30 on 2 cores (README: Benchmarks).
-LOAD_ARGS ?= --clients 1,8,32,64 --seconds 60 --reps 2 --rest --tpcds-scale 1 \
+# on plain Spark Connect, N REST clients and the floor (plain Spark Connect over each user's
+# governed views), TPC-DS sf 1 queries in the mix (written once into bench-sf1/, shared
+# with bench-sf1), 2 runs per side per N, fairness and the hour's soak; then the same N and
+# sides on the other Spark line. Writes bench-load.json and the load section of
+# benchmarks/REPORT.md. About 4 h 15 on 2 cores (the floor's share estimated; README:
+# Benchmarks).
+LOAD_ARGS ?= --clients 1,8,32,64 --seconds 60 --reps 2 --rest --floor --tpcds-scale 1 \
 	--fairness --soak-minutes 60
 bench-load: $(STAMP)
 	$(MAKE) $(VENV_OTHER)/.installed-$(EXTRA_OTHER) SPARK=$(OTHER_SPARK)
