@@ -16,6 +16,7 @@ makes (`abandonment`).
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -520,10 +521,21 @@ def abandonment(stmt: Statement, e: grpc.RpcError) -> str | None:
     return None
 
 
+_CLASS_AT_START = re.compile(r"\[([A-Z][A-Z0-9_]*(?:\.[A-Z][A-Z0-9_]*)*)\] ")
+
+
 def backend_class(e: grpc.RpcError) -> str | None:
-    """The Spark error class the backend's status carries (ErrorInfo's `errorClass`);
-    None for a status it cannot read (which is then no abandonment)."""
-    return backend_error_info(e).metadata.get("errorClass") or None
+    """The Spark error class the backend's status carries: ErrorInfo's `errorClass`, or,
+    from a Spark 3.5 backend (which leaves that out), the `[CLASS]` that a Spark exception's
+    message starts with. None for a status it cannot read (which is then no abandonment)."""
+    info = backend_error_info(e)
+    cls = info.metadata.get("errorClass")
+    if cls:
+        return cls
+    if not info.reason.startswith("org.apache.spark."):
+        return None
+    m = _CLASS_AT_START.match(e.details() or "")
+    return m.group(1) if m else None
 
 
 def backend_error_info(e: grpc.RpcError) -> error_details_pb2.ErrorInfo:

@@ -21,7 +21,7 @@ from connect_testkit import active_jobs, audit_lines
 from google.protobuf import any_pb2
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 
-from api.connect.limits import HUNG_UP, RELEASED, Statement, abandonment
+from api.connect.limits import HUNG_UP, RELEASED, Statement, abandonment, backend_class
 
 bounded = pytest.mark.timeout(300)
 
@@ -153,15 +153,22 @@ def test_a_query_failing_mid_stream_is_still_audited_failed_and_logged(
 class _BackendError(grpc.RpcError):
     """A backend stream's end as grpc raises it: a status with Spark's ErrorInfo."""
 
-    def __init__(self, error_class: str) -> None:
-        info = error_details_pb2.ErrorInfo(
-            reason="org.apache.spark.SparkException", domain="org.apache.spark"
-        )
-        info.metadata["errorClass"] = error_class
+    def __init__(
+        self,
+        error_class: str,
+        *,
+        message: str | None = None,
+        reason: str = "org.apache.spark.SparkException",
+        spark35: bool = False,
+    ) -> None:
+        info = error_details_pb2.ErrorInfo(reason=reason, domain="org.apache.spark")
+        if not spark35:  # Spark 3.5's backend leaves errorClass out of its ErrorInfo
+            info.metadata["errorClass"] = error_class
+        message = f"[{error_class}] it happened." if message is None else message
         packed = any_pb2.Any()
         packed.Pack(info)
-        status = status_pb2.Status(code=code_pb2.INTERNAL, message=error_class, details=[packed])
-        self._message = error_class
+        status = status_pb2.Status(code=code_pb2.INTERNAL, message=message, details=[packed])
+        self._message = message
         self._trailers = (("grpc-status-details-bin", status.SerializeToString()),)
 
     def code(self) -> grpc.StatusCode:
@@ -186,6 +193,48 @@ def test_a_release_never_turns_a_real_backend_error_into_an_abandonment() -> Non
         RELEASED
     )
     assert abandonment(_stmt(hung_up=True), _BackendError("OPERATION_CANCELED")) == HUNG_UP
+
+
+def test_a_spark_35_backend_s_class_is_read_from_its_message() -> None:
+    """Spark 3.5 puts no errorClass in its ErrorInfo, only the `[CLASS]` its message starts
+    with (CI on 3.5 audited a dropped call as a failure for want of it)."""
+    cancelled = _BackendError("OPERATION_CANCELED", spark35=True)
+    assert backend_class(cancelled) == "OPERATION_CANCELED"
+    assert abandonment(_stmt(hung_up=True), cancelled) == HUNG_UP
+    assert abandonment(_stmt(), cancelled) is None
+    released = _BackendError("INVALID_CURSOR.DISCONNECTED", spark35=True)
+    assert abandonment(_stmt(released=True), released) == RELEASED
+    assert abandonment(_stmt(hung_up=True), _BackendError("DIVIDE_BY_ZERO", spark35=True)) is None
+
+
+@pytest.mark.parametrize(
+    ("message", "reason", "expected"),
+    [
+        (
+            "[OPERATION_CANCELED] Operation has been canceled.",
+            "org.apache.spark.SparkSQLException",
+            "OPERATION_CANCELED",
+        ),
+        (
+            "[INVALID_HANDLE.SESSION_NOT_FOUND] gone",
+            "org.apache.spark.SparkSQLException",
+            "INVALID_HANDLE.SESSION_NOT_FOUND",
+        ),
+        (
+            "Job aborted due to stage failure: [OPERATION_CANCELED] x",
+            "org.apache.spark.SparkException",
+            None,
+        ),
+        ("[OPERATION_CANCELED] not Spark's", "java.lang.RuntimeException", None),
+        ("[operation_canceled] lower case", "org.apache.spark.SparkSQLException", None),
+        ("[OPERATION_CANCELED]no space", "org.apache.spark.SparkSQLException", None),
+    ],
+)
+def test_only_a_spark_exception_s_leading_class_is_read(
+    message: str, reason: str, expected: str | None
+) -> None:
+    e = _BackendError("OPERATION_CANCELED", message=message, reason=reason, spark35=True)
+    assert backend_class(e) == expected
 
 
 def test_a_disconnect_the_client_did_not_cause_is_still_a_failure() -> None:
