@@ -534,7 +534,13 @@ def backend_class(e: grpc.RpcError) -> str | None:
         return cls
     if not info.reason.startswith("org.apache.spark."):
         return None
-    m = _CLASS_AT_START.match(e.details() or "")
+    return leading_class(e.details() or "")
+
+
+def leading_class(message: str) -> str | None:
+    """The `[CLASS]` (dotted for a sub-class) that a Spark exception's message starts
+    with, as Spark formats it; None when it starts otherwise."""
+    m = _CLASS_AT_START.match(message)
     return m.group(1) if m else None
 
 

@@ -7,7 +7,6 @@ Mixed into ConnectService, as the limits (limits.py) and analysis (analyze.py) a
 
 from __future__ import annotations
 
-import re
 import time
 from typing import NoReturn
 
@@ -17,7 +16,12 @@ from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
 from api.connect.call import Call
-from api.connect.limits import LimitExceeded, StatementRefused, backend_error_info
+from api.connect.limits import (
+    LimitExceeded,
+    StatementRefused,
+    backend_error_info,
+    leading_class,
+)
 from api.connect.sessions import SessionRefused
 from audit import AuditEvent
 from governance.errors import AccessDenied, AuditUnavailable, LakegateError
@@ -168,13 +172,12 @@ class CallOutcomes:
 #: Delta errors whose ErrorInfo carries no class, recognised by their message's first token
 #: (only these constants are ever taken from the text, so it can carry no value).
 _DELTA_CLASSES = frozenset({SCHEMA_CHANGED})
-_CLASS_AT_START = re.compile(r"\[([A-Z][A-Z0-9_]*)\] ")
 
 
 def _leading_class(details: str) -> str | None:
     """A known Delta error class that the backend's message starts with, else None."""
-    m = _CLASS_AT_START.match(details)
-    return m.group(1) if m and m.group(1) in _DELTA_CLASSES else None
+    cls = leading_class(details)
+    return cls if cls in _DELTA_CLASSES else None
 
 
 def _spark_message(e: BaseException, call: Call) -> str:

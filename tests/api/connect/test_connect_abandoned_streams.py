@@ -22,6 +22,8 @@ from google.protobuf import any_pb2
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 
 from api.connect.limits import HUNG_UP, RELEASED, Statement, abandonment, backend_class
+from api.connect.outcomes import _leading_class
+from governance.execute.sources import SCHEMA_CHANGED
 
 bounded = pytest.mark.timeout(300)
 
@@ -242,3 +244,21 @@ def test_a_disconnect_the_client_did_not_cause_is_still_a_failure() -> None:
     saw end. A disconnect without either (a session the gateway expired) is a failure."""
     for cls in ("INVALID_CURSOR.DISCONNECTED", "OPERATION_CANCELED"):
         assert abandonment(_stmt(), _BackendError(cls)) is None
+
+
+@pytest.mark.parametrize(
+    ("message", "expected"),
+    [
+        (f"[{SCHEMA_CHANGED}] the table changed", SCHEMA_CHANGED),
+        ("[DIVIDE_BY_ZERO] not a Delta class the audit reads from text", None),
+        (f"[{SCHEMA_CHANGED}.SUB] a sub-class is not the class", None),
+        (f"text first [{SCHEMA_CHANGED}] ", None),
+    ],
+)
+def test_the_audit_reads_only_known_delta_classes_from_a_message(
+    message: str, expected: str | None
+) -> None:
+    """The failure line's class falls back to the message's `[CLASS]` only for the Delta
+    classes whose ErrorInfo carries none (outcomes.py), through the same reader as
+    `backend_class`."""
+    assert _leading_class(message) == expected
