@@ -11,7 +11,8 @@ thread (a job group) and in the backend (the operation's job tag, and Spark Conn
 interrupt), so the cores are free at once. A result its client stops reading (it releases
 the operation, or drops its call) is audited `phase=abandoned`, not as a backend failure,
 when the gateway saw the release or the dropped call and then the backend's error that this
-makes (`abandonment`).
+makes (`abandonment`). The gateway ends such a call itself rather than wait on its client
+(`end_streams`): after a release, and after a timeout whose client reads nothing more.
 """
 
 from __future__ import annotations
@@ -70,6 +71,8 @@ class Statement:
     released: bool = False  # the gateway forwarded its client's ReleaseExecute(release_all)
     hung_up: bool = False  # its client's call ended before the result's end
     session_released: bool = False  # its client released the whole session (ReleaseSession)
+    # how to end the client calls streaming its result from this side (`end_streams`)
+    streams: list[Callable[[bool], None]] = field(default_factory=list)
 
     @property
     def job_group(self) -> str:
@@ -255,6 +258,11 @@ class StatementLimits:
             return
         stmt.timed_out = True
         self.cancel(stmt)
+        # a client still reading gets its DEADLINE_EXCEEDED as the backend's stream ends; a
+        # stream still open after the grace has a client that stopped reading, and ends here
+        ends = threading.Timer(STREAM_GRACE, end_streams, args=(stmt, True))
+        ends.daemon = True
+        ends.start()
 
     def timed_out(self) -> LimitExceeded:
         return LimitExceeded(
@@ -269,6 +277,23 @@ class StatementLimits:
             f"aggregate or add .limit({self.row_limit})",
             grpc.StatusCode.RESOURCE_EXHAUSTED,
         )
+
+
+#: Seconds a timed-out statement's stream may stay open after its backend work was
+#: cancelled before the gateway ends the client's call itself.
+STREAM_GRACE = 5.0
+
+
+def end_streams(stmt: Statement, timed_out: bool) -> None:
+    """End the client calls still streaming the statement's result, from the gateway's side.
+
+    gRPC's sync server holds a handler in its send until the client reads or cancels: a
+    client that released the operation (or let it time out) and neither reads nor cancels
+    would keep a gateway thread, and the call's closing line, waiting for as long as it
+    likes. A release ends only a stream that has not sent the result's end (a stock client
+    releases after reading it); a timeout ends any stream still open."""
+    for end in list(stmt.streams):
+        end(timed_out)
 
 
 class LimitedCalls:
@@ -382,7 +407,18 @@ class LimitedCalls:
                 stmt.hung_up = True
                 self.limits.cancel(stmt)
 
+        def end(timed_out: bool) -> None:  # see `end_streams`
+            if settled[0] or (complete[0] and not timed_out):
+                return
+            context.cancel()  # wakes the handler from its send: GeneratorExit below
+            if timed_out:  # wakes it from a backend that did not end at the interrupt
+                cancel = getattr(responses, "cancel", None)
+                if cancel is not None:
+                    cancel()
+
         context.add_callback(gone)
+        if stmt is not None:
+            stmt.streams.append(end)
         try:
             for resp in responses:
                 resp.ClearField("metrics")  # operator names may carry storage paths
@@ -416,7 +452,16 @@ class LimitedCalls:
             self._backend_error(call, context, e)
         except GeneratorExit:  # gRPC dropped the call (its client cancelled) mid-result
             settled[0] = True
-            if stmt is not None and not complete[0] and not stmt.timed_out:
+            if stmt is not None and not complete[0] and stmt.timed_out:
+                try:  # the timeout's line, which the client (no longer there) cannot read
+                    self._audit(
+                        call, allowed=True, succeeded=False, reason=str(self.limits.timed_out())
+                    )
+                except AuditUnavailable as ae:
+                    ERROR_LOG.error(
+                        "connect query %s timed out, not on record: %s", call.query_id, ae
+                    )
+            elif stmt is not None and not complete[0]:
                 stmt.hung_up = True
                 if not stmt.done:
                     self.limits.cancel(stmt)
@@ -435,6 +480,8 @@ class LimitedCalls:
                     )
             raise
         finally:
+            if stmt is not None and end in stmt.streams:
+                stmt.streams.remove(end)
             # A stream this gateway stops reading (the client went away, a limit refused it)
             # is cancelled on the backend's connection now, not when it is garbage-collected:
             # an unread stream keeps a backend sender waiting on flow control.
@@ -455,7 +502,7 @@ class LimitedCalls:
         if stmt is not None:
             stmt.released = True
         try:
-            return self._forward_call(
+            answer = self._forward_call(
                 call,
                 self.stub.ReleaseExecute,
                 request,
@@ -468,6 +515,9 @@ class LimitedCalls:
             if stmt is not None:
                 stmt.released = False
             raise
+        if stmt is not None:  # its client may keep the call open without reading
+            end_streams(stmt, timed_out=False)
+        return answer
 
     def _abandoned(
         self, call: Any, context: grpc.ServicerContext, stmt: Statement, how: str
@@ -517,7 +567,9 @@ def abandonment(stmt: Statement, e: grpc.RpcError) -> str | None:
     if stmt.released and cls in _RELEASED_CLASSES:
         return RELEASED
     if stmt.hung_up and cls in _HUNG_UP_CLASSES:
-        return HUNG_UP
+        # a released statement's call may have ended first: the gateway ends it on the
+        # release (`end_streams`), and its cancel may reach the backend before the release
+        return RELEASED if stmt.released else HUNG_UP
     return None
 
 

@@ -39,6 +39,7 @@ from api.connect.limits import (
     Statement,
     StatementLimits,
     backend_class,
+    end_streams,
 )
 from api.connect.outcomes import CallOutcomes, Refusal
 from api.connect.relations import PlanGovernor
@@ -321,9 +322,12 @@ class ConnectService(
         if call.entry is not None:
             self.sessions.finished(call.entry)  # found with `hold`; closed next
         self._allow(call, context)
-        for stmt in self.limits.matching(call.user, call.session_id, "all", ""):
+        running = self.limits.matching(call.user, call.session_id, "all", "")
+        for stmt in running:
             stmt.session_released = True  # their streams end now: abandoned, not failed
         self.sessions.close(call.user, call.session_id)
+        for stmt in running:  # even those whose client keeps its call open, not reading
+            end_streams(stmt, timed_out=False)
         return base_pb2.ReleaseSessionResponse(session_id=call.session_id)
 
     def _release(self, call: Call, request: Any, context: grpc.ServicerContext) -> Any:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import re
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,14 @@ from connect_testkit import active_jobs, audit_lines
 from google.protobuf import any_pb2
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 
-from api.connect.limits import HUNG_UP, RELEASED, Statement, abandonment, backend_class
+from api.connect.limits import (
+    HUNG_UP,
+    RELEASED,
+    SESSION_RELEASED,
+    Statement,
+    abandonment,
+    backend_class,
+)
 from api.connect.outcomes import _leading_class
 from governance.execute.sources import SCHEMA_CHANGED
 
@@ -128,6 +136,105 @@ def test_a_stream_whose_call_the_client_cancelled_is_audited_abandoned_not_faile
     )
 
 
+def _held_open(s: Any, responses: int = 3) -> tuple[Any, Any]:
+    """A reattachable ExecutePlan of `_wide` through the stock client's own stub, read for
+    `responses` answers and then neither read nor cancelled: a client that keeps its call
+    open (a stock client's call lives until its iterator is garbage-collected). The call
+    and its request."""
+    import pyspark.sql.connect.proto as pb2
+
+    client = s.client
+    req = client._execute_plan_request_with_metadata()
+    req.operation_id = str(uuid.uuid4())
+    req.plan.CopyFrom(_wide(s)._plan.to_proto(client))
+    req.request_options.append(
+        pb2.ExecutePlanRequest.RequestOption(
+            reattach_options=pb2.ReattachOptions(reattachable=True)
+        )
+    )
+    call = client._stub.ExecutePlan(req, metadata=client._builder.metadata())
+    for _ in range(responses):
+        next(call)
+    return call, req
+
+
+def _ended_by_the_gateway(call: Any) -> None:
+    """The held call was ended from the gateway's side (bounded: the call's own end)."""
+    with pytest.raises(grpc.RpcError) as e:
+        for _ in call:
+            pass
+    assert e.value.code() == grpc.StatusCode.CANCELLED
+
+
+@bounded
+def test_a_released_stream_whose_client_keeps_its_call_open_is_ended_and_audited_abandoned(
+    remote: Callable[..., Any], gateway: Any, spark: Any, audit_dir: Path
+) -> None:
+    """Seen in CI: the closing line waited on the client dropping its call. A release is
+    the client's word that it reads no more: the gateway ends the call itself, so neither
+    the line nor the handler's thread waits on the client's garbage collector."""
+    import pyspark.sql.connect.proto as pb2
+
+    s = remote("dana")
+    since = len(audit_lines(audit_dir))
+    call, req = _held_open(s)
+    release = pb2.ReleaseExecuteRequest(
+        session_id=req.session_id,
+        operation_id=req.operation_id,
+        user_context=req.user_context,
+        client_type=req.client_type,
+    )
+    release.release_all.CopyFrom(pb2.ReleaseExecuteRequest.ReleaseAll())
+    s.client._stub.ReleaseExecute(release, metadata=s.client._builder.metadata())
+    end = _call_end(audit_dir, since, "dana")  # the call is still held here
+    assert end["phase"] == "abandoned", end
+    assert end["reason"].endswith(f" rows were sent: {RELEASED}"), end
+    _ended_by_the_gateway(call)
+    assert gateway.service.limits.count("dana") == 0
+    _no_jobs_left(spark)
+    assert s.range(3).count() == 3  # the session goes on
+
+
+@bounded
+def test_a_stream_of_a_released_session_whose_client_keeps_its_call_open_is_ended_and_audited(
+    remote: Callable[..., Any], gateway: Any, audit_dir: Path
+) -> None:
+    """ReleaseSession (Spark 4's `spark.stop()`) ends its statements' open calls too."""
+    from pyspark.sql.connect.proto import base_pb2
+
+    if not hasattr(base_pb2, "ReleaseSessionRequest"):
+        pytest.skip("Spark 3.5's protocol has no ReleaseSession")
+    s = remote("dana")
+    since = len(audit_lines(audit_dir))
+    call, req = _held_open(s)
+    bye = base_pb2.ReleaseSessionRequest(session_id=req.session_id, user_context=req.user_context)
+    s.client._stub.ReleaseSession(bye, metadata=s.client._builder.metadata())
+    end = _call_end(audit_dir, since, "dana")  # the call is still held here
+    assert end["phase"] == "abandoned"
+    assert end["reason"].endswith(f" rows were sent: {SESSION_RELEASED}"), end["reason"]
+    _ended_by_the_gateway(call)
+    assert gateway.service.limits.count("dana") == 0
+
+
+@bounded
+def test_a_timed_out_stream_whose_client_stopped_reading_is_ended_and_audited_timed_out(
+    limited_gateway: Callable[..., Any], spark: Any, audit_dir: Path
+) -> None:
+    """A statement that times out while its client neither reads nor cancels still gets
+    its timeout's line (it got none at all before), and the gateway's thread is freed
+    after the grace (limits.STREAM_GRACE), not when the client lets go."""
+    gw, connect = limited_gateway(statement_timeout=3.0)
+    s = connect("dana")
+    since = len(audit_lines(audit_dir))
+    call, _ = _held_open(s)
+    end = _call_end(audit_dir, since, "dana")  # the call is still held here
+    assert end["reason"].startswith("statement timed out after 3 s"), end["reason"]
+    assert end["allowed"] == "true" and end["phase"] != "abandoned"
+    _ended_by_the_gateway(call)
+    assert gw.service.limits.count("dana") == 0
+    _no_jobs_left(spark)
+
+
 @bounded
 def test_a_query_failing_mid_stream_is_still_audited_failed_and_logged(
     remote: Callable[..., Any], audit_dir: Path, caplog: pytest.LogCaptureFixture
@@ -195,6 +302,14 @@ def test_a_release_never_turns_a_real_backend_error_into_an_abandonment() -> Non
         RELEASED
     )
     assert abandonment(_stmt(hung_up=True), _BackendError("OPERATION_CANCELED")) == HUNG_UP
+
+
+def test_a_released_statement_whose_call_ended_first_is_named_released() -> None:
+    """The gateway ends a released statement's call itself (`end_streams`): its cancel may
+    reach the backend before the release, and the release is still why it ended."""
+    both = _stmt(released=True, hung_up=True)
+    assert abandonment(both, _BackendError("OPERATION_CANCELED")) == RELEASED
+    assert abandonment(both, _BackendError("DIVIDE_BY_ZERO")) is None
 
 
 def test_a_spark_35_backend_s_class_is_read_from_its_message() -> None:
