@@ -229,29 +229,33 @@ def run_planned(
     refresh_derived: Callable[[], None],
     sources: PinnedSources | None = None,
     noted: Callable[[Planned], None] | None = None,
+    row_limit: int | None = None,
 ) -> DataFrame:
     """Run a plan: its actions around its SQL, the SQL's analyzed plan verified first
     (`refresh_derived` re-lists the derived tables' files before they are read; `sources`
     makes the plan's pinned sources; `noted` puts the tags a write carries on record once
-    the analysed plan says which, before any effect)."""
+    the analysed plan says which, before any effect). `row_limit`: at most that many rows,
+    a query's limit put on before its one optimization (a `limit` on the optimized frame
+    would optimize the whole plan again, Delta's file skipping with it)."""
     if planned.derived:
         refresh_derived()
     ensure_pins(sources, spark, planned.pins)
     execute_actions(planned.before, catalog, spark)
     if planned.history is not None:
-        return read_history(planned.history, spark)
+        return _limited(read_history(planned.history, spark), row_limit)
     if planned.local_rows is not None:
-        return spark.createDataFrame(planned.local_rows, planned.local_schema)
+        return _limited(spark.createDataFrame(planned.local_rows, planned.local_schema), row_limit)
     assert planned.sql is not None
     # parsed as checked (governance/verify/guard.py); what is verified is the very plan that runs
     if planned.is_query:
         df = query_frame(spark, planned.sql)
-        qe = df._jdf.queryExecution()
         if verify:
             with PHASE_SECONDS.labels("verify").time():
-                note_reads(planned, verify_plan(qe.analyzed(), planned.expected, analyze))
+                analyzed = df._jdf.queryExecution().analyzed()
+                note_reads(planned, verify_plan(analyzed, planned.expected, analyze))
+        df = _limited(df, row_limit)  # over the verified plan: only fewer of its rows
         # optimize now, inside the governed error handling; execution reuses this plan
-        qe.optimizedPlan()
+        df._jdf.queryExecution().optimizedPlan()
     else:
         plan = analyze_only(spark, planned.sql)
         if verify:
@@ -259,9 +263,13 @@ def run_planned(
                 note_reads(planned, verify_plan(plan, planned.expected, analyze))
         if planned.carry is not None:
             _carry_tags(planned, plan, catalog, spark, noted)
-        df = run_analyzed(spark, plan)
+        df = _limited(run_analyzed(spark, plan), row_limit)
     execute_actions(planned.after, catalog, spark)
     return df
+
+
+def _limited(df: DataFrame, row_limit: int | None) -> DataFrame:
+    return df if row_limit is None else df.limit(row_limit)
 
 
 def _carry_tags(

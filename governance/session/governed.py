@@ -371,6 +371,9 @@ class GovernedSession:
         self.caller_context = caller_context
         self.namespace = Namespace(lg.config.default_catalog, lg.config.default_schema)
         self.last_query_id: str | None = None  # queryId of the last statement's audit lines
+        # at most this many rows in each statement's result (None: all): applied before the
+        # plan is optimized, so the caller's limit costs no second optimization (REST)
+        self.row_limit: int | None = None
         # the last statement's plan (rewritten SQL, expected views): entry points that run
         # it elsewhere (api/connect) send this SQL and verify against `expected`
         self.last_planned: Planned | None = None
@@ -598,6 +601,7 @@ class GovernedSession:
             verify=lg.config.verify_plans,
             analyze=lg.analyze_view,
             refresh_derived=lg.refresh_audit_view,
+            row_limit=self.row_limit,
             sources=lg.sources,
             noted=self.record.carried,
         )
