@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import json
+import logging
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -191,6 +192,17 @@ def run(command: click.Command, argv: Sequence[str] | None, prog: str) -> int:
         fail(NO_SPARK)  # a command that needs Spark, installed without a Spark line
         return EXIT_UNAVAILABLE
     except Exception as e:  # a runtime error's message may carry data: its class only
+        logged_unexpected(prog)
         fail(f"unexpected error ({type(e).__name__})")
         return EXIT_FAILED
     return int(rv or 0)
+
+
+def logged_unexpected(prog: str) -> None:
+    """The whole error, traceback and all, into the server log (`lakegate-server.log`), where
+    a command has routed one, so a failure the caller sees only by its class can be read
+    there. Without a routed log nothing is written: Python's last-resort handler would print
+    it on the caller's stderr."""
+    log = logging.getLogger("lakegate.errors")  # governance/execute/run.py's ERROR_LOG
+    if log.handlers:
+        log.exception("%s: unexpected error", prog)
