@@ -346,7 +346,13 @@ def serve_rest(lg: Any) -> tuple[str, Any]:
     sock.listen(1024)
     # log_config=None: uvicorn's default dictConfig would close the audit log's handlers
     server = uvicorn.Server(
-        uvicorn.Config(app, log_config=None, log_level="warning", access_log=False)
+        uvicorn.Config(
+            app,
+            log_config=None,
+            log_level="warning",
+            access_log=False,
+            timeout_keep_alive=lg.config.api.keep_alive_seconds,  # as `lakegate serve`
+        )
     )
     logging.getLogger("lakegate.api").setLevel(logging.ERROR)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)

@@ -101,6 +101,7 @@ def serve(
             log_level=log_level,
             access_log=access_log,
             server_header=False,
+            timeout_keep_alive=cfg.api.keep_alive_seconds,
             ssl_certfile=str(cfg.api.tls_cert) if tls else None,
             ssl_keyfile=str(cfg.api.tls_key) if tls else None,
         )
@@ -149,6 +150,7 @@ def _start_behind(
         app = create_app(lg, tokens_from=lg.config.path)
         _settle(app)
     except Exception as e:
+        logging.getLogger("lakegate.errors").exception("Spark could not start")
         failed.append(
             f"Spark could not start ({type(e).__name__}); see {here / 'lakegate-spark.log'}"
         )

@@ -58,6 +58,11 @@ class ApiConfig:
     # threads running REST statements at once (more wait for one): a statement's thread
     # blocks on Spark, not on Python's CPU, so this bounds Spark work in flight, not CPU
     statement_threads: int = 32
+    # seconds an idle HTTP/1.1 connection is kept open: longer than a client's or a load
+    # balancer's own idle timeout (60 s on common ones), so the caller closes first. A server
+    # that closes first (uvicorn's default is 5 s) can do so while the caller's next request
+    # is on its way, and that request fails with a reset connection.
+    keep_alive_seconds: int = 75
 
 
 @dataclass(frozen=True)
@@ -297,6 +302,7 @@ class Config:
                 None if api.tls_cert is None else rel(api.tls_cert),
                 None if api.tls_key is None else rel(api.tls_key),
                 statement_threads=api.statement_threads,
+                keep_alive_seconds=api.keep_alive_seconds,
             ),
             state=rel(f.state),
             connect=ConnectConfig()
@@ -369,6 +375,9 @@ class _Api(BaseModel):
     tls_key: str | None = Field(None, description=_PATH)
     statement_threads: Annotated[int, Field(gt=0, le=1024)] = Field(
         32, description="'{where}' must be a whole number of threads from 1 to 1024"
+    )
+    keep_alive_seconds: Annotated[int, Field(gt=0, le=3600)] = Field(
+        75, description="'{where}' must be a whole number of seconds from 1 to 3600"
     )
 
     @model_validator(mode="before")

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import httpx
 
+from governance.config import ApiConfig
+
 PERSONAS = ("alice", "bob", "carol", "dana", "erin", "frank", "harriet", "mallory", "root")
 SECRET = "test-secret-0123456789abcdef"
 PRODUCTS_YAML = """\
@@ -78,15 +80,22 @@ def all_visible(client: httpx.Client) -> dict[str, list[str]]:
 
 
 @contextmanager
-def serve(app) -> Iterator[str]:
-    """`app` under a real uvicorn on 127.0.0.1, on a free port; yields the base URL."""
+def serve(app, keep_alive: int = ApiConfig.keep_alive_seconds) -> Iterator[str]:
+    """`app` under a real uvicorn on 127.0.0.1, on a free port, kept alive as `lakegate
+    serve` keeps connections (`api.keep_alive_seconds`); yields the base URL."""
     import uvicorn
 
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     sock.listen(128)
     port = sock.getsockname()[1]
-    config = uvicorn.Config(app, log_config=None, log_level="warning", access_log=False)
+    config = uvicorn.Config(
+        app,
+        log_config=None,
+        log_level="warning",
+        access_log=False,
+        timeout_keep_alive=keep_alive,
+    )
     srv = uvicorn.Server(config)
     thread = threading.Thread(target=srv.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
@@ -107,7 +116,7 @@ def api_lakegate_on(lakehouse, spark, root: Path, **config):
     """A Lakegate on the demo lakehouse's tables with an `api:` section (a token per persona)
     and its own copy of the catalog, products and audit under `root`; `config` overrides
     lakegate.yaml keys (e.g. `policies`)."""
-    from governance.config import ApiConfig, ApiToken
+    from governance.config import ApiToken
     from governance.session.governed import Lakegate
 
     src = sqlite3.connect(lakehouse.config.catalog)

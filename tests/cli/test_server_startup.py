@@ -111,9 +111,42 @@ def test_serve_answers_healthz_and_readyz_503_while_spark_starts_then_ready(
         _probes_open_before_spark_and_turn_ready(base, proc)
         # then the real app answers: authentication first
         assert _get(f"{base}/api/lakegate/v1/domains")[0] == 401
+        _an_idle_connection_is_kept_past_five_seconds(port)
     finally:
         code = _stop(proc)
     assert code == 0, (tmp_path / "server.log").read_text()[-2000:]
+
+
+def _answer(conn: socket.socket) -> bytes:
+    """One HTTP/1.1 answer off a kept-alive connection (b"" once the server closed it)."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = conn.recv(65536)
+        if not chunk:
+            return data
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = next(
+        int(line.split(b":", 1)[1])
+        for line in head.split(b"\r\n")
+        if line.lower().startswith(b"content-length:")
+    )
+    while len(body) < length:
+        body += conn.recv(65536)
+    return head
+
+
+def _an_idle_connection_is_kept_past_five_seconds(port: int) -> None:
+    """api.keep_alive_seconds (75): uvicorn's own 5 s closed idle connections first, and a
+    client whose next request crossed that close got a reset (a REST client of the load
+    benchmark did, once, at N = 32)."""
+    request = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as conn:
+        conn.sendall(request)
+        assert _answer(conn).startswith(b"HTTP/1.1 200")
+        time.sleep(6.5)
+        conn.sendall(request)
+        assert _answer(conn).startswith(b"HTTP/1.1 200"), "the idle connection was closed"
 
 
 def _grpc(ca: Path, port: int):

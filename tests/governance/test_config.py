@@ -77,6 +77,11 @@ def test_missing_file(tmp_path: Path) -> None:
             "'api.statement_threads' must be a whole number of threads from 1 to 1024",
         ),
         ("api: {statement_threads: 5000}\n", "'api.statement_threads' must be a whole number"),
+        ("api: {keep_alive_seconds: 0}\n", "'api.keep_alive_seconds' must be positive"),
+        (
+            "api: {keep_alive_seconds: 86400}\n",
+            "'api.keep_alive_seconds' must be a whole number of seconds from 1 to 3600",
+        ),
         (
             "api: {tokens: [{user: a, sha256: '" + "ab" * 32 + "', role: admin}]}\n",
             re.escape("'api.tokens[0]' must be {user: NAME, sha256: HEX}"),
@@ -133,6 +138,13 @@ def test_the_rest_statement_threads_are_a_setting(tmp_path: Path) -> None:
     f.write_text("api: {statement_threads: 48}\n")
     assert Config.load(f).api.statement_threads == 48
     assert ApiConfig().statement_threads == 32
+
+
+def test_the_rest_servers_keep_alive_is_a_setting(tmp_path: Path) -> None:
+    f = tmp_path / "lakegate.yaml"
+    f.write_text("api: {keep_alive_seconds: 120}\n")
+    assert Config.load(f).api.keep_alive_seconds == 120
+    assert ApiConfig().keep_alive_seconds == 75
 
 
 def test_an_abbreviated_commit_of_digits_is_a_policies_ref(tmp_path: Path) -> None:
