@@ -125,6 +125,20 @@ def load_section(results: dict[str, Any], add: Add, img: Img) -> None:
                 f"{plain['heavy']['done']} heavy queries ran)."
             )
         add("")
+    by_length = ld.get("fairness_by_task_length") or []
+    if by_length:
+        add(
+            "The same with shorter heavy queries (fewer rows generated per order row, so "
+            "shorter tasks; Spark runs a task to its end once started):\n"
+        )
+        add("| rows per order | erin's query alone, p50 | gateway: lookup loaded/idle | plain |")
+        add("|---|---|---|---|")
+        for f in by_length:
+            add(
+                f"| {f['rows']:,} | {f['heavy_alone']['p50']:.0f} ms | {f['ratio']:.2f}x | "
+                f"{f['plain']['ratio']:.2f}x |"
+            )
+        add("")
     soak = ld.get("soak")
     if soak:
         run = soak["run"]

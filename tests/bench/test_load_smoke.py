@@ -168,3 +168,36 @@ def test_report_section_shows_both_sides_and_the_verdicts(
     text = report.read_text()
     assert text.index("## Other") < text.index(TITLE) < text.index("Every figure above")
     assert (tmp_path / "charts" / "load.png").is_file()
+
+
+def test_report_tables_fairness_by_the_heavy_tasks_length(figures: dict[str, Any]) -> None:
+    """The fairness sweep's rows (load.py --heavy-rows): what each heavy query took alone
+    and the lookup's loaded/idle ratio on both sides, the first one also judged."""
+
+    def run(rows: int, alone: float, ratio: float, plain: float) -> dict[str, Any]:
+        side = {"idle": {"p50": 100.0}, "loaded": {"p50": 100.0 * ratio, "p99": 400.0}}
+        return {
+            **side,
+            "count": 64,
+            "rows": rows,
+            "heavy_alone": {"p50": alone},
+            "ratio": ratio,
+            "met": ratio <= 2,
+            "heavy": {"done": 9, "busy": 3, "failed": 0},
+            "plain": {**side, "ratio": plain, "heavy": {"done": 30, "busy": 0, "failed": 0}},
+        }
+
+    sweep = [run(3_000_000, 2600.0, 16.6, 90.4), run(30_000, 41.0, 1.4, 3.2)]
+    lines: list[str] = []
+    load_section(
+        {"load": {**figures, "fairness": sweep[0], "fairness_by_task_length": sweep}},
+        lines.append,
+        lambda name, alt: f"[{name}]",
+    )
+    assert any("16.60x idle, target <= 2x: **NOT met**" in ln for ln in lines)
+    assert [
+        ln for ln in lines if ln.startswith("| 3,000,000 |") or ln.startswith("| 30,000 |")
+    ] == [
+        "| 3,000,000 | 2600 ms | 16.60x | 90.40x |",
+        "| 30,000 | 41 ms | 1.40x | 3.20x |",
+    ]
