@@ -141,6 +141,7 @@ def _start_behind(
     """Recovery, Spark, the app, then hand the app to `starting`; a Spark that cannot start
     stops the server (exit 5) with one line in `failed`."""
     from api.app import create_app
+    from governance.execute.run import ERROR_LOG
     from governance.runtime.heap import settle_heap
 
     recovered(lg)
@@ -150,7 +151,7 @@ def _start_behind(
         app = create_app(lg, tokens_from=lg.config.path)
         _settle(app)
     except Exception as e:
-        logging.getLogger("lakegate.errors").exception("Spark could not start")
+        ERROR_LOG.exception("Spark could not start")
         failed.append(
             f"Spark could not start ({type(e).__name__}); see {here / 'lakegate-spark.log'}"
         )
