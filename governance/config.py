@@ -89,6 +89,11 @@ class ConnectConfig:
     fair_share_slots: int = 0
     # seconds after their last statement ended that a user still counts as active
     fair_share_window: float = 5.0
+    # seconds a busy answer asks the client to wait before it retries (gRPC's RetryInfo;
+    # 0: none). Spark 4's stock client retries such an answer itself, waiting at least this
+    # and backing off (about 10 minutes in all) before it raises the busy error; Spark 3.5's
+    # raises it at once. Without it a refused client's own retry loop can flood the gateway.
+    busy_retry_delay: float = 2.0
 
 
 @dataclass(frozen=True)
@@ -321,6 +326,7 @@ class Config:
                 f.connect.statement_queue_wait,
                 f.connect.fair_share_slots,
                 f.connect.fair_share_window,
+                f.connect.busy_retry_delay,
             ),
             identity=IdentityConfig() if f.identity is None else f.identity.build(rel),
         )
@@ -417,6 +423,9 @@ class _Connect(BaseModel):
     )
     fair_share_window: NonNegativeFloat = Field(
         5.0, description="'{where}' must be a number of seconds, 0 or more"
+    )
+    busy_retry_delay: Annotated[float, Field(ge=0, le=600)] = Field(
+        2.0, description="'{where}' must be a number of seconds from 0 (off) to 600"
     )
 
 

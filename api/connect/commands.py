@@ -230,6 +230,17 @@ class GatewayCommands:
             while len(self._local_ops) > LOCAL_OPS_KEPT:
                 self._local_ops.popitem(last=False)
 
+    def _forwarded(self, call: Call, op_id: str) -> None:
+        """The operation goes to the backend after all: a client retrying a busy answer
+        sends the refused operation's id again, and its release and reattach must then
+        reach the backend."""
+        with self._lock:
+            self._local_ops.pop((call.user, call.session_id, op_id), None)
+
+    def _is_local(self, call: Call, op_id: str) -> bool:
+        with self._lock:
+            return (call.user, call.session_id, op_id) in self._local_ops
+
     def _answers(self, call: Call, request: Any, result: Any) -> list[Any]:
         """A command answered here: its result (if any) and completion; the operation id is
         remembered so that ReleaseExecute is answered here too."""

@@ -42,7 +42,12 @@ OpKey = tuple[str, str, str]  # (user, session id, operation id)
 
 
 class StatementRefused(LakegateError):
-    """A statement over the user's concurrency limit."""
+    """A statement over the user's concurrency limit; `retry_after`: the seconds its answer
+    asks the client to wait before retrying (gRPC's RetryInfo; 0: none)."""
+
+    def __init__(self, message: str, retry_after: float = 0.0) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 class LimitExceeded(LakegateError):
@@ -100,9 +105,10 @@ class StatementLimits:
         queue_wait: float = 0.0,
         fair_share_slots: int = 0,
         fair_share_window: float = 5.0,
+        retry_after: float = 0.0,
     ) -> None:
         self.per_user, self.timeout, self.row_limit = per_user, timeout, row_limit
-        self.queue_wait = queue_wait
+        self.queue_wait, self.retry_after = queue_wait, retry_after
         self.fair_share_slots, self.fair_share_window = fair_share_slots, fair_share_window
         self._running: dict[OpKey, Statement] = {}
         self._counts: dict[str, int] = {}  # by user: statements running (no zero entries)
@@ -171,7 +177,7 @@ class StatementLimits:
                     self._waiting[user] -= 1
             mine = self._mine(user)
             if mine >= limit:
-                raise StatementRefused(self._busy(user, mine, limit, active))
+                raise StatementRefused(self._busy(user, mine, limit, active), self.retry_after)
             stmt = self._running[key] = Statement(key, frozenset(tags))
             self._counts[user] = mine + 1
         stmt.timer = threading.Timer(self.timeout, self._expire, args=(stmt,))

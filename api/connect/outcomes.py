@@ -110,12 +110,17 @@ class CallOutcomes:
         else:
             code, allowed = grpc.StatusCode.INVALID_ARGUMENT, True
             message = _spark_message(e, call)
+        details = []
         try:
             self._audit(call, allowed=allowed, succeeded=False, reason=message)
+            if isinstance(e, StatementRefused) and e.retry_after > 0:
+                details.append(retry_info(e.retry_after))
         except AuditUnavailable as ae:
             code, message = grpc.StatusCode.UNAVAILABLE, str(ae)
         context.abort_with_status(
-            rpc_status.to_status(status_pb2.Status(code=code.value[0], message=message))
+            rpc_status.to_status(
+                status_pb2.Status(code=code.value[0], message=message, details=details)
+            )
         )
         raise AssertionError("unreachable")  # abort_with_status raises
 
@@ -172,6 +177,17 @@ class CallOutcomes:
 #: Delta errors whose ErrorInfo carries no class, recognised by their message's first token
 #: (only these constants are ever taken from the text, so it can carry no value).
 _DELTA_CLASSES = frozenset({SCHEMA_CHANGED})
+
+
+def retry_info(seconds: float) -> any_pb2.Any:
+    """gRPC's RetryInfo detail: wait at least `seconds` before retrying. Spark 4's stock
+    client retries any status carrying it (pyspark's DefaultPolicy, its own backoff and
+    at most 15 retries), so a busy user's client waits instead of resubmitting at once."""
+    info = error_details_pb2.RetryInfo()
+    info.retry_delay.FromMilliseconds(int(seconds * 1000))
+    packed = any_pb2.Any()
+    packed.Pack(info)
+    return packed
 
 
 def _leading_class(details: str) -> str | None:

@@ -113,6 +113,7 @@ class ConnectService(
             queue_wait=cfg.statement_queue_wait,
             fair_share_slots=cfg.fair_share_slots,
             fair_share_window=cfg.fair_share_window,
+            retry_after=cfg.busy_retry_delay,
         )
         self._sweeper = Sweeper(self.sessions, min(cfg.session_idle_timeout / 2, 60.0))
         self._sweeper.start()
@@ -208,7 +209,8 @@ class ConnectService(
             self._answered_here(call, request.operation_id)  # refused: never in the backend
             self._fail(call, context, self._ended(stmt, e))
         finally:
-            self._clear_group()
+            if stmt is not None:  # a refused statement set no job group (one py4j call less)
+                self._clear_group()
         assert stmt is not None
         if answers is not None:
             self.limits.finish(stmt)
@@ -220,6 +222,7 @@ class ConnectService(
         except BaseException:
             self.limits.finish(stmt)
             raise
+        self._forwarded(call, request.operation_id)
         yield from self._stream(
             call, context, stmt, self.stub.ExecutePlan(request, metadata=self._meta())
         )
@@ -301,6 +304,18 @@ class ConnectService(
                     grpc.StatusCode.NOT_FOUND,
                     "the Spark Connect session expired (connect.session_idle_timeout); its "
                     "operations were cancelled",
+                ),
+            )
+        if self._is_local(call, request.operation_id):
+            # refused or answered here: a stock client reattaches after a busy answer and,
+            # told the operation is not found, sends its ExecutePlan again
+            self._fail(
+                call,
+                context,
+                Refusal(
+                    grpc.StatusCode.NOT_FOUND,
+                    "INVALID_HANDLE.OPERATION_NOT_FOUND: the operation is not running (the "
+                    "gateway answered or refused it); send it again",
                 ),
             )
         self._allow(call, context)

@@ -87,7 +87,10 @@ def test_the_third_concurrent_statement_of_one_user_is_refused_and_interrupt_fre
 ) -> None:
     from pyspark.errors.exceptions.connect import SparkConnectGrpcException
 
-    gw, connect = limited_gateway(max_statements_per_user=2, statement_timeout=3600.0)
+    # no retry delay: a Spark 4 client raises the busy answer at once instead of retrying it
+    gw, connect = limited_gateway(
+        max_statements_per_user=2, statement_timeout=3600.0, busy_retry_delay=0.0
+    )
     first, second, third = connect("erin"), connect("erin"), connect("erin")
     runs = [_in_thread(lambda s=s: _runaway(s)) for s in (first, second)]
     _until(lambda: gw.service.limits.count("erin") == 2, "erin's two statements run")
@@ -148,7 +151,7 @@ def test_with_fair_share_slots_a_users_second_statement_is_refused_while_another
     from pyspark.errors.exceptions.connect import SparkConnectGrpcException
 
     gw, connect = limited_gateway(
-        fair_share_slots=2, fair_share_window=600.0, statement_timeout=3600.0
+        fair_share_slots=2, fair_share_window=600.0, statement_timeout=3600.0, busy_retry_delay=0
     )
     carol, first, second = connect("carol"), connect("erin"), connect("erin")
     got = sorted((tuple(r) for r in carol.sql(ORDERS).collect()), key=repr)
@@ -164,3 +167,60 @@ def test_with_fair_share_slots_a_users_second_statement_is_refused_while_another
     assert "error" in run[1], run[1]
     _until(lambda: not active_jobs(spark), "the interrupted query's jobs were cancelled")
     assert [r.id for r in second.range(3).collect()] == [0, 1, 2]
+
+
+@bounded
+def test_a_busy_answer_asks_for_a_retry_and_a_stock_spark4_client_waits_then_runs(
+    limited_gateway, spark, audit_dir
+) -> None:
+    """connect.busy_retry_delay: the busy answer carries gRPC's RetryInfo, so Spark 4's stock
+    client waits and sends the statement again itself (its reattach is answered "not found"
+    here, then it sends the ExecutePlan again) instead of raising. Every refusal is on
+    record; once a slot is free the statement runs, and from then on its operation is the
+    backend's (its release is forwarded, no longer answered here)."""
+    import pyspark
+
+    if int(pyspark.__version__.split(".")[0]) < 4:
+        pytest.skip("Spark 3.5's client does not read RetryInfo: it raises the busy answer")
+    gw, connect = limited_gateway(
+        max_statements_per_user=1, statement_timeout=3600.0, busy_retry_delay=1.0
+    )
+    first, second = connect("erin"), connect("erin")
+    runaway = _in_thread(lambda: _runaway(first))
+    _until(lambda: gw.service.limits.count("erin") == 1, "erin's first statement runs")
+    sid = second.client._session_id
+    waiting = _in_thread(lambda: [r.id for r in second.range(3).collect()])
+
+    def lines(prefix: str) -> list[dict[str, str]]:
+        return [
+            ln
+            for ln in audit_lines(audit_dir)
+            if ln.get("callerContext") == f"connect:{sid}"
+            and ln.get("reason", "").startswith(prefix)
+        ]
+
+    _until(lambda: len(lines("busy: user erin")) >= 2, "the statement refused twice")
+    assert waiting[0].is_alive() and not waiting[1]  # waiting out the delay, not raised
+    assert all(ln["allowed"] == "false" for ln in lines("busy: user erin"))
+    assert lines("INVALID_HANDLE.OPERATION_NOT_FOUND")  # its reattach, answered here
+    first.interruptAll()
+    runaway[0].join(300)
+    waiting[0].join(120)
+    assert waiting[1] == {"value": [0, 1, 2]}
+    # the operation the backend ran is no longer one the gateway answers releases for
+    assert not [k for k in gw.service._local_ops if k[:2] == ("erin", sid)]
+
+
+def test_the_busy_answers_retry_delay_is_read_from_lakegate_yaml(tmp_path: Path) -> None:
+    from governance.config import Config
+    from governance.errors import ConfigError
+
+    path = tmp_path / "lakegate.yaml"
+    path.write_text("connect:\n  max_statements_per_user: 3\n")
+    assert Config.load(path).connect.busy_retry_delay == 2.0
+    path.write_text("connect:\n  busy_retry_delay: 0\n")
+    assert Config.load(path).connect.busy_retry_delay == 0.0
+    for bad in ("-1", "601", "soon"):
+        path.write_text(f"connect:\n  busy_retry_delay: {bad}\n")
+        with pytest.raises(ConfigError, match=r"'connect\.busy_retry_delay' must be a number"):
+            Config.load(path)

@@ -88,3 +88,23 @@ def test_at_most_max_statements_per_user_wait_the_next_is_refused_at_once() -> N
     for w in waiters:
         w.join(timeout=10)
     assert sorted(admitted) == ["w0", "w1"]
+
+
+def test_a_busy_refusal_carries_the_retry_delay_the_client_is_asked_to_wait() -> None:
+    """connect.busy_retry_delay reaches the refusal (the gateway answers it as gRPC's
+    RetryInfo); 0 asks for none."""
+    for delay in (2.0, 0.0):
+        limits = StatementLimits(per_user=1, timeout=60.0, row_limit=10, retry_after=delay)
+        limits.start(("erin", "s", "op0"))
+        with pytest.raises(StatementRefused) as e:
+            limits.start(("erin", "s", "op1"))
+        assert e.value.retry_after == delay
+
+
+def test_the_retry_info_detail_asks_for_the_delay_in_milliseconds() -> None:
+    from google.rpc import error_details_pb2
+
+    from api.connect.outcomes import retry_info
+
+    info = error_details_pb2.RetryInfo()
+    assert retry_info(2.5).Unpack(info) and info.retry_delay.ToMilliseconds() == 2500
