@@ -70,6 +70,7 @@ from benchmarks.load_server import (  # noqa: E402
     WRITE_TABLE,
     _proc,
     analyst,
+    fair_slots,
 )
 
 THROUGHPUT_RATIO = 0.9  # issue 39: gateway throughput at least 0.9x plain, every N
@@ -102,7 +103,7 @@ class Server:
         workers: int,
         tpcds_scale: float = 0.0,
         tpcds_dir: Path | None = None,
-        fair_share_slots: int = 0,
+        fair_share_slots: int | None = None,
         scheduler_mode: str = "FIFO",
     ) -> None:
         self.root = root
@@ -120,7 +121,7 @@ class Server:
                 "--queue",
                 str(queue),
                 "--fair-share-slots",
-                str(fair_share_slots),
+                "auto" if fair_share_slots is None else str(fair_share_slots),
                 "--workers",
                 str(workers),
                 "--scheduler-mode",
@@ -654,7 +655,7 @@ class LocalServer:
         queue: float = 30.0,
         tpcds: dict[str, str] | None = None,
         lakehouse: Any = None,
-        fair_share_slots: int = 0,
+        fair_share_slots: int | None = None,
     ) -> None:
         """`lakehouse`: an existing demo lakehouse to serve (Served's), None: build one."""
         from benchmarks.load_server import Served
@@ -796,7 +797,8 @@ def scenario(args: argparse.Namespace) -> None:
             "per_user": args.per_user,
             "scheduler_mode": args.scheduler_mode,
             "queue_wait": args.queue,
-            "fair_share_slots": args.fair_share_slots,
+            "fair_share_slots": server.info["fair_share_slots"],
+            "fair_share_auto": args.fair_share_slots is None,
             "workers": server.info["workers"],
             "start_s": time.time() - t0,
         }
@@ -886,7 +888,7 @@ def other_line(args: argparse.Namespace, tpcds_dir: Path) -> dict[str, Any]:
         "--queue",
         str(args.queue),
         "--fair-share-slots",
-        str(args.fair_share_slots),
+        "auto" if args.fair_share_slots is None else str(args.fair_share_slots),
         "--workers",
         str(args.workers),
         "--warmup",
@@ -971,7 +973,10 @@ def main() -> int:
     ap.add_argument("--per-user", type=int, default=8)
     ap.add_argument("--queue", type=float, default=30.0, help="statement_queue_wait (s)")
     ap.add_argument(
-        "--fair-share-slots", type=int, default=0, help="connect.fair_share_slots (0: off)"
+        "--fair-share-slots",
+        type=fair_slots,
+        default=None,
+        help="connect.fair_share_slots: auto (the default: the backend's task slots), 0 (off) or N",
     )
     ap.add_argument(
         "--workers", type=int, default=0, help="the gateway's gRPC threads (0: its default)"

@@ -154,7 +154,7 @@ class Served:
         workers: int,
         tpcds: dict[str, str] | None = None,
         lakehouse: Any = None,
-        fair_share_slots: int = 0,
+        fair_share_slots: int | None = None,
     ) -> None:
         """`tpcds`: TPC-DS table -> Delta path, registered as tpcds.sf1.* (None: none).
         `lakehouse`: a demo lakehouse already built over `spark` (the tests' shared one) to
@@ -237,6 +237,7 @@ class Served:
             "pid": os.getpid(),
             "jvm_pid": self.jvm_pid,
             "workers": workers or max(16, 2 * cfg.connect.max_sessions),  # Gateway's default
+            "fair_share_slots": self.gw.service.limits.fair_share_slots,  # auto's too
             "bounds": bounds(self.lg),
             "floor": str(write_floor(self.lg, root / "floor.json", tpcds or {})),
         }
@@ -372,6 +373,11 @@ def serve_rest(lg: Any) -> tuple[str, Any]:
     return f"http://127.0.0.1:{sock.getsockname()[1]}", stop
 
 
+def fair_slots(text: str) -> int | None:
+    """--fair-share-slots: `auto` (Lakegate's default, the backend's task slots) is None."""
+    return None if text == "auto" else int(text)
+
+
 def main() -> int:
     from governance.runtime.heap import settle_heap
     from governance.runtime.spark import build_spark
@@ -382,7 +388,10 @@ def main() -> int:
     ap.add_argument("--per-user", type=int, default=8, help="connect.max_statements_per_user")
     ap.add_argument("--queue", type=float, default=30.0, help="connect.statement_queue_wait")
     ap.add_argument(
-        "--fair-share-slots", type=int, default=0, help="connect.fair_share_slots (0: off)"
+        "--fair-share-slots",
+        type=fair_slots,
+        default=None,
+        help="connect.fair_share_slots: auto (the default: the backend's task slots), 0 (off) or N",
     )
     ap.add_argument("--workers", type=int, default=0, help="gRPC threads (0: the default)")
     ap.add_argument("--tpcds", type=Path, help="TPC-DS cache directory (DIR/delta)")

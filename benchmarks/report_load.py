@@ -71,7 +71,7 @@ def load_section(results: dict[str, Any], add: Add, img: Img) -> None:
         f"taking turns (the order rotating), {ld['reps']} run(s) per side per N.{rest} "
         f"Gateway settings: max_statements_per_user {srv.get('per_user')}, "
         f"statement_queue_wait {srv.get('queue_wait')} s, "
-        f"fair_share_slots {srv.get('fair_share_slots', 0)} (0: off), "
+        f"fair_share_slots {srv.get('fair_share_slots', 0)}{_auto(srv)} (0: off), "
         f"{srv.get('workers')} gRPC threads, spark.scheduler.mode "
         f"{srv.get('scheduler_mode', 'FAIR')}; "
         "REST runs statements on the app's api.statement_threads pool (32 by default; a "
@@ -303,3 +303,8 @@ def main() -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def _auto(srv: dict[str, Any]) -> str:
+    """Runs since session 25 follow Lakegate's default, the backend's task slots."""
+    return " (auto: the backend's task slots)" if srv.get("fair_share_auto") else ""

@@ -83,10 +83,11 @@ class ConnectConfig:
     session_idle_timeout: float = 3600.0  # seconds unused, then a session is released
     # seconds a statement over max_statements_per_user waits for a slot before it is
     # refused as busy (0: refused at once); at most max_statements_per_user wait per user
-    statement_queue_wait: float = 0.0
+    statement_queue_wait: float = 30.0
     # slots shared fairly while more than one user is active (0: off): a user then runs at
-    # most max(1, min(max_statements_per_user, fair_share_slots // active users)) statements
-    fair_share_slots: int = 0
+    # most max(1, min(max_statements_per_user, fair_share_slots // active users)) statements;
+    # None (`auto` in lakegate.yaml, the default): the backend's task slots, read at start
+    fair_share_slots: int | None = None
     # seconds after their last statement ended that a user still counts as active
     fair_share_window: float = 5.0
     # seconds a busy answer asks the client to wait before it retries (gRPC's RetryInfo;
@@ -324,7 +325,7 @@ class Config:
                 f.connect.max_sessions,
                 f.connect.session_idle_timeout,
                 f.connect.statement_queue_wait,
-                f.connect.fair_share_slots,
+                None if f.connect.fair_share_slots == "auto" else f.connect.fair_share_slots,
                 f.connect.fair_share_window,
                 f.connect.busy_retry_delay,
             ),
@@ -416,10 +417,10 @@ class _Connect(BaseModel):
     )
     session_idle_timeout: PositiveFloat = Field(3600.0, description=_LIMITS)
     statement_queue_wait: NonNegativeFloat = Field(
-        0.0, description="'{where}' must be a number of seconds, 0 or more"
+        30.0, description="'{where}' must be a number of seconds, 0 or more"
     )
-    fair_share_slots: NonNegativeInt = Field(
-        0, description="'{where}' must be a whole number, 0 (off) or more"
+    fair_share_slots: NonNegativeInt | Literal["auto"] = Field(
+        "auto", description="'{where}' must be auto, 0 (off) or a whole number"
     )
     fair_share_window: NonNegativeFloat = Field(
         5.0, description="'{where}' must be a number of seconds, 0 or more"
@@ -661,6 +662,7 @@ def _message(errors: list[ErrorDetails]) -> str:
         known = sorted(_walk(parent)[0].model_fields)  # type: ignore[union-attr]
         section = f"{_where(parent)} " if parent else ""
         return f"unknown {section}setting(s) {', '.join(unknown)}; known: {', '.join(known)}"
+    loc = _field_loc(loc)
     where = _where(loc)
     if kind == "value_error":
         return f"{where}: {err.get('ctx', {}).get('error', err['msg'])}"
@@ -676,6 +678,22 @@ def _where(loc: tuple[int | str, ...]) -> str:
     for part in loc:
         out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
     return out
+
+
+def _field_loc(loc: tuple[int | str, ...]) -> tuple[int | str, ...]:
+    """`loc` without the union member pydantic names after a field of several types
+    (`connect.fair_share_slots.constrained-int`): the file has no such setting."""
+    model: type[BaseModel] | None = _File
+    for i, part in enumerate(loc):
+        if isinstance(part, int):
+            continue
+        if model is None:
+            return loc[:i]
+        info = model.model_fields.get(part)
+        if info is None:
+            return loc
+        model = _model_in(info.annotation)
+    return loc
 
 
 def _walk(loc: tuple[int | str, ...]) -> tuple[type[BaseModel] | None, str | None]:

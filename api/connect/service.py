@@ -106,12 +106,15 @@ class ConnectService(
             idle_timeout=cfg.session_idle_timeout,
             release=backend.release,
         )
+        slots = cfg.fair_share_slots
+        if slots is None:  # auto: the backend's task slots (its jobs run in this driver's
+            slots = lg.spark.sparkContext.defaultParallelism  # SparkContext), read once
         self.limits = StatementLimits(
             per_user=cfg.max_statements_per_user,
             timeout=cfg.statement_timeout or api.timeout,
             row_limit=cfg.row_limit or api.row_limit,
             queue_wait=cfg.statement_queue_wait,
-            fair_share_slots=cfg.fair_share_slots,
+            fair_share_slots=slots,
             fair_share_window=cfg.fair_share_window,
             retry_after=cfg.busy_retry_delay,
         )

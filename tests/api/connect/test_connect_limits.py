@@ -224,3 +224,13 @@ def test_the_busy_answers_retry_delay_is_read_from_lakegate_yaml(tmp_path: Path)
         path.write_text(f"connect:\n  busy_retry_delay: {bad}\n")
         with pytest.raises(ConfigError, match=r"'connect\.busy_retry_delay' must be a number"):
             Config.load(path)
+
+
+def test_the_fair_share_is_on_by_default_sized_to_the_backends_task_slots(
+    gateway, spark, connect_lakegate
+) -> None:
+    """connect.fair_share_slots `auto` (the default): the backend's task slots, which run
+    the backend's jobs in this driver's SparkContext."""
+    assert connect_lakegate.config.connect.fair_share_slots is None
+    slots = spark.sparkContext.defaultParallelism
+    assert gateway.service.limits.fair_share_slots == slots > 0

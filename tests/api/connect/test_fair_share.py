@@ -159,7 +159,11 @@ def test_fair_share_settings_are_read_from_lakegate_yaml(tmp_path: Path) -> None
     c = Config.load(path).connect
     assert (c.fair_share_slots, c.fair_share_window) == (2, 2.5)
     path.write_text("connect:\n  max_statements_per_user: 3\n")
-    assert Config.load(path).connect.fair_share_slots == 0  # off unless set
-    path.write_text("connect:\n  fair_share_slots: -1\n")
-    with pytest.raises(ConfigError, match=r"'connect\.fair_share_slots' must be a whole number"):
-        Config.load(path)
+    assert Config.load(path).connect.fair_share_slots is None  # on unless set: auto
+    for text, want in (("auto", None), ("0", 0)):
+        path.write_text(f"connect:\n  fair_share_slots: {text}\n")
+        assert Config.load(path).connect.fair_share_slots == want
+    for bad in ("-1", "many"):
+        path.write_text(f"connect:\n  fair_share_slots: {bad}\n")
+        with pytest.raises(ConfigError, match=r"^\S+: 'connect\.fair_share_slots' must be auto, 0"):
+            Config.load(path)
