@@ -49,6 +49,7 @@ from api.connect.verified import KEPT, VerifiedQuery, identity
 from api.directory import directory_of
 from governance.errors import AccessDenied
 from governance.metrics import CACHE_BOUND, CACHE_ENTRIES, CONNECT_SESSIONS
+from governance.runtime.spark import task_slots
 from governance.session.governed import GovernedSession, Lakegate
 
 REFUSED_COMMANDS = {
@@ -108,7 +109,8 @@ class ConnectService(
         )
         slots = cfg.fair_share_slots
         if slots is None:  # auto: the backend's task slots (its jobs run in this driver's
-            slots = lg.spark.sparkContext.defaultParallelism  # SparkContext), read once
+            # SparkContext), read once; a cluster with no executor yet: Spark's parallelism
+            slots = task_slots(lg.spark) or lg.spark.sparkContext.defaultParallelism
         self.limits = StatementLimits(
             per_user=cfg.max_statements_per_user,
             timeout=cfg.statement_timeout or api.timeout,

@@ -155,3 +155,11 @@ def check_spark(spark: SparkSession) -> None:
                 f"SparkSession lacks {key}={GOVERNED_CONF[key]}; build it with "
                 "governance.runtime.spark.build_spark or set it yourself"
             )
+
+
+def task_slots(spark: SparkSession) -> int:
+    """The tasks Spark can run at once now (local[N]: N; a cluster: its executors' cores per
+    task's CPUs), not `defaultParallelism`, which Lakegate's own default sets to 4. 0 when
+    no executor has registered yet."""
+    sc = spark.sparkContext._jsc.sc()  # type: ignore[union-attr]
+    return int(sc.maxNumConcurrentTasks(sc.resourceProfileManager().defaultResourceProfile()))

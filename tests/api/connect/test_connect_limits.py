@@ -229,8 +229,8 @@ def test_the_busy_answers_retry_delay_is_read_from_lakegate_yaml(tmp_path: Path)
 def test_the_fair_share_is_on_by_default_sized_to_the_backends_task_slots(
     gateway, spark, connect_lakegate
 ) -> None:
-    """connect.fair_share_slots `auto` (the default): the backend's task slots, which run
-    the backend's jobs in this driver's SparkContext."""
+    """connect.fair_share_slots `auto` (the default): the tasks the backend's SparkContext
+    (this driver's) runs at once, local[2]'s 2, not Spark's defaultParallelism."""
     assert connect_lakegate.config.connect.fair_share_slots is None
-    slots = spark.sparkContext.defaultParallelism
-    assert gateway.service.limits.fair_share_slots == slots > 0
+    assert spark.sparkContext.master == "local[2]"
+    assert gateway.service.limits.fair_share_slots == 2
