@@ -114,7 +114,8 @@ def load_section(results: dict[str, Any], add: Add, img: Img) -> None:
             f"Fairness (item 3): alice's short lookup p50 {fair['idle']['p50']:.0f} ms idle, "
             f"{fair['loaded']['p50']:.0f} ms (p99 {fair['loaded']['p99']:.0f}) while erin keeps "
             f"{fair['count']} heavy queries submitted ({fair['heavy']['done']} ran, "
-            f"{fair['heavy']['busy']} answered busy, {fair['heavy']['failed']} failed): "
+            f"{fair['heavy']['busy']} answered busy, {fair['heavy']['failed']} failed"
+            f"{_refused(fair['heavy'])}): "
             f"{fair['ratio']:.2f}x idle, target <= 2x: {verdict}"
         )
         plain = fair.get("plain")
@@ -308,3 +309,10 @@ if __name__ == "__main__":
 def _auto(srv: dict[str, Any]) -> str:
     """Runs since session 25 follow Lakegate's default, the backend's task slots."""
     return " (auto: the backend's task slots)" if srv.get("fair_share_auto") else ""
+
+
+def _refused(heavy: dict[str, Any]) -> str:
+    """The refusals on record (runs since session 25), which a Spark 4 client that waits out
+    the busy answer's retry delay does not itself count as answered busy."""
+    n = heavy.get("refused")
+    return "" if n is None else f"; {n} statements refused as busy on record, retried by the client"
