@@ -398,10 +398,14 @@ class LimitedCalls:
         context: grpc.ServicerContext,
         stmt: Statement | None,
         responses: Any,
+        *,
+        reattachable: bool = True,
     ) -> Iterator[Any]:
         """The backend's responses to the client, counting the rows against the limit. The
         statement ends with its result; a client that goes away (or cancels) cancels it; a
-        stream the backend ends early (the client reattaches) keeps it running."""
+        stream the backend ends early (the client reattaches) keeps it running. A
+        non-reattachable execution (`lakegate sql --gateway`'s) gets no ResultComplete: the
+        end of its stream is its result's (before, its slot stayed taken until its timeout)."""
         settled, complete = [False], [False]
 
         def gone() -> None:
@@ -440,6 +444,7 @@ class LimitedCalls:
                         self._fail(call, context, self.limits.too_many_rows())
                 complete[0] = complete[0] or kind == "result_complete"
                 yield resp
+            complete[0] = complete[0] or not reattachable
         except grpc.RpcError as e:
             settled[0] = True
             if stmt is not None:

@@ -229,7 +229,15 @@ class ConnectService(
             raise
         self._forwarded(call, request.operation_id)
         yield from self._stream(
-            call, context, stmt, self.stub.ExecutePlan(request, metadata=self._meta())
+            call,
+            context,
+            stmt,
+            self.stub.ExecutePlan(request, metadata=self._meta()),
+            reattachable=any(
+                o.WhichOneof("request_option") == "reattach_options"
+                and o.reattach_options.reattachable
+                for o in request.request_options
+            ),
         )
 
     def Config(self, request: Any, context: grpc.ServicerContext) -> Any:

@@ -87,9 +87,12 @@ def test_the_third_concurrent_statement_of_one_user_is_refused_and_interrupt_fre
 ) -> None:
     from pyspark.errors.exceptions.connect import SparkConnectGrpcException
 
-    # no retry delay: a Spark 4 client raises the busy answer at once instead of retrying it
+    # no queue and no retry delay: refused at once, and a Spark 4 client raises it at once
     gw, connect = limited_gateway(
-        max_statements_per_user=2, statement_timeout=3600.0, busy_retry_delay=0.0
+        max_statements_per_user=2,
+        statement_timeout=3600.0,
+        statement_queue_wait=0.0,
+        busy_retry_delay=0.0,
     )
     first, second, third = connect("erin"), connect("erin"), connect("erin")
     runs = [_in_thread(lambda s=s: _runaway(s)) for s in (first, second)]
@@ -151,7 +154,11 @@ def test_with_fair_share_slots_a_users_second_statement_is_refused_while_another
     from pyspark.errors.exceptions.connect import SparkConnectGrpcException
 
     gw, connect = limited_gateway(
-        fair_share_slots=2, fair_share_window=600.0, statement_timeout=3600.0, busy_retry_delay=0
+        fair_share_slots=2,
+        fair_share_window=600.0,
+        statement_timeout=3600.0,
+        statement_queue_wait=0.0,
+        busy_retry_delay=0.0,
     )
     carol, first, second = connect("carol"), connect("erin"), connect("erin")
     got = sorted((tuple(r) for r in carol.sql(ORDERS).collect()), key=repr)
@@ -183,7 +190,10 @@ def test_a_busy_answer_asks_for_a_retry_and_a_stock_spark4_client_waits_then_run
     if int(pyspark.__version__.split(".")[0]) < 4:
         pytest.skip("Spark 3.5's client does not read RetryInfo: it raises the busy answer")
     gw, connect = limited_gateway(
-        max_statements_per_user=1, statement_timeout=3600.0, busy_retry_delay=1.0
+        max_statements_per_user=1,
+        statement_timeout=3600.0,
+        statement_queue_wait=0.0,  # refused at once (the default queue would wait 30 s)
+        busy_retry_delay=1.0,
     )
     first, second = connect("erin"), connect("erin")
     runaway = _in_thread(lambda: _runaway(first))
@@ -234,3 +244,25 @@ def test_the_fair_share_is_on_by_default_sized_to_the_backends_task_slots(
     assert connect_lakegate.config.connect.fair_share_slots is None
     assert spark.sparkContext.master == "local[2]"
     assert gateway.service.limits.fair_share_slots == 2
+
+
+def test_a_non_reattachable_querys_slot_is_free_when_its_result_ends(limited_gateway) -> None:
+    """A non-reattachable execution (`lakegate sql --gateway` turns reattach off) gets no
+    ResultComplete from the backend: the end of its stream is its result's. Before, its slot
+    stayed taken until the statement's timeout, so a user's next commands were refused."""
+    import time
+
+    gw, connect = limited_gateway(
+        max_statements_per_user=1,
+        statement_timeout=3600.0,  # a kept slot is not freed by a timeout within the test
+        statement_queue_wait=0.0,
+        busy_retry_delay=0.0,
+    )
+    s = connect("carol")
+    s.client.disable_reattachable_execute()
+    for _ in range(3):  # one slot: the next query would be refused if this one kept it
+        assert s.sql(ORDERS).collect()
+        deadline = time.monotonic() + 5
+        while gw.service.limits.count("carol") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert gw.service.limits.count("carol") == 0
