@@ -662,13 +662,12 @@ def _message(errors: list[ErrorDetails]) -> str:
         known = sorted(_walk(parent)[0].model_fields)  # type: ignore[union-attr]
         section = f"{_where(parent)} " if parent else ""
         return f"unknown {section}setting(s) {', '.join(unknown)}; known: {', '.join(known)}"
-    loc = _field_loc(loc)
+    _, template, loc = _walk(loc)
     where = _where(loc)
     if kind == "value_error":
         return f"{where}: {err.get('ctx', {}).get('error', err['msg'])}"
     if kind == "greater_than":
         return f"'{where}' must be positive"
-    template = _walk(loc)[1]
     return template.replace("{where}", where) if template else f"'{where}': {err['msg']}"
 
 
@@ -680,37 +679,26 @@ def _where(loc: tuple[int | str, ...]) -> str:
     return out
 
 
-def _field_loc(loc: tuple[int | str, ...]) -> tuple[int | str, ...]:
-    """`loc` without the union member pydantic names after a field of several types
-    (`connect.fair_share_slots.constrained-int`): the file has no such setting."""
-    model: type[BaseModel] | None = _File
-    for i, part in enumerate(loc):
-        if isinstance(part, int):
-            continue
-        if model is None:
-            return loc[:i]
-        info = model.model_fields.get(part)
-        if info is None:
-            return loc
-        model = _model_in(info.annotation)
-    return loc
-
-
-def _walk(loc: tuple[int | str, ...]) -> tuple[type[BaseModel] | None, str | None]:
-    """The model at `loc` and the message template of its last field or list item."""
+def _walk(
+    loc: tuple[int | str, ...],
+) -> tuple[type[BaseModel] | None, str | None, tuple[int | str, ...]]:
+    """The model at `loc`, the message template of its last field or list item, and `loc`
+    without the union member pydantic names after a field of several types
+    (`connect.fair_share_slots.constrained-int`: the file has no such setting)."""
     model: type[BaseModel] | None = _File
     template = None
-    for part in loc:
-        if model is None:
-            break
+    for i, part in enumerate(loc):
         if isinstance(part, int):
-            template = getattr(model, "WHAT", template)
+            if model is not None:
+                template = getattr(model, "WHAT", template)
             continue
+        if model is None:
+            return None, template, loc[:i]
         info = model.model_fields.get(part)
         if info is None:
             break
         template, model = info.description, _model_in(info.annotation)
-    return model, template
+    return model, template, loc
 
 
 def _model_in(annotation: Any) -> type[BaseModel] | None:
