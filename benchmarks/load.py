@@ -71,6 +71,7 @@ from benchmarks.load_server import (  # noqa: E402
     _proc,
     analyst,
     fair_slots,
+    fair_slots_arg,
 )
 
 THROUGHPUT_RATIO = 0.9  # issue 39: gateway throughput at least 0.9x plain, every N
@@ -121,7 +122,7 @@ class Server:
                 "--queue",
                 str(queue),
                 "--fair-share-slots",
-                "auto" if fair_share_slots is None else str(fair_share_slots),
+                fair_slots_arg(fair_share_slots),
                 "--workers",
                 str(workers),
                 "--scheduler-mode",
@@ -903,7 +904,7 @@ def other_line(args: argparse.Namespace, tpcds_dir: Path) -> dict[str, Any]:
         "--queue",
         str(args.queue),
         "--fair-share-slots",
-        "auto" if args.fair_share_slots is None else str(args.fair_share_slots),
+        fair_slots_arg(args.fair_share_slots),
         "--workers",
         str(args.workers),
         "--warmup",

@@ -378,6 +378,11 @@ def fair_slots(text: str) -> int | None:
     return None if text == "auto" else int(text)
 
 
+def fair_slots_arg(slots: int | None) -> str:
+    """`fair_slots`'s text again, for the command line of a server started from here."""
+    return "auto" if slots is None else str(slots)
+
+
 def main() -> int:
     from governance.runtime.heap import settle_heap
     from governance.runtime.spark import build_spark
