@@ -457,6 +457,9 @@ def side_targets(n: int, side: str, g: dict[str, Any], p: dict[str, Any]) -> lis
     too: there is no plain REST; plain Spark Connect runs the same statements)."""
     pre = "" if side == "gateway" else "REST: "
     tp = g["throughput"] / p["throughput"] if p["throughput"] else 0.0
+    # each repetition against plain's of the same turn (adjacent in time): their spread
+    # says whether the pooled ratio's verdict is within the run-to-run noise
+    per_rep = [a / b for a, b in zip(reps_of(g), reps_of(p), strict=True) if b]
     p99 = g["p99"] / p["p99"] if g["p99"] and p["p99"] else float("inf")
     extra = sorted(set(g["errors"]) - set(p["errors"]))
     audit = g.get("audit", {})
@@ -467,6 +470,7 @@ def side_targets(n: int, side: str, g: dict[str, Any], p: dict[str, Any]) -> lis
             "target": f"{pre}throughput >= {THROUGHPUT_RATIO}x plain",
             "met": tp >= THROUGHPUT_RATIO,
             "ratio": tp,
+            "ratio_reps": per_rep,
         },
         {
             "n": n,
@@ -492,11 +496,17 @@ def side_targets(n: int, side: str, g: dict[str, Any], p: dict[str, Any]) -> lis
     ]
 
 
+def reps_of(row: dict[str, Any]) -> list[float]:
+    """A row's throughput per repetition (a row of one run, or of an older JSON: its own)."""
+    return list(row.get("throughput_reps") or [row["throughput"]])
+
+
 def merge(reps: list[dict[str, Any]]) -> dict[str, Any]:
     """Repetitions of one (N, side) as one row: their ops pooled (percentiles over all),
-    throughput over the total time, CPU and RSS the repetitions' mean and max."""
+    throughput over the total time (and each repetition's, `throughput_reps`), CPU and RSS
+    the repetitions' mean and max."""
     if len(reps) == 1:
-        return reps[0]
+        return {**reps[0], "throughput_reps": [reps[0]["throughput"]]}
     clients = [c for r in reps for c in r["_clients"]]
     row = summarize(
         reps[0]["side"],
@@ -520,6 +530,7 @@ def merge(reps: list[dict[str, Any]]) -> dict[str, Any]:
         threads_py=max(r["threads_py"] for r in reps),
         client_processes=reps[0]["client_processes"],
         client_rss_mb=sum(r["client_rss_mb"] for r in reps) / len(reps),
+        throughput_reps=[r["throughput"] for r in reps],
     )
     if "audit" in reps[0]:
         row["audit"] = {
@@ -947,7 +958,13 @@ def print_result(result: dict[str, Any]) -> None:
         for kind, message in row["error_samples"].items():
             print(f"      {kind}: {message}")
     for t in result["targets"]:
-        print(f"target N={t['n']} {t['target']}: {'MET' if t['met'] else 'NOT MET'}")
+        spread = t.get("ratio_reps") or []
+        per_rep = (
+            f" ({t['ratio']:.2f}x; per repetition {', '.join(f'{r:.2f}' for r in spread)})"
+            if len(spread) > 1
+            else ""
+        )
+        print(f"target N={t['n']} {t['target']}: {'MET' if t['met'] else 'NOT MET'}{per_rep}")
     for f in result.get("against_floor", []):
         print(
             f"against the floor N={f['n']} {f['side']}: throughput "

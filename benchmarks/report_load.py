@@ -235,6 +235,8 @@ def line_block(ld: dict[str, Any], add: Add) -> None:
         verdict = "**met**" if t["met"] else "**NOT met**"
         if "ratio" in t:
             fig = f"ratio {t['ratio']:.2f}"
+            if len(t.get("ratio_reps") or []) > 1:  # the spread the verdict sits in
+                fig += "; per repetition " + ", ".join(f"{r:.2f}" for r in t["ratio_reps"])
         elif "errors" in t:
             fig = f"errors only the governed side gave: {t['errors'] or 'none'}"
         else:

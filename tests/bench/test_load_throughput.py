@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # the benchmarks are not part of the installed distribution
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.load import against_floor, merge, summarize  # noqa: E402
+from benchmarks.load import against_floor, merge, side_targets, summarize  # noqa: E402
 
 NOTHING = {"py": {"cpu_s": 0.0, "rss_mb": 0.0, "threads": 0}, "jvm": {"cpu_s": 0.0, "rss_mb": 0.0}}
 PEAKS = {"py": 0.0, "jvm": 0.0, "heap": 0.0}
@@ -68,6 +68,42 @@ def test_repetitions_pool_their_windows() -> None:
     reps = [_row([_client(110.0, [101, 109, 130])]), _row([_client(210.0, [201, 250])])]
     row = merge(reps)
     assert row["ops_in_window"] == 3 and row["throughput"] == pytest.approx(3 / 20)
+
+
+def test_repetitions_keep_each_ones_throughput() -> None:
+    reps = [_row([_client(110.0, [101, 109, 130])]), _row([_client(210.0, [201, 250])])]
+    assert merge(reps)["throughput_reps"] == pytest.approx([0.2, 0.1])
+    assert merge(reps[:1])["throughput_reps"] == pytest.approx([0.2])
+
+
+def _pair(gateway: list[float], plain: list[float]) -> dict[str, Any]:
+    """The throughput target of a gateway and a plain row with these repetitions."""
+    rows = []
+    for side, reps in (("gateway", gateway), ("plain", plain)):
+        row = {**_side(side, 8, sum(reps) / len(reps), 100.0), "errors": {}}
+        rows.append({**row, "throughput_reps": reps})
+    return side_targets(8, "gateway", rows[0], rows[1])[0]
+
+
+@pytest.mark.parametrize(
+    ("name", "gateway", "plain", "ratio_reps"),
+    [
+        ("each repetition against plain's of the same turn", [4.0, 6.0], [5.0, 5.0], [0.8, 1.2]),
+        ("one repetition: its ratio alone", [4.5], [5.0], [0.9]),
+        ("a plain repetition that finished nothing gives no ratio", [4.0, 5.0], [0.0, 5.0], [1.0]),
+    ],
+)
+def test_the_throughput_target_shows_each_repetitions_ratio(
+    name: str, gateway: list[float], plain: list[float], ratio_reps: list[float]
+) -> None:
+    t = _pair(gateway, plain)
+    assert t["ratio_reps"] == pytest.approx(ratio_reps), name
+
+
+def test_an_older_row_without_repetitions_is_its_own_one() -> None:
+    g, p = _side("gateway", 8, 4.5, 100.0), _side("plain", 8, 5.0, 100.0)
+    t = side_targets(8, "gateway", {**g, "errors": {}}, {**p, "errors": {}})[0]
+    assert t["ratio_reps"] == pytest.approx([0.9]) and t["met"]
 
 
 def _side(side: str, n: int, throughput: float, p99: float | None) -> dict[str, Any]:
