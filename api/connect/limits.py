@@ -2,7 +2,8 @@
 
 Each ExecutePlan or AnalyzePlan call is a statement: a user runs at most
 `connect.max_statements_per_user` at once (the next waits up to
-`connect.statement_queue_wait` seconds for a slot, then is refused as busy, one line); a statement
+`connect.statement_queue_wait` seconds for a slot, then is refused as busy, one line; one
+beyond a full queue is held `connect.busy_retry_delay` seconds before that answer); a statement
 that outlives `connect.statement_timeout` seconds (default: the REST API's `api.timeout`)
 is cancelled, its Spark jobs with it; a query returns at most `connect.row_limit` rows
 (default `api.row_limit`), more is refused. Cancelling a statement, by its timeout, by the
@@ -106,9 +107,14 @@ class StatementLimits:
         fair_share_slots: int = 0,
         fair_share_window: float = 5.0,
         retry_after: float = 0.0,
+        hold_per_user: int = 0,
+        hold_total: int = 0,
     ) -> None:
         self.per_user, self.timeout, self.row_limit = per_user, timeout, row_limit
         self.queue_wait, self.retry_after = queue_wait, retry_after
+        self.hold_per_user, self.hold_total = hold_per_user, hold_total
+        self._held: dict[str, int] = {}  # by user: statements held before their refusal
+        self._held_total = 0
         self.fair_share_slots, self.fair_share_window = fair_share_slots, fair_share_window
         self._running: dict[OpKey, Statement] = {}
         self._counts: dict[str, int] = {}  # by user: statements running (no zero entries)
@@ -163,21 +169,32 @@ class StatementLimits:
             now = time.monotonic()
             limit, active = self._limit(user, now)
             queued = self._waiting.get(user, 0)
+            how = ""  # how it waited, for the busy answer
             if self._mine(user) >= limit and self.queue_wait > 0 and queued < self.per_user:
                 self._waiting[user] = queued + 1
-                deadline = now + self.queue_wait
                 try:
-                    while self._mine(user) >= limit and now < deadline:
-                        until = self._next_inactive(user, now)
-                        left = deadline - now
-                        self._freed.wait(left if until is None else min(left, until))
-                        now = time.monotonic()
-                        limit, active = self._limit(user, now)
+                    limit, active = self._wait_for_slot(user, now + self.queue_wait)
                 finally:
                     self._waiting[user] -= 1
+                how = f"waited up to {self.queue_wait:g} s, connect.statement_queue_wait"
+            elif self._mine(user) >= limit and self._may_hold(user):
+                self._held[user] = self._held.get(user, 0) + 1
+                self._held_total += 1
+                hold = min(self.retry_after, self.queue_wait)  # never longer than a queue's
+                try:
+                    limit, active = self._wait_for_slot(user, now + hold)
+                finally:
+                    self._held_total -= 1
+                    if self._held[user] == 1:
+                        del self._held[user]
+                    else:
+                        self._held[user] -= 1
+                how = f"{self.per_user} already queued; held {hold:g} s, connect.busy_retry_delay"
+            elif self.queue_wait > 0:
+                how = f"{self.per_user} already queued, connect.statement_queue_wait"
             mine = self._mine(user)
             if mine >= limit:
-                raise StatementRefused(self._busy(user, mine, limit, active), self.retry_after)
+                raise StatementRefused(self._busy(user, mine, limit, active, how), self.retry_after)
             stmt = self._running[key] = Statement(key, frozenset(tags))
             self._counts[user] = mine + 1
         stmt.timer = threading.Timer(self.timeout, self._expire, args=(stmt,))
@@ -185,12 +202,33 @@ class StatementLimits:
         stmt.timer.start()
         return stmt
 
-    def _busy(self, user: str, mine: int, limit: int, active: int) -> str:
-        waited = (
-            f" (waited up to {self.queue_wait:g} s, connect.statement_queue_wait)"
-            if self.queue_wait > 0
-            else ""
-        )
+    def _wait_for_slot(self, user: str, deadline: float) -> tuple[int, int]:
+        """Wait (the lock held by the caller, released while waiting) until the user is
+        under their limit or `deadline` passes: the limit and active users then."""
+        now = time.monotonic()
+        limit, active = self._limit(user, now)
+        while self._mine(user) >= limit and now < deadline:
+            until = self._next_inactive(user, now)
+            left = deadline - now
+            self._freed.wait(left if until is None else min(left, until))
+            now = time.monotonic()
+            limit, active = self._limit(user, now)
+        return limit, active
+
+    def _may_hold(self, user: str) -> bool:
+        """A statement beyond a full queue is held `retry_after` seconds (at most
+        `queue_wait`) before its busy answer (and admitted if a slot frees meanwhile), so
+        a client that resubmits at once without reading RetryInfo (Spark 3.5's, a script's
+        loop) is slowed to the delay it was asked to wait, at the cost of a waiting thread
+        rather than a refusal's work (its audit line, its answer) many times a second.
+        Bounded per user and in all: a statement beyond either bound is refused at once,
+        as with no queue."""
+        if self.queue_wait <= 0 or self.retry_after <= 0:
+            return False
+        return self._held.get(user, 0) < self.hold_per_user and self._held_total < self.hold_total
+
+    def _busy(self, user: str, mine: int, limit: int, active: int, how: str) -> str:
+        waited = f" ({how})" if how else ""
         if limit < self.per_user:
             return (
                 f"busy: user {user} already runs {mine} Spark Connect statements, their fair "

@@ -112,8 +112,10 @@ class Gateway:
         cfg = lg.config.connect
         if max_workers is None:
             # a call holds its thread while its result streams, and a user holds at most
-            # 2 x max_statements_per_user (running + queued, limits.py); too few threads
-            # would queue every user's calls behind one user's in gRPC's own FIFO
+            # 2 x max_statements_per_user (running + queued, limits.py) and
+            # max_sessions_per_user held before a busy answer (max_sessions / 2 held in
+            # all); too few threads would queue every user's calls behind one user's in
+            # gRPC's own FIFO
             max_workers = max(16, 2 * cfg.max_sessions)
         key, cert = tls_files(lg.config)
         creds = grpc.ssl_server_credentials([(key, cert)])

@@ -119,6 +119,12 @@ class ConnectService(
             fair_share_slots=slots,
             fair_share_window=cfg.fair_share_window,
             retry_after=cfg.busy_retry_delay,
+            # a statement beyond its user's full queue is held before its busy answer
+            # (limits.py `_may_hold`): at most a user's sessions, and half the sessions in
+            # all, so held calls never take more than a quarter of the gRPC threads
+            # (server.py: 2 x max_sessions)
+            hold_per_user=cfg.max_sessions_per_user,
+            hold_total=max(1, cfg.max_sessions // 2),
         )
         self._sweeper = Sweeper(self.sessions, min(cfg.session_idle_timeout / 2, 60.0))
         self._sweeper.start()

@@ -108,3 +108,110 @@ def test_the_retry_info_detail_asks_for_the_delay_in_milliseconds() -> None:
 
     info = error_details_pb2.RetryInfo()
     assert retry_info(2.5).Unpack(info) and info.retry_delay.ToMilliseconds() == 2500
+
+
+def _holding(
+    queue_wait: float, retry_after: float, per_user: int = 1, total: int = 4
+) -> StatementLimits:
+    return StatementLimits(
+        per_user=1,
+        timeout=60.0,
+        row_limit=10,
+        queue_wait=queue_wait,
+        retry_after=retry_after,
+        hold_per_user=per_user,
+        hold_total=total,
+    )
+
+
+def _queued(limits: StatementLimits, user: str, op: str) -> tuple[threading.Thread, list]:
+    """A statement started in its own thread; its outcome (op id or error) lands in the list,
+    once the limits count it as waiting or held."""
+    out: list = []
+
+    def go() -> None:
+        try:
+            out.append(limits.start((user, "s", op)).key[2])
+        except StatementRefused as e:
+            out.append(e)
+
+    before = limits._waiting.get(user, 0) + limits._held.get(user, 0)
+    t = threading.Thread(target=go, daemon=True)
+    t.start()
+    deadline = time.time() + 5
+    while limits._waiting.get(user, 0) + limits._held.get(user, 0) == before:
+        assert time.time() < deadline and t.is_alive()
+        time.sleep(0.01)
+    return t, out
+
+
+def test_a_statement_beyond_a_full_queue_is_held_the_retry_delay_before_its_busy_answer() -> None:
+    """A client that resubmits at once without reading RetryInfo (Spark 3.5's, a script's
+    loop) is slowed to the delay it is asked to wait."""
+    limits = _holding(queue_wait=5.0, retry_after=0.4)
+    limits.start(("erin", "s", "op0"))
+    _queued(limits, "erin", "queued")
+    t0 = time.perf_counter()
+    with pytest.raises(StatementRefused, match=r"held 0\.4 s, connect\.busy_retry_delay") as e:
+        limits.start(("erin", "s", "held"))
+    assert 0.35 < time.perf_counter() - t0 < 3
+    assert e.value.retry_after == 0.4
+    assert limits._held == {} and limits._held_total == 0
+
+
+def test_a_held_statement_runs_if_a_slot_frees_while_it_is_held() -> None:
+    limits = _holding(queue_wait=0.2, retry_after=5.0)
+    first = limits.start(("erin", "s", "op0"))
+    queued, queued_out = _queued(limits, "erin", "queued")
+    held, held_out = _queued(limits, "erin", "held")
+    queued.join(timeout=5)  # its 0.2 s in the queue end first: refused
+    assert isinstance(queued_out[0], StatementRefused)
+    limits.finish(first)
+    held.join(timeout=5)
+    assert held_out == ["held"] and limits.count("erin") == 1
+
+
+def test_held_statements_are_bounded_per_user_and_in_all_beyond_them_refused_at_once() -> None:
+    limits = _holding(queue_wait=5.0, retry_after=5.0, per_user=1, total=2)
+    for user in ("erin", "bob", "carol"):
+        limits.start((user, "s", "op0"))
+        _queued(limits, user, "queued")
+    _queued(limits, "erin", "held")
+    t0 = time.perf_counter()
+    with pytest.raises(StatementRefused, match=r"\(1 already queued, connect\.statement_queue"):
+        limits.start(("erin", "s", "over-her-bound"))
+    assert time.perf_counter() - t0 < 0.5
+    _queued(limits, "bob", "held")  # another user's is held: 2 in all
+    t0 = time.perf_counter()
+    with pytest.raises(StatementRefused, match=r"already queued, connect\.statement_queue_wait"):
+        limits.start(("carol", "s", "over-the-total"))
+    assert time.perf_counter() - t0 < 0.5
+
+
+@pytest.mark.parametrize(
+    ("name", "queue_wait", "retry_after"),
+    [("no queue: refused at once", 0.0, 2.0), ("no retry delay: nothing to hold", 5.0, 0.0)],
+)
+def test_nothing_is_held_without_a_queue_or_a_retry_delay(
+    name: str, queue_wait: float, retry_after: float
+) -> None:
+    limits = _holding(queue_wait=queue_wait, retry_after=retry_after)
+    limits.start(("erin", "s", "op0"))
+    if queue_wait:
+        _queued(limits, "erin", "queued")
+    t0 = time.perf_counter()
+    with pytest.raises(StatementRefused, match=r"^busy: ") as e:
+        limits.start(("erin", "s", "extra"))
+    assert time.perf_counter() - t0 < 0.5, name
+    assert "held" not in str(e.value), name
+
+
+def test_a_hold_is_never_longer_than_the_queue_wait() -> None:
+    limits = _holding(queue_wait=0.3, retry_after=600.0)
+    limits.start(("erin", "s", "op0"))
+    _queued(limits, "erin", "queued")
+    t0 = time.perf_counter()
+    with pytest.raises(StatementRefused, match=r"held 0\.3 s, connect\.busy_retry_delay") as e:
+        limits.start(("erin", "s", "held"))
+    assert time.perf_counter() - t0 < 3
+    assert e.value.retry_after == 600.0  # the client is still asked to wait the delay
