@@ -5,51 +5,21 @@ running task). One test per rule; StatementLimits alone with real threads, no Sp
 
 from __future__ import annotations
 
-import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from limits_testkit import admitted, limits_of, until
 
 from api.connect.limits import Statement, StatementLimits, StatementRefused
 
 
 def _limits(*, slots: int, queue_wait: float = 0.0, window: float = 5.0) -> StatementLimits:
-    return StatementLimits(
-        per_user=4,
-        timeout=60.0,
-        row_limit=10,
-        queue_wait=queue_wait,
-        fair_share_slots=slots,
-        fair_share_window=window,
-    )
+    return limits_of(4, queue_wait=queue_wait, fair_share_slots=slots, fair_share_window=window)
 
 
 def _run(limits: StatementLimits, user: str, n: int, tag: str = "op") -> list[Statement]:
     return [limits.start((user, "s", f"{tag}{i}")) for i in range(n)]
-
-
-def _admitted(limits: StatementLimits, user: str, op: str) -> tuple[threading.Thread, list]:
-    """A statement started in its own thread; its outcome (key or error) lands in the list."""
-    out: list = []
-
-    def go() -> None:
-        try:
-            out.append(limits.start((user, "s", op)).key[2])
-        except StatementRefused as e:
-            out.append(e)
-
-    t = threading.Thread(target=go, daemon=True)
-    t.start()
-    return t, out
-
-
-def _until(check: Callable[[], bool]) -> None:
-    deadline = time.time() + 5
-    while not check() and time.time() < deadline:
-        time.sleep(0.01)
-    assert check()
 
 
 def test_a_lone_user_gets_the_full_per_user_limit() -> None:
@@ -84,8 +54,8 @@ def test_a_user_over_their_share_keeps_running_and_the_next_is_admitted_when_one
     running = _run(limits, "erin", 4)  # alone: the full limit
     _run(limits, "alice", 1)  # now two users: erin's share is 1, her 4 keep running
     assert limits.count("erin") == 4 and all(not s.done for s in running)
-    t, out = _admitted(limits, "erin", "next")
-    _until(lambda: limits._waiting.get("erin", 0) == 1)
+    t, out = admitted(limits, "erin", "next")
+    until(lambda: limits._waiting.get("erin", 0) == 1)
     for s in running[:3]:  # still 1 running: at her share, the waiter stays queued
         limits.finish(s)
     time.sleep(0.2)
@@ -113,8 +83,8 @@ def test_a_waiter_is_woken_when_the_other_user_goes_inactive() -> None:
     limits = _limits(slots=2, queue_wait=20.0, window=0.5)
     (lookup,) = _run(limits, "alice", 1)
     _run(limits, "erin", 1)
-    t, out = _admitted(limits, "erin", "waits")
-    _until(lambda: limits._waiting.get("erin", 0) == 1)
+    t, out = admitted(limits, "erin", "waits")
+    until(lambda: limits._waiting.get("erin", 0) == 1)
     t0 = time.perf_counter()
     limits.finish(lookup)  # alice's window starts: erin's share grows when it ends
     t.join(18)
