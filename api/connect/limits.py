@@ -170,14 +170,16 @@ class StatementLimits:
             limit, active = self._limit(user, now)
             queued = self._waiting.get(user, 0)
             how = ""  # how it waited, for the busy answer
-            if self._mine(user) >= limit and self.queue_wait > 0 and queued < self.per_user:
+            if self._mine(user) < limit:
+                pass  # admitted at once
+            elif self.queue_wait > 0 and queued < self.per_user:
                 self._waiting[user] = queued + 1
                 try:
                     limit, active = self._wait_for_slot(user, now + self.queue_wait)
                 finally:
                     self._waiting[user] -= 1
                 how = f"waited up to {self.queue_wait:g} s, connect.statement_queue_wait"
-            elif self._mine(user) >= limit and self._may_hold(user):
+            elif self._may_hold(user):
                 self._held[user] = self._held.get(user, 0) + 1
                 self._held_total += 1
                 hold = min(self.retry_after, self.queue_wait)  # never longer than a queue's
