@@ -114,7 +114,6 @@ class StatementLimits:
         self.queue_wait, self.retry_after = queue_wait, retry_after
         self.hold_per_user, self.hold_total = hold_per_user, hold_total
         self._held: dict[str, int] = {}  # by user: statements held before their refusal
-        self._held_total = 0
         self.fair_share_slots, self.fair_share_window = fair_share_slots, fair_share_window
         self._running: dict[OpKey, Statement] = {}
         self._counts: dict[str, int] = {}  # by user: statements running (no zero entries)
@@ -181,12 +180,10 @@ class StatementLimits:
                 how = f"waited up to {self.queue_wait:g} s, connect.statement_queue_wait"
             elif self._may_hold(user):
                 self._held[user] = self._held.get(user, 0) + 1
-                self._held_total += 1
                 hold = min(self.retry_after, self.queue_wait)  # never longer than a queue's
                 try:
                     limit, active = self._wait_for_slot(user, now + hold)
                 finally:
-                    self._held_total -= 1
                     if self._held[user] == 1:
                         del self._held[user]
                     else:
@@ -227,7 +224,8 @@ class StatementLimits:
         as with no queue."""
         if self.queue_wait <= 0 or self.retry_after <= 0:
             return False
-        return self._held.get(user, 0) < self.hold_per_user and self._held_total < self.hold_total
+        held = self._held  # no zero entries: a few users at most, and only when refusing
+        return held.get(user, 0) < self.hold_per_user and sum(held.values()) < self.hold_total
 
     def _busy(self, user: str, mine: int, limit: int, active: int, how: str) -> str:
         waited = f" ({how})" if how else ""
