@@ -68,27 +68,17 @@ def test_another_user_is_admitted_while_one_users_statements_wait() -> None:
 def test_at_most_max_statements_per_user_wait_the_next_is_refused_at_once() -> None:
     limits = _limits(5.0)
     running = _fill(limits, "erin")
-    admitted: list[str] = []
-    waiters = [
-        threading.Thread(
-            target=lambda i=i: admitted.append(limits.start(("erin", "s", f"w{i}")).key[2])
-        )
-        for i in range(2)
-    ]
-    for w in waiters:
-        w.start()
-    deadline = time.time() + 5
-    while limits._waiting.get("erin", 0) < 2 and time.time() < deadline:
-        time.sleep(0.01)
+    waiters = [admitted(limits, "erin", f"w{i}") for i in range(2)]
+    until(lambda: limits._waiting.get("erin", 0) == 2)
     t0 = time.perf_counter()
     with pytest.raises(StatementRefused, match=r"^busy: "):
         limits.start(("erin", "s", "extra"))
     assert time.perf_counter() - t0 < 0.5
     for stmt in running:
         limits.finish(stmt)
-    for w in waiters:
+    for w, _ in waiters:
         w.join(timeout=10)
-    assert sorted(admitted) == ["w0", "w1"]
+    assert sorted(op for _, out in waiters for op in out) == ["w0", "w1"]
 
 
 def test_a_busy_refusal_carries_the_retry_delay_the_client_is_asked_to_wait() -> None:
@@ -160,12 +150,9 @@ def test_a_held_statement_runs_if_a_slot_frees_while_it_is_held() -> None:
     queued, queued_out = _queued(limits, "erin", "queued")
     held, held_out = _queued(limits, "erin", "held")
     limits.finish(first)  # one of the two takes the slot (either may)
-    deadline = time.time() + 5
-    while not (queued_out or held_out):
-        assert time.time() < deadline
-        time.sleep(0.01)
-    admitted = (queued_out or held_out)[0]
-    limits.finish(limits.get(("erin", "s", admitted)))  # type: ignore[arg-type]
+    until(lambda: bool(queued_out or held_out))
+    first_in = (queued_out or held_out)[0]
+    limits.finish(limits.get(("erin", "s", first_in)))  # type: ignore[arg-type]
     queued.join(timeout=5)
     held.join(timeout=5)
     assert queued_out == ["queued"] and held_out == ["held"]
