@@ -43,6 +43,9 @@ GOVERNED_CONF = {
 STATIC_CONF = ("spark.sql.extensions", "spark.sql.catalog.spark_catalog")
 # A local session talks only to itself, on loopback.
 LOCAL_CONF = {"spark.driver.bindAddress": "127.0.0.1", "spark.driver.host": "127.0.0.1"}
+#: Generated classes Spark keeps compiled (spark.sql.codegen.cache.maxEntries; Spark's own
+#: default is 100), sized for per-persona code (see DEFAULT_CONF).
+CODEGEN_CACHE_ENTRIES = 2000
 DEFAULT_CONF = {
     "spark.ui.enabled": "false",
     "spark.sql.shuffle.partitions": "4",
@@ -55,6 +58,12 @@ DEFAULT_CONF = {
     # the audit log is: raw values must not be readable around the layer by other local
     # users (delta-rs, DuckDB's delta_scan). A platform that wants a service group may set it.
     "spark.hadoop.fs.permissions.umask-mode": "077",
+    # Spark keeps 100 compiled classes of generated code by default. A row filter's or a
+    # mask's values are literals in that code, so every persona's plan is code of its own:
+    # at 8 analysts the load benchmark loaded about 15 new classes a second, each compiled
+    # by Janino and again by the JIT. With 2,000 it loaded 0.3 a second, and every side ran
+    # 20-41 % faster (benchmarks/REPORT.md, issue 39). A deployment may set its own.
+    "spark.sql.codegen.cache.maxEntries": str(CODEGEN_CACHE_ENTRIES),
     # No spark.scheduler.mode: Spark's own FIFO, as plain Spark Connect. The gateway names
     # a pool per user (api/connect/ConnectBackend.java `pool`), used once a deployment sets
     # FAIR; not the default, since Spark's FAIR breaks ties between pools by name: with
